@@ -1,0 +1,29 @@
+"""Entry point of the `ferrymq` console script.
+
+Each subcommand lives in its own module under ``ferrymq.cli`` (which never imports this one) and is
+registered below with one line, so the whole command tree is readable in one place.
+"""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="ferrymq",
+    help="ferrymq: a RocketMQ-compatible message queue (NameServer, Broker, client, tools).",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+bench_app = typer.Typer(help="Benchmarks against a store or a running cluster.", no_args_is_help=True)
+app.add_typer(bench_app, name="bench")
+
+# --- registrations: one line each, e.g. app.command("namesrv")(namesrv.namesrv) ---
+
+
+def main() -> None:
+    """Console-script entry."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

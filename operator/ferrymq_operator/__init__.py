@@ -1,0 +1,1 @@
+"""Kubernetes operator (kopf) for ferrymq NameServer and Broker clusters."""

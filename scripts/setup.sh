@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Creates .venv/ at the repository root and installs ferrymq with every extra the tests need.
+# Idempotent: a second run only checks. Installs a JRE for PySpark where none is present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if ! command -v java >/dev/null 2>&1; then
+  echo "setup: installing a Java runtime for PySpark (openjdk-17-jre-headless)"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+fi
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.ferrymq-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e ".[all,dev,interop]"
+  touch "$stamp"
+fi
+echo "setup: ready (.venv/bin/ferrymq)"

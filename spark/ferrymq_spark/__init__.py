@@ -1,0 +1,1 @@
+"""PySpark jobs over ferrymq snapshots and store files: backlog analysis and rebalance audit."""
