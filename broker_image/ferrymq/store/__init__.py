@@ -1,0 +1,1 @@
+"""The storage engine: CommitLog, ConsumeQueue, IndexFile, checkpoint, flush, recovery."""

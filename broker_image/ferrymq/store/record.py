@@ -1,0 +1,431 @@
+"""The CommitLog record, version 1 (upstream ``CommitLog.DefaultAppendMessageCallback`` and
+``CommitLog.checkMessageAndReturnSize``, ``MessageDecoder.decode``).
+
+Layout, big-endian, IPv4 hosts (the only form ferrymq writes; the IPv6 sysFlag bits are decoded)::
+
+    off  field                      type
+    0    TOTALSIZE                  i32   whole record, this field included
+    4    MAGICCODE                  u32   0xDAA320A7 (message) / 0xCBD43194 (blank end of file)
+    8    BODYCRC                    i32   zlib.crc32(body) & 0x7FFFFFFF (upstream UtilAll.crc32)
+    12   QUEUEID                    i32
+    16   FLAG                       i32   application flag
+    20   QUEUEOFFSET                i64   logical offset in the ConsumeQueue
+    28   PHYSICALOFFSET             i64   offset of this record in the CommitLog
+    36   SYSFLAG                    i32   MessageSysFlag bits
+    40   BORNTIMESTAMP              i64   ms
+    48   BORNHOST                   4s+i32  IPv4 + port
+    56   STORETIMESTAMP             i64   ms
+    64   STOREHOST                  4s+i32  IPv4 + port
+    72   RECONSUMETIMES             i32
+    76   PREPAREDTRANSACTIONOFFSET  i64
+    84   BODYLEN                    i32   then BODY
+    ..   TOPICLEN                   i8    then TOPIC (UTF-8, at most 127 bytes)
+    ..   PROPERTIESLEN              i16   then PROPERTIES (UTF-8 ``k\\x01v\\x02``, at most 32767 bytes)
+
+``TOTALSIZE = 91 + bodyLen + topicLen + propertiesLen``. A file ends with a blank record of
+``TOTALSIZE = remaining bytes, MAGICCODE = BLANK``; a writer always keeps 8 bytes for it.
+
+Pure functions over buffers: no files here. Spark executors and the client reuse the decoders.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from ferrymq.message import (
+    MessageConst,
+    MessageExt,
+    MessageSysFlag,
+    create_message_id,
+    decode_properties,
+    unpack_host,
+)
+
+MESSAGE_MAGIC_CODE = 0xDAA320A7
+BLANK_MAGIC_CODE = 0xCBD43194
+
+# The fixed part, up to and including BODYLEN; one struct, one call per record.
+RECORD_HEAD = struct.Struct(
+    ">"
+    "i"  # TOTALSIZE
+    "I"  # MAGICCODE
+    "i"  # BODYCRC
+    "i"  # QUEUEID
+    "i"  # FLAG
+    "q"  # QUEUEOFFSET
+    "q"  # PHYSICALOFFSET
+    "i"  # SYSFLAG
+    "q"  # BORNTIMESTAMP
+    "4s"  # BORNHOST ip
+    "i"  # BORNHOST port
+    "q"  # STORETIMESTAMP
+    "4s"  # STOREHOST ip
+    "i"  # STOREHOST port
+    "i"  # RECONSUMETIMES
+    "q"  # PREPAREDTRANSACTIONOFFSET
+    "i"  # BODYLEN
+)
+TOTAL_SIZE_POS = 0
+MAGIC_POS = 4
+QUEUE_ID_POS = struct.calcsize(">iIi")
+QUEUE_OFFSET_POS = struct.calcsize(">iIiii")
+PHYSICAL_OFFSET_POS = QUEUE_OFFSET_POS + 8
+SYS_FLAG_POS = PHYSICAL_OFFSET_POS + 8
+BORN_TIMESTAMP_POS = SYS_FLAG_POS + 4
+STORE_TIMESTAMP_POS = BORN_TIMESTAMP_POS + 8 + 8
+BODY_LEN_POS = RECORD_HEAD.size - 4
+BODY_POS = RECORD_HEAD.size
+MIN_RECORD_SIZE = RECORD_HEAD.size + 1 + 2  # 91: empty body, topic and properties
+
+BLANK_HEAD = struct.Struct(">iI")  # TOTALSIZE, BLANK_MAGIC_CODE
+END_FILE_MIN_BLANK_LENGTH = BLANK_HEAD.size
+
+_TOPIC_LEN = struct.Struct(">b")
+_PROPS_LEN = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+_I64 = struct.Struct(">q")
+
+MAX_TOPIC_BYTES = 127
+MAX_PROPERTIES_BYTES = 32767
+
+assert RECORD_HEAD.size == 88 and MIN_RECORD_SIZE == 91  # the upstream constants
+
+
+def record_size(body_len: int, topic_len: int, properties_len: int) -> int:
+    """TOTALSIZE of a record with these field lengths."""
+    return MIN_RECORD_SIZE + body_len + topic_len + properties_len
+
+
+def body_crc(body: bytes | bytearray | memoryview) -> int:
+    """The stored BODYCRC: CRC-32 masked to a non-negative int32, as upstream."""
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+def encode_record_into(
+    buf: bytearray | memoryview | object,
+    pos: int,
+    *,
+    queue_id: int,
+    flag: int,
+    queue_offset: int,
+    physical_offset: int,
+    sys_flag: int,
+    born_timestamp: int,
+    born_ip: bytes,
+    born_port: int,
+    store_timestamp: int,
+    store_ip: bytes,
+    store_port: int,
+    reconsume_times: int,
+    prepared_transaction_offset: int,
+    body: bytes | memoryview,
+    topic: bytes,
+    properties: bytes,
+    crc: int | None = None,
+) -> int:
+    """Encode one record at ``buf[pos:]`` (a bytearray or an ``mmap``); returns its size.
+
+    The caller has checked the lengths (see :func:`validate_lengths`) and the free space.
+    """
+    body_len = len(body)
+    size = MIN_RECORD_SIZE + body_len + len(topic) + len(properties)
+    RECORD_HEAD.pack_into(
+        buf,  # type: ignore[arg-type]
+        pos,
+        size,
+        MESSAGE_MAGIC_CODE,
+        body_crc(body) if crc is None else crc,
+        queue_id,
+        flag,
+        queue_offset,
+        physical_offset,
+        sys_flag,
+        born_timestamp,
+        born_ip,
+        born_port,
+        store_timestamp,
+        store_ip,
+        store_port,
+        reconsume_times,
+        prepared_transaction_offset,
+        body_len,
+    )
+    p = pos + BODY_POS
+    buf[p : p + body_len] = body  # type: ignore[index]
+    p += body_len
+    topic_len = len(topic)
+    buf[p] = topic_len  # type: ignore[index]
+    buf[p + 1 : p + 1 + topic_len] = topic  # type: ignore[index]
+    p += 1 + topic_len
+    _PROPS_LEN.pack_into(buf, p, len(properties))  # type: ignore[arg-type]
+    p += 2
+    buf[p : p + len(properties)] = properties  # type: ignore[index]
+    return size
+
+
+def encode_blank_into(buf: object, pos: int, remaining: int) -> None:
+    """Write the end-of-file blank record covering ``remaining`` bytes (>= 8)."""
+    BLANK_HEAD.pack_into(buf, pos, remaining, BLANK_MAGIC_CODE)  # type: ignore[arg-type]
+
+
+def set_queue_offset(buf: object, pos: int, queue_offset: int) -> None:
+    """Patch QUEUEOFFSET of the record at ``pos`` (batch items get theirs at append time)."""
+    _I64.pack_into(buf, pos + QUEUE_OFFSET_POS, queue_offset)  # type: ignore[arg-type]
+
+
+def validate_lengths(
+    topic_len: int, properties_len: int, body_len: int, max_size: int
+) -> str | None:
+    """Why a record with these lengths cannot be stored, or None. Pure; used before the append."""
+    if topic_len > MAX_TOPIC_BYTES:
+        return f"topic is {topic_len} bytes; max {MAX_TOPIC_BYTES}"
+    if properties_len > MAX_PROPERTIES_BYTES:
+        return f"properties are {properties_len} bytes; max {MAX_PROPERTIES_BYTES}"
+    if body_len > max_size:
+        return f"body is {body_len} bytes; maxMessageSize is {max_size}"
+    return None
+
+
+class RecordKind(enum.Enum):
+    """What :func:`check_record` found at a position."""
+
+    MESSAGE = "message"
+    BLANK = "blank"  # the end-of-file filler: skip to the next file
+    END = "end"  # zero bytes / too short for a header: no more data in this file
+    INVALID = "invalid"  # torn or corrupt record: recovery truncates here
+
+
+@dataclass(slots=True)
+class DecodedRecord:
+    """The fields of one record that dispatch, recovery and lookups need (body not copied)."""
+
+    size: int
+    body_crc: int
+    queue_id: int
+    flag: int
+    queue_offset: int
+    physical_offset: int
+    sys_flag: int
+    born_timestamp: int
+    born_host: tuple[str, int]
+    store_timestamp: int
+    store_host: tuple[str, int]
+    reconsume_times: int
+    prepared_transaction_offset: int
+    body_pos: int  # position of BODY within the buffer given to check_record
+    body_len: int
+    topic: str
+    properties: dict[str, str]
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(MessageConst.PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> list[str]:
+        raw = self.properties.get(MessageConst.PROPERTY_KEYS, "")
+        return [k for k in raw.split(MessageConst.KEY_SEPARATOR) if k]
+
+    @property
+    def uniq_key(self) -> str | None:
+        return self.properties.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+
+
+@dataclass(slots=True)
+class RecordCheck:
+    kind: RecordKind
+    size: int  # bytes to advance (0 for END and INVALID)
+    record: DecodedRecord | None = None
+    reason: str = ""
+
+
+def check_record(
+    buf: bytes | bytearray | memoryview | object,
+    pos: int,
+    limit: int,
+    *,
+    check_crc: bool = True,
+) -> RecordCheck:
+    """Validate and parse the record at ``buf[pos:limit]``; never raises on bad bytes.
+
+    Mirrors upstream ``checkMessageAndReturnSize``: a blank record means "next file", anything that
+    does not fully parse (bad magic, lengths that disagree, CRC mismatch, bytes beyond ``limit``)
+    is INVALID, which recovery treats as the torn tail.
+    """
+    avail = limit - pos
+    if avail < BLANK_HEAD.size:
+        return RecordCheck(RecordKind.END, 0, reason="no room for a record header")
+    total, magic = BLANK_HEAD.unpack_from(buf, pos)  # type: ignore[arg-type]
+    if magic == BLANK_MAGIC_CODE:
+        if total < BLANK_HEAD.size or total > avail:
+            return RecordCheck(RecordKind.INVALID, 0, reason=f"blank record with size {total}")
+        return RecordCheck(RecordKind.BLANK, total)
+    if magic != MESSAGE_MAGIC_CODE:
+        if total == 0 and magic == 0:
+            return RecordCheck(RecordKind.END, 0, reason="zero bytes")
+        return RecordCheck(RecordKind.INVALID, 0, reason=f"bad magic 0x{magic:08X}")
+    if total < MIN_RECORD_SIZE or total > avail:
+        return RecordCheck(RecordKind.INVALID, 0, reason=f"record size {total} out of range")
+    (
+        _total,
+        _magic,
+        crc,
+        queue_id,
+        flag,
+        queue_offset,
+        physical_offset,
+        sys_flag,
+        born_ts,
+        born_ip,
+        born_port,
+        store_ts,
+        store_ip,
+        store_port,
+        reconsume,
+        prepared,
+        body_len,
+    ) = RECORD_HEAD.unpack_from(buf, pos)  # type: ignore[arg-type]
+    if sys_flag & (MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG):
+        return RecordCheck(RecordKind.INVALID, 0, reason="IPv6 host records are not supported")
+    body_pos = pos + BODY_POS
+    if body_len < 0 or body_pos + body_len + 3 > pos + total:
+        return RecordCheck(RecordKind.INVALID, 0, reason=f"body length {body_len} out of range")
+    tpos = body_pos + body_len
+    (topic_len,) = _TOPIC_LEN.unpack_from(buf, tpos)  # type: ignore[arg-type]
+    ppos = tpos + 1 + topic_len
+    if topic_len <= 0 or ppos + 2 > pos + total:
+        return RecordCheck(RecordKind.INVALID, 0, reason=f"topic length {topic_len} out of range")
+    (props_len,) = _PROPS_LEN.unpack_from(buf, ppos)  # type: ignore[arg-type]
+    if props_len < 0 or ppos + 2 + props_len != pos + total:
+        return RecordCheck(
+            RecordKind.INVALID, 0, reason=f"lengths do not add up to TOTALSIZE {total}"
+        )
+    mv = memoryview(buf)  # type: ignore[arg-type]
+    try:
+        if check_crc and body_crc(mv[body_pos:tpos]) != crc:
+            return RecordCheck(RecordKind.INVALID, 0, reason="body CRC mismatch")
+        try:
+            topic = bytes(mv[tpos + 1 : ppos]).decode("utf-8")
+            props_text = bytes(mv[ppos + 2 : ppos + 2 + props_len]).decode("utf-8")
+        except UnicodeDecodeError:
+            return RecordCheck(RecordKind.INVALID, 0, reason="topic or properties not UTF-8")
+    finally:
+        mv.release()
+    record = DecodedRecord(
+        size=total,
+        body_crc=crc,
+        queue_id=queue_id,
+        flag=flag,
+        queue_offset=queue_offset,
+        physical_offset=physical_offset,
+        sys_flag=sys_flag,
+        born_timestamp=born_ts,
+        born_host=(unpack_host(born_ip), born_port),
+        store_timestamp=store_ts,
+        store_host=(unpack_host(store_ip), store_port),
+        reconsume_times=reconsume,
+        prepared_transaction_offset=prepared,
+        body_pos=body_pos,
+        body_len=body_len,
+        topic=topic,
+        properties=decode_properties(props_text),
+    )
+    return RecordCheck(RecordKind.MESSAGE, total, record)
+
+
+def decode_message_ext(
+    buf: bytes | bytearray | memoryview | object,
+    pos: int = 0,
+    limit: int | None = None,
+    *,
+    decompress_body: bool = True,
+    check_crc: bool = False,
+) -> MessageExt:
+    """One record as a :class:`MessageExt`; raises ValueError on a record that does not parse.
+
+    ``msg_id`` is the client's UNIQ_KEY when present (as upstream ``MessageClientExt``), else the
+    offset msgId. A compressed body (sysFlag bit 0) is inflated when ``decompress_body``.
+    """
+    end = len(buf) if limit is None else limit  # type: ignore[arg-type]
+    check = check_record(buf, pos, end, check_crc=check_crc)
+    if check.kind is not RecordKind.MESSAGE or check.record is None:
+        raise ValueError(f"no message record at byte {pos}: {check.kind.value} {check.reason}")
+    r = check.record
+    mv = memoryview(buf)  # type: ignore[arg-type]
+    try:
+        body = bytes(mv[r.body_pos : r.body_pos + r.body_len])
+    finally:
+        mv.release()
+    sys_flag = r.sys_flag
+    if decompress_body and sys_flag & MessageSysFlag.COMPRESSED_FLAG:
+        try:
+            body = zlib.decompress(body)
+        except zlib.error as exc:
+            raise ValueError(f"record at byte {pos}: compressed body does not inflate") from exc
+    offset_id = create_message_id(r.store_host, r.physical_offset)
+    return MessageExt(
+        topic=r.topic,
+        body=body,
+        flag=r.flag,
+        properties=r.properties,
+        queue_id=r.queue_id,
+        store_size=r.size,
+        queue_offset=r.queue_offset,
+        sys_flag=sys_flag,
+        born_timestamp=r.born_timestamp,
+        born_host=r.born_host,
+        store_timestamp=r.store_timestamp,
+        store_host=r.store_host,
+        msg_id=r.uniq_key or offset_id,
+        commit_log_offset=r.physical_offset,
+        body_crc=r.body_crc,
+        reconsume_times=r.reconsume_times,
+        prepared_transaction_offset=r.prepared_transaction_offset,
+    )
+
+
+def iter_records(buf: bytes | bytearray | memoryview) -> Iterator[tuple[int, int]]:
+    """``(position, size)`` of each record in back-to-back records (a pull body); stops at the end.
+
+    Raises ValueError when a size field would run past the buffer (a truncated body).
+    """
+    pos = 0
+    end = len(buf)
+    while pos + 4 <= end:
+        (size,) = _I32.unpack_from(buf, pos)
+        if size < MIN_RECORD_SIZE or pos + size > end:
+            raise ValueError(f"record at byte {pos} has size {size}; {end - pos} bytes remain")
+        yield pos, size
+        pos += size
+    if pos != end:
+        raise ValueError(f"{end - pos} trailing bytes after the last record")
+
+
+def decode_messages(
+    buf: bytes | bytearray | memoryview, *, decompress_body: bool = True
+) -> list[MessageExt]:
+    """All records of a pull response body as MessageExt objects (client side)."""
+    return [
+        decode_message_ext(buf, pos, pos + size, decompress_body=decompress_body)
+        for pos, size in iter_records(buf)
+    ]
+
+
+def read_physical_offset(buf: object, pos: int) -> int:
+    (value,) = _I64.unpack_from(buf, pos + PHYSICAL_OFFSET_POS)  # type: ignore[arg-type]
+    return int(value)
+
+
+def read_store_timestamp(buf: object, pos: int) -> int:
+    (value,) = _I64.unpack_from(buf, pos + STORE_TIMESTAMP_POS)  # type: ignore[arg-type]
+    return int(value)
+
+
+def read_magic(buf: object, pos: int) -> int:
+    (value,) = _U32.unpack_from(buf, pos + MAGIC_POS)  # type: ignore[arg-type]
+    return int(value)
