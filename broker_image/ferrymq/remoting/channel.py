@@ -1,0 +1,206 @@
+"""Channel: one TCP connection of the remoting protocol, used by both the server and the client.
+
+A channel cuts frames, parses commands, resolves responses by ``opaque`` from its pending table, and
+dispatches requests through a ProcessorTable (servers answer clients; clients answer server-initiated
+requests such as CHECK_TRANSACTION_STATE). When it closes, every pending call fails and every request
+still being handled is cancelled, so nothing waits forever on a dead peer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
+
+from ferrymq.remoting.codes import ResponseCode
+from ferrymq.remoting.command import (
+    ONEWAY_FLAG,
+    CommandDecodeError,
+    RemotingCommand,
+    decode_command,
+)
+from ferrymq.remoting.errors import RemotingSendRequestError, RemotingTimeoutError
+from ferrymq.remoting.frame import MAX_FRAME_SIZE, FrameDecoder, FrameError
+from ferrymq.remoting.processor import ProcessorTable
+
+log = logging.getLogger(__name__)
+
+
+class Channel(asyncio.Protocol):
+    def __init__(
+        self,
+        processors: ProcessorTable,
+        *,
+        name: str = "remoting",
+        on_close: Callable[[Channel], None] | None = None,
+        max_frame_size: int = MAX_FRAME_SIZE,
+    ) -> None:
+        self.processors = processors
+        self.name = name
+        self._on_close = on_close
+        self._decoder = FrameDecoder(max_frame_size)
+        self._transport: asyncio.Transport | None = None
+        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = asyncio.get_running_loop().create_future()
+        self._write_ready = asyncio.Event()
+        self._write_ready.set()
+        self.remote_addr = "?"
+        self.local_addr = "?"
+        # free-form slot for the owner (e.g. the broker stores the client id here)
+        self.attrs: dict[str, Any] = {}
+
+    # --- asyncio.Protocol -----------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)
+        peer = transport.get_extra_info("peername")
+        sock = transport.get_extra_info("sockname")
+        if peer:
+            self.remote_addr = f"{peer[0]}:{peer[1]}"
+        if sock:
+            self.local_addr = f"{sock[0]}:{sock[1]}"
+        raw = transport.get_extra_info("socket")
+        if raw is not None:
+            with contextlib.suppress(OSError):
+                raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self._decoder.feed(data)
+        except FrameError as exc:
+            log.warning("%s: closing connection from %s: %s", self.name, self.remote_addr, exc)
+            self.close()
+            return
+        for frame in frames:
+            try:
+                cmd = decode_command(frame)
+            except CommandDecodeError as exc:
+                # without a parsable header there is no opaque to answer to: close, as upstream does
+                log.warning("%s: closing connection from %s: %s", self.name, self.remote_addr, exc)
+                self.close()
+                return
+            if cmd.is_response:
+                fut = self._pending.pop(cmd.opaque, None)
+                if fut is not None and not fut.done():
+                    fut.set_result(cmd)
+                else:
+                    log.debug("%s: response for unknown opaque %d", self.name, cmd.opaque)
+            else:
+                self._dispatch(cmd)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._transport = None
+        err = RemotingSendRequestError(f"connection to {self.remote_addr} closed")
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(err)
+        self._pending.clear()
+        for task in list(self._tasks):
+            task.cancel()
+        self._write_ready.set()
+        if not self._closed.done():
+            self._closed.set_result(None)
+        if self._on_close is not None:
+            self._on_close(self)
+
+    def pause_writing(self) -> None:
+        # the peer reads slower than we write: stop reading its requests until it catches up
+        self._write_ready.clear()
+        if self._transport is not None:
+            self._transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self._write_ready.set()
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.resume_reading()
+
+    # --- requests from the peer -----------------------------------------------------------
+    def _dispatch(self, request: RemotingCommand) -> None:
+        handler = self.processors.lookup(request.code)
+        try:
+            result = handler(self, request)
+        except Exception as exc:
+            self._answer_error(request, exc)
+            return
+        if isinstance(result, RemotingCommand) or result is None:
+            self._answer(request, result)
+            return
+        task = asyncio.ensure_future(self._await_handler(request, result))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _await_handler(
+        self, request: RemotingCommand, pending: Awaitable[RemotingCommand | None]
+    ) -> None:
+        try:
+            response = await pending
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._answer_error(request, exc)
+            return
+        self._answer(request, response)
+
+    def _answer(self, request: RemotingCommand, response: RemotingCommand | None) -> None:
+        if response is None or request.is_oneway:
+            return
+        self.send(response)
+
+    def _answer_error(self, request: RemotingCommand, exc: Exception) -> None:
+        log.exception(
+            "%s: handler for code %d from %s failed",
+            self.name,
+            request.code,
+            self.remote_addr,
+            exc_info=exc,
+        )
+        if not request.is_oneway:
+            self.send(request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"))
+
+    # --- sending --------------------------------------------------------------------------
+    @property
+    def is_open(self) -> bool:
+        return self._transport is not None and not self._transport.is_closing()
+
+    def send(self, cmd: RemotingCommand) -> bool:
+        """Write one command; False when the connection is already gone."""
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return False
+        transport.writelines(cmd.encode())
+        return True
+
+    async def invoke(self, request: RemotingCommand, timeout: float) -> RemotingCommand:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[RemotingCommand] = loop.create_future()
+        self._pending[request.opaque] = fut
+        if not self.send(request):
+            self._pending.pop(request.opaque, None)
+            raise RemotingSendRequestError(f"connection to {self.remote_addr} is closed")
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            raise RemotingTimeoutError(
+                f"no response from {self.remote_addr} to code {request.code} within {timeout:.1f}s"
+            ) from None
+        finally:
+            self._pending.pop(request.opaque, None)
+
+    def invoke_oneway(self, request: RemotingCommand) -> None:
+        request.flag |= ONEWAY_FLAG
+        if not self.send(request):
+            raise RemotingSendRequestError(f"connection to {self.remote_addr} is closed")
+
+    async def drain(self) -> None:
+        """Wait until the transport accepts more writes (back-pressure for bulk senders)."""
+        await self._write_ready.wait()
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+    async def wait_closed(self) -> None:
+        await asyncio.shield(self._closed)

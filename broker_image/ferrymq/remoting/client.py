@@ -1,0 +1,92 @@
+"""RemotingClient: one channel per peer address, created on first use, replaced when it closes."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from ferrymq.remoting.channel import Channel
+from ferrymq.remoting.command import RemotingCommand
+from ferrymq.remoting.errors import RemotingConnectError
+from ferrymq.remoting.processor import ProcessorTable
+
+log = logging.getLogger(__name__)
+
+
+def split_addr(addr: str) -> tuple[str, int]:
+    """``host:port`` -> (host, port); raises ValueError with the address on a malformed one."""
+    host, sep, port = addr.strip().rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"address {addr!r} is not host:port")
+    return host.strip("[]"), int(port)
+
+
+class RemotingClient:
+    def __init__(
+        self,
+        processors: ProcessorTable | None = None,
+        *,
+        connect_timeout: float = 3.0,
+        name: str = "client",
+    ) -> None:
+        self.processors = processors or ProcessorTable()
+        self.connect_timeout = connect_timeout
+        self.name = name
+        self._channels: dict[str, Channel] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def channel(self, addr: str) -> Channel:
+        channel = self._channels.get(addr)
+        if channel is not None and channel.is_open:
+            return channel
+        lock = self._locks.setdefault(addr, asyncio.Lock())
+        async with lock:
+            channel = self._channels.get(addr)
+            if channel is not None and channel.is_open:
+                return channel
+            host, port = split_addr(addr)
+            loop = asyncio.get_running_loop()
+            try:
+                _, proto = await asyncio.wait_for(
+                    loop.create_connection(
+                        lambda: Channel(self.processors, name=self.name, on_close=self._forget),
+                        host,
+                        port,
+                    ),
+                    self.connect_timeout,
+                )
+            except (OSError, TimeoutError) as exc:
+                raise RemotingConnectError(
+                    f"cannot connect to {addr}: {exc or 'timeout'}"
+                ) from None
+            proto.attrs["addr"] = addr
+            self._channels[addr] = proto
+            return proto
+
+    def _forget(self, channel: Channel) -> None:
+        addr = channel.attrs.get("addr")
+        if addr is not None and self._channels.get(addr) is channel:
+            del self._channels[addr]
+
+    async def invoke(
+        self, addr: str, request: RemotingCommand, timeout: float = 3.0
+    ) -> RemotingCommand:
+        channel = await self.channel(addr)
+        return await channel.invoke(request, timeout)
+
+    async def invoke_oneway(self, addr: str, request: RemotingCommand) -> None:
+        channel = await self.channel(addr)
+        channel.invoke_oneway(request)
+
+    def close_channel(self, addr: str) -> None:
+        channel = self._channels.pop(addr, None)
+        if channel is not None:
+            channel.close()
+
+    async def close(self) -> None:
+        channels = list(self._channels.values())
+        self._channels.clear()
+        for channel in channels:
+            channel.close()
+        for channel in channels:
+            await channel.wait_closed()

@@ -1,0 +1,297 @@
+"""RemotingCommand: one request or response of the remoting protocol (upstream RemotingCommand).
+
+Header fields are ``code, language, version, opaque, flag, remark, extFields``. Two header encodings
+exist upstream: JSON (serializeType 0, what every client uses by default) and the compact binary
+"ROCKETMQ" form (serializeType 1); a response is encoded the way its request was.
+
+Inbound leniency (PROTOCOL.md): extFields values may be strings, numbers or booleans, language a name
+or a number. Outbound strictness: every extFields value is written as a JSON string, because clients
+that parse strings silently ignore numbers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from ferrymq.remoting.codes import LanguageCode, ResponseCode, language_name
+
+RESPONSE_FLAG = 0b01
+ONEWAY_FLAG = 0b10
+SERIALIZE_JSON = 0
+SERIALIZE_ROCKETMQ = 1
+# upstream MQVersion of the 4.9 line: some clients gate features on the broker's reported version
+DEFAULT_VERSION = 399
+
+Buffer = bytes | bytearray | memoryview
+
+_INT = struct.Struct(">i")
+_MARK = struct.Struct(">ii")
+_BIN_FIXED = struct.Struct(">hbhii")  # code, language, version, opaque, flag
+_SHORT = struct.Struct(">h")
+
+_opaque_counter = itertools.count(1)
+
+
+class CommandDecodeError(ValueError):
+    """A frame whose header cannot be parsed; the caller answers or closes the connection."""
+
+
+def next_opaque() -> int:
+    """A fresh request id. Ids only need to be unique per connection; one counter keeps them so."""
+    return next(_opaque_counter) & 0x7FFFFFFF
+
+
+def _ext_str(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    return str(value)
+
+
+@dataclass(slots=True)
+class RemotingCommand:
+    code: int
+    ext_fields: dict[str, str] = field(default_factory=dict)
+    body: Buffer | Sequence[Buffer] | None = None
+    opaque: int = 0
+    flag: int = 0
+    remark: str | None = None
+    language: str = LanguageCode.PYTHON.name
+    version: int = DEFAULT_VERSION
+    serialize_type: int = SERIALIZE_JSON
+
+    # --- construction ---------------------------------------------------------------------
+    @classmethod
+    def request(
+        cls,
+        code: int,
+        ext_fields: Mapping[str, object] | None = None,
+        body: Buffer | Sequence[Buffer] | None = None,
+        *,
+        oneway: bool = False,
+    ) -> RemotingCommand:
+        fields = {k: _ext_str(v) for k, v in (ext_fields or {}).items() if v is not None}
+        return cls(
+            code=int(code),
+            ext_fields=fields,
+            body=body,
+            opaque=next_opaque(),
+            flag=ONEWAY_FLAG if oneway else 0,
+        )
+
+    def response(
+        self,
+        code: int = ResponseCode.SUCCESS,
+        remark: str | None = None,
+        ext_fields: Mapping[str, object] | None = None,
+        body: Buffer | Sequence[Buffer] | None = None,
+    ) -> RemotingCommand:
+        """The response to this request: same opaque, response flag set, same header encoding."""
+        fields = {k: _ext_str(v) for k, v in (ext_fields or {}).items() if v is not None}
+        return RemotingCommand(
+            code=int(code),
+            ext_fields=fields,
+            body=body,
+            opaque=self.opaque,
+            flag=RESPONSE_FLAG,
+            remark=remark,
+            serialize_type=self.serialize_type,
+        )
+
+    # --- flags ----------------------------------------------------------------------------
+    @property
+    def is_response(self) -> bool:
+        return bool(self.flag & RESPONSE_FLAG)
+
+    @property
+    def is_oneway(self) -> bool:
+        return bool(self.flag & ONEWAY_FLAG)
+
+    # --- body helpers ---------------------------------------------------------------------
+    def body_bytes(self) -> bytes:
+        body = self.body
+        if body is None:
+            return b""
+        if isinstance(body, bytes):
+            return body
+        if isinstance(body, (bytearray, memoryview)):
+            return bytes(body)
+        return b"".join(bytes(part) for part in body)
+
+    def body_json(self) -> Any:
+        """The body parsed as (fastjson-flavoured) JSON; None when empty."""
+        from ferrymq.remoting.fastjson import loads
+
+        raw = self.body_bytes()
+        return loads(raw) if raw else None
+
+    def ext_int(self, name: str, default: int | None = None) -> int:
+        """An extFields value as int; a missing or malformed one raises ValueError naming the field."""
+        raw = self.ext_fields.get(name)
+        if raw is None or raw == "":
+            if default is None:
+                raise ValueError(f"missing header field '{name}'")
+            return default
+        try:
+            return int(raw)
+        except ValueError:
+            raise ValueError(f"header field '{name}' is not an integer: {raw!r}") from None
+
+    def ext_bool(self, name: str, default: bool = False) -> bool:
+        raw = self.ext_fields.get(name)
+        if raw is None or raw == "":
+            return default
+        return raw.lower() in ("true", "1")
+
+    # --- encoding -------------------------------------------------------------------------
+    def encode_header(self) -> bytes:
+        if self.serialize_type == SERIALIZE_ROCKETMQ:
+            return self._encode_binary_header()
+        header: dict[str, Any] = {
+            "code": self.code,
+            "extFields": self.ext_fields,
+            "flag": self.flag,
+            "language": self.language,
+            "opaque": self.opaque,
+            "serializeTypeCurrentRPC": "JSON",
+            "version": self.version,
+        }
+        if self.remark is not None:
+            header["remark"] = self.remark
+        return orjson.dumps(header)
+
+    def _encode_binary_header(self) -> bytes:
+        try:
+            lang = LanguageCode[self.language].value
+        except KeyError:
+            lang = LanguageCode.OTHER.value
+        parts = [_BIN_FIXED.pack(self.code, lang, self.version, self.opaque, self.flag)]
+        remark = self.remark.encode() if self.remark else b""
+        parts.append(_INT.pack(len(remark)) + remark)
+        ext = bytearray()
+        for key, value in self.ext_fields.items():
+            k = key.encode()
+            v = value.encode()
+            ext += _SHORT.pack(len(k)) + k + _INT.pack(len(v)) + v
+        parts.append(_INT.pack(len(ext)) + bytes(ext))
+        return b"".join(parts)
+
+    def encode(self) -> list[Buffer]:
+        """The whole frame as a list of buffers for ``transport.writelines`` (body parts not copied)."""
+        header = self.encode_header()
+        body = self.body
+        if body is None:
+            parts: Sequence[Buffer] = ()
+        elif isinstance(body, (bytes, bytearray, memoryview)):
+            parts = (body,)
+        else:
+            parts = body
+        body_len = sum(len(p) for p in parts)
+        total = 4 + len(header) + body_len
+        out: list[Buffer] = [_MARK.pack(total, (self.serialize_type << 24) | len(header)) + header]
+        out.extend(parts)
+        return out
+
+    def to_bytes(self) -> bytes:
+        return b"".join(bytes(p) for p in self.encode())
+
+
+def decode_command(frame: bytes) -> RemotingCommand:
+    """Parse one frame (without its length prefix). Raises CommandDecodeError on a bad header."""
+    if len(frame) < 4:
+        raise CommandDecodeError("frame shorter than its header mark")
+    (mark,) = _INT.unpack_from(frame, 0)
+    serialize_type = (mark >> 24) & 0xFF
+    header_len = mark & 0xFFFFFF
+    if header_len > len(frame) - 4:
+        raise CommandDecodeError(
+            f"header length {header_len} exceeds frame ({len(frame) - 4} bytes)"
+        )
+    header = frame[4 : 4 + header_len]
+    body = frame[4 + header_len :] or None
+    if serialize_type == SERIALIZE_JSON:
+        cmd = _decode_json_header(header)
+    elif serialize_type == SERIALIZE_ROCKETMQ:
+        cmd = _decode_binary_header(header)
+    else:
+        raise CommandDecodeError(f"unknown serialize type {serialize_type}")
+    cmd.body = body
+    cmd.serialize_type = serialize_type
+    return cmd
+
+
+def _decode_json_header(header: bytes) -> RemotingCommand:
+    try:
+        obj = orjson.loads(header)
+    except orjson.JSONDecodeError as exc:
+        raise CommandDecodeError(f"header is not JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise CommandDecodeError("header is not a JSON object")
+    try:
+        code = int(obj["code"])
+        opaque = int(obj.get("opaque", 0))
+        flag = int(obj.get("flag", 0))
+        version = int(obj.get("version", 0) or 0)
+    except (KeyError, TypeError, ValueError):
+        raise CommandDecodeError("header code/opaque/flag/version are not integers") from None
+    ext_raw = obj.get("extFields") or {}
+    if not isinstance(ext_raw, dict):
+        raise CommandDecodeError("header extFields is not an object")
+    ext = {str(k): _ext_str(v) for k, v in ext_raw.items() if v is not None}
+    remark = obj.get("remark")
+    return RemotingCommand(
+        code=code,
+        ext_fields=ext,
+        opaque=opaque,
+        flag=flag,
+        remark=remark if isinstance(remark, str) else None,
+        language=language_name(obj.get("language")),
+        version=version,
+    )
+
+
+def _decode_binary_header(header: bytes) -> RemotingCommand:
+    try:
+        code, lang, version, opaque, flag = _BIN_FIXED.unpack_from(header, 0)
+        pos = _BIN_FIXED.size
+        (remark_len,) = _INT.unpack_from(header, pos)
+        pos += 4
+        if remark_len < 0 or pos + remark_len > len(header):
+            raise CommandDecodeError("binary header: bad remark length")
+        remark = header[pos : pos + remark_len].decode() if remark_len else None
+        pos += remark_len
+        (ext_len,) = _INT.unpack_from(header, pos)
+        pos += 4
+        end = pos + ext_len
+        if ext_len < 0 or end > len(header):
+            raise CommandDecodeError("binary header: bad extFields length")
+        ext: dict[str, str] = {}
+        while pos < end:
+            (klen,) = _SHORT.unpack_from(header, pos)
+            pos += 2
+            key = header[pos : pos + klen].decode()
+            pos += klen
+            (vlen,) = _INT.unpack_from(header, pos)
+            pos += 4
+            if klen < 0 or vlen < 0 or pos + vlen > end:
+                raise CommandDecodeError("binary header: bad extFields entry")
+            ext[key] = header[pos : pos + vlen].decode()
+            pos += vlen
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise CommandDecodeError(f"binary header malformed: {exc}") from None
+    return RemotingCommand(
+        code=code,
+        ext_fields=ext,
+        opaque=opaque,
+        flag=flag,
+        remark=remark,
+        language=language_name(lang),
+        version=version,
+    )

@@ -1,0 +1,177 @@
+"""Server and client over real sockets on 127.0.0.1: correlation, oneway, timeouts, bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections.abc import AsyncIterator
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ferrymq.remoting.channel import Channel
+from ferrymq.remoting.client import RemotingClient
+from ferrymq.remoting.codes import ResponseCode
+from ferrymq.remoting.command import RemotingCommand
+from ferrymq.remoting.errors import (
+    RemotingConnectError,
+    RemotingSendRequestError,
+    RemotingTimeoutError,
+)
+from ferrymq.remoting.server import RemotingServer
+
+ECHO, SLOW, BOOM, HANG, ONEWAY = 900, 901, 902, 903, 904
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[RemotingServer]:
+    srv = RemotingServer("127.0.0.1", 0, name="test")
+    received: list[RemotingCommand] = []
+
+    def echo(ch: Channel, req: RemotingCommand) -> RemotingCommand:
+        return req.response(0, ext_fields=req.ext_fields, body=req.body_bytes())
+
+    async def slow(ch: Channel, req: RemotingCommand) -> RemotingCommand:
+        await asyncio.sleep(float(req.ext_fields["delay"]))
+        return req.response(0, ext_fields={"n": req.ext_fields["n"]})
+
+    def boom(ch: Channel, req: RemotingCommand) -> RemotingCommand:
+        raise RuntimeError("kaput")
+
+    async def hang(ch: Channel, req: RemotingCommand) -> RemotingCommand:
+        await asyncio.Event().wait()
+        raise AssertionError
+
+    def oneway(ch: Channel, req: RemotingCommand) -> None:
+        received.append(req)
+
+    for code, fn in ((ECHO, echo), (SLOW, slow), (BOOM, boom), (HANG, hang), (ONEWAY, oneway)):
+        srv.register(code, fn)  # type: ignore[arg-type]
+    srv.received = received  # type: ignore[attr-defined]
+    await srv.start()
+    yield srv
+    await srv.stop()
+
+
+def addr(srv: RemotingServer) -> str:
+    return f"127.0.0.1:{srv.port}"
+
+
+async def test_out_of_order_responses_match_by_opaque(server: RemotingServer) -> None:
+    client = RemotingClient()
+    try:
+        calls = [
+            client.invoke(
+                addr(server),
+                RemotingCommand.request(SLOW, {"delay": (5 - i) * 0.02, "n": i}),
+                timeout=5,
+            )
+            for i in range(5)
+        ]
+        results = await asyncio.gather(*calls)
+        assert [r.ext_fields["n"] for r in results] == ["0", "1", "2", "3", "4"]
+    finally:
+        await client.close()
+
+
+async def test_unknown_code_and_handler_error_get_clear_responses(server: RemotingServer) -> None:
+    client = RemotingClient()
+    try:
+        resp = await client.invoke(addr(server), RemotingCommand.request(4242), timeout=5)
+        assert resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+        assert resp.remark and "4242" in resp.remark
+        resp = await client.invoke(addr(server), RemotingCommand.request(BOOM), timeout=5)
+        assert resp.code == ResponseCode.SYSTEM_ERROR and resp.remark and "kaput" in resp.remark
+    finally:
+        await client.close()
+
+
+async def test_timeout_and_oneway(server: RemotingServer) -> None:
+    client = RemotingClient()
+    try:
+        with pytest.raises(RemotingTimeoutError):
+            await client.invoke(addr(server), RemotingCommand.request(HANG), timeout=0.2)
+        await client.invoke_oneway(addr(server), RemotingCommand.request(ONEWAY, {"k": "v"}))
+        deadline = asyncio.get_running_loop().time() + 5
+        while not server.received and asyncio.get_running_loop().time() < deadline:  # type: ignore[attr-defined]
+            await asyncio.sleep(0.01)
+        assert server.received[0].ext_fields == {"k": "v"}  # type: ignore[attr-defined]
+    finally:
+        await client.close()
+
+
+async def test_pending_calls_fail_when_server_stops(server: RemotingServer) -> None:
+    client = RemotingClient()
+    try:
+        call = asyncio.ensure_future(
+            client.invoke(addr(server), RemotingCommand.request(HANG), timeout=10)
+        )
+        await asyncio.sleep(0.1)
+        await server.stop()
+        with pytest.raises(RemotingSendRequestError):
+            await call
+    finally:
+        await client.close()
+
+
+async def test_connect_refused_is_a_clear_error() -> None:
+    client = RemotingClient()
+    srv = RemotingServer("127.0.0.1", 0)
+    await srv.start()
+    port = srv.port
+    await srv.stop()
+    with pytest.raises(RemotingConnectError):
+        await client.invoke(f"127.0.0.1:{port}", RemotingCommand.request(ECHO), timeout=1)
+
+
+async def _raw_exchange(port: int, payload: bytes) -> bytes:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(payload)
+    await writer.drain()
+    try:
+        return await asyncio.wait_for(reader.read(65536), 5)
+    finally:
+        writer.close()
+
+
+async def test_oversized_and_malformed_frames_close_only_that_connection(
+    server: RemotingServer,
+) -> None:
+    client = RemotingClient()
+    try:
+        # a healthy connection opened before the bad ones must keep working
+        await client.invoke(addr(server), RemotingCommand.request(ECHO), timeout=5)
+        assert await _raw_exchange(server.port, struct.pack(">i", 64 * 1024 * 1024)) == b""
+        bad_header = b"{not json"
+        frame = struct.pack(">ii", 4 + len(bad_header), len(bad_header)) + bad_header
+        assert await _raw_exchange(server.port, frame) == b""
+        resp = await client.invoke(
+            addr(server), RemotingCommand.request(ECHO, {"x": "1"}, b"body"), timeout=5
+        )
+        assert resp.ext_fields == {"x": "1"} and resp.body_bytes() == b"body"
+    finally:
+        await client.close()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(garbage=st.binary(min_size=1, max_size=200))
+async def test_fuzzed_frames_never_break_the_server(garbage: bytes) -> None:
+    srv = RemotingServer("127.0.0.1", 0)
+    srv.register(ECHO, lambda ch, req: req.response(0))
+    await srv.start()
+    client = RemotingClient()
+    try:
+        length = struct.pack(">i", len(garbage))
+        for payload in (garbage, length + garbage):
+            reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+            writer.write(payload)
+            await writer.drain()
+            writer.write_eof()
+            await asyncio.wait_for(reader.read(), 5)  # server answers or closes; never hangs
+            writer.close()
+        resp = await client.invoke(f"127.0.0.1:{srv.port}", RemotingCommand.request(ECHO), 5)
+        assert resp.code == 0
+    finally:
+        await client.close()
+        await srv.stop()
