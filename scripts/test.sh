@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Sets up .venv, provisions the local Kubernetes control plane used by the operator tests (cached),
+# then runs the default test suite (everything but @slow). Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+if [ -x scripts/k8s-control-plane.sh ] && [ "${FERRYMQ_SKIP_K8S:-0}" != "1" ]; then
+  ./scripts/k8s-control-plane.sh
+fi
+export SPARK_LOCAL_IP=127.0.0.1
+export PYTHONUNBUFFERED=1
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+.venv/bin/mypy
+exec .venv/bin/pytest -m "not slow" -q "$@"
