@@ -1,0 +1,117 @@
+"""Pod-template pieces shared by NameServer and Broker StatefulSets (pure)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import javaproperties
+
+from ferrymq_operator.models import PodSpecCommon
+
+# The image runs as this non-root user (broker_image/Dockerfile creates it); fsGroup makes the
+# persistent volume writable for it.
+RUN_AS_USER = 10001
+HOME = "/home/ferrymq"
+CONFIG_DIR = "/etc/ferrymq"
+HOSTNAME_TOPOLOGY = "kubernetes.io/hostname"
+
+
+def properties_text(values: dict[str, str]) -> str:
+    """A .properties file with sorted keys and no timestamp, so equal settings give equal bytes."""
+    text: str = javaproperties.dumps(values, timestamp=False, sort_keys=True)
+    return text
+
+
+def config_hash(data: dict[str, str]) -> str:
+    """Digest of a ConfigMap's data; put on the pod template so a config change rolls the pods."""
+    digest = hashlib.sha256()
+    for key in sorted(data):
+        digest.update(key.encode())
+        digest.update(b"\0")
+        digest.update(data[key].encode())
+        digest.update(b"\0")
+    return digest.hexdigest()[:16]
+
+
+def pod_security_context() -> dict[str, Any]:
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": RUN_AS_USER,
+        "runAsGroup": RUN_AS_USER,
+        "fsGroup": RUN_AS_USER,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def container_security_context() -> dict[str, Any]:
+    return {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+
+
+def resources(spec: PodSpecCommon) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if spec.resources.requests:
+        out["requests"] = dict(spec.resources.requests)
+    if spec.resources.limits:
+        out["limits"] = dict(spec.resources.limits)
+    return out
+
+
+def anti_affinity(spec: PodSpecCommon, match_labels: dict[str, str]) -> dict[str, Any]:
+    """Keep the pods matching ``match_labels`` on different nodes (required or preferred)."""
+    term = {
+        "labelSelector": {"matchLabels": dict(match_labels)},
+        "topologyKey": HOSTNAME_TOPOLOGY,
+    }
+    if spec.pod_anti_affinity == "Required":
+        return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    return {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 100, "podAffinityTerm": term}
+            ]
+        }
+    }
+
+
+def scheduling(spec: PodSpecCommon, match_labels: dict[str, str]) -> dict[str, Any]:
+    """Pod-spec fields for placement: affinity, nodeSelector, tolerations, priority, pull secrets."""
+    out: dict[str, Any] = {"affinity": anti_affinity(spec, match_labels)}
+    if spec.node_selector:
+        out["nodeSelector"] = dict(spec.node_selector)
+    if spec.tolerations:
+        out["tolerations"] = [
+            t.model_dump(by_alias=True, exclude_none=True) for t in spec.tolerations
+        ]
+    if spec.priority_class_name:
+        out["priorityClassName"] = spec.priority_class_name
+    if spec.image_pull_secrets:
+        out["imagePullSecrets"] = [{"name": name} for name in spec.image_pull_secrets]
+    return out
+
+
+def downward_env() -> list[dict[str, Any]]:
+    """Pod identity for the process (logs, and brokerIP1 overrides if a user wants them)."""
+    return [
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "HOME", "value": HOME},
+    ]
+
+
+def tcp_probe(port: str, period: int, failures: int, initial_delay: int = 0) -> dict[str, Any]:
+    probe: dict[str, Any] = {
+        "tcpSocket": {"port": port},
+        "periodSeconds": period,
+        "timeoutSeconds": 3,
+        "failureThreshold": failures,
+    }
+    if initial_delay:
+        probe["initialDelaySeconds"] = initial_delay
+    return probe

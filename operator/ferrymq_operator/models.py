@@ -1,0 +1,347 @@
+"""Custom resource models (group ``ferrymq.io``, version ``v1alpha1``): the source of ``crds/``.
+
+Two layers of validation come from these classes:
+
+* the structural part (types, enums, ranges, patterns, defaults) is exported by ``crdgen`` into the
+  CRD's openAPIV3Schema, so the API server refuses a bad custom resource before the operator sees it;
+* the cross-field rules (``model_validator``) cannot be expressed in a Kubernetes 1.20 schema (no CEL),
+  so the operator parses every spec with these models and turns a failure into a ``ReconcileFailed``
+  condition whose message names the key and what to change (see :func:`explain`).
+
+Field names are camelCase on the wire (aliases) and snake_case in Python.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+GROUP = "ferrymq.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+DEFAULT_IMAGE = "ferrymq/ferrymq:0.1.0"
+
+# Kubernetes resource quantity (the subset users write: plain, decimal SI and binary SI suffixes).
+QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
+# A DNS-1123 label (names of objects we refer to, e.g. a NameServer).
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# Java properties key as broker.conf uses them (upstream keys are camelCase identifiers).
+PROPERTY_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_.]*$")
+
+Quantity = Annotated[str, StringConstraints(pattern=QUANTITY_PATTERN)]
+DnsLabel = Annotated[str, StringConstraints(pattern=DNS_LABEL_PATTERN, min_length=1, max_length=63)]
+
+_QUANTITY_SUFFIX: dict[str, Decimal] = {
+    "": Decimal(1),
+    "m": Decimal("0.001"),
+    "k": Decimal(10**3),
+    "M": Decimal(10**6),
+    "G": Decimal(10**9),
+    "T": Decimal(10**12),
+    "P": Decimal(10**15),
+    "E": Decimal(10**18),
+    "Ki": Decimal(2**10),
+    "Mi": Decimal(2**20),
+    "Gi": Decimal(2**30),
+    "Ti": Decimal(2**40),
+    "Pi": Decimal(2**50),
+    "Ei": Decimal(2**60),
+}
+
+
+def parse_quantity(text: str) -> Decimal:
+    """Value of a quantity matching QUANTITY_PATTERN (``"500m"`` -> 0.5, ``"1Gi"`` -> 1073741824)."""
+    match = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)([A-Za-z]*)", text)
+    if match is None or match.group(2) not in _QUANTITY_SUFFIX:
+        raise ValueError(f"{text!r} is not a Kubernetes quantity such as 500m, 2, 512Mi or 10Gi")
+    return Decimal(match.group(1)) * _QUANTITY_SUFFIX[match.group(2)]
+
+
+class CamelModel(BaseModel):
+    """camelCase aliases, unknown keys refused, immutable once parsed."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+    )
+
+
+class ResourceRequirements(CamelModel):
+    """Container requests and limits, as in a Pod spec."""
+
+    requests: dict[str, Quantity] = Field(
+        default_factory=dict, description="Minimum resources, e.g. {cpu: 500m, memory: 1Gi}."
+    )
+    limits: dict[str, Quantity] = Field(
+        default_factory=dict, description="Maximum resources, e.g. {cpu: '2', memory: 4Gi}."
+    )
+
+    @model_validator(mode="after")
+    def _requests_within_limits(self) -> ResourceRequirements:
+        for name, request in self.requests.items():
+            limit = self.limits.get(name)
+            if limit is not None and parse_quantity(request) > parse_quantity(limit):
+                raise ValueError(
+                    f"requests.{name} ({request}) is larger than limits.{name} ({limit}); "
+                    f"lower the request or raise the limit"
+                )
+        return self
+
+
+class Toleration(CamelModel):
+    """A Pod toleration (same fields as core/v1 Toleration)."""
+
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] = "Equal"
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int | None = Field(default=None, ge=0)
+
+
+class PodSpecCommon(CamelModel):
+    """Image and scheduling fields shared by NameServer and Broker pods."""
+
+    image: str = Field(default=DEFAULT_IMAGE, min_length=1, description="Container image.")
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    image_pull_secrets: list[DnsLabel] = Field(
+        default_factory=list, description="Names of Secrets used to pull the image."
+    )
+    resources: ResourceRequirements = Field(default_factory=ResourceRequirements)
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(default_factory=list)
+    priority_class_name: str | None = None
+    pod_anti_affinity: Literal["Required", "Preferred"] = Field(
+        default="Required",
+        description=(
+            "Required: pods of one group (or the NameServers) never share a node; "
+            "Preferred: the scheduler tries to spread them."
+        ),
+    )
+    config: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra settings written to the properties file, with upstream key names.",
+    )
+
+    @field_validator("config")
+    @classmethod
+    def _config_keys_are_properties(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not PROPERTY_KEY.match(key):
+                raise ValueError(
+                    f"config key {key!r} is not a properties key (letters, digits, '_' and '.', "
+                    f"starting with a letter), e.g. fileReservedTime"
+                )
+        return value
+
+
+# Settings the operator derives from the spec or the pod identity; a user value would contradict it.
+NAMESRV_RESERVED_KEYS = frozenset({"listenPort"})
+BROKER_RESERVED_KEYS = frozenset(
+    {
+        "brokerClusterName",
+        "brokerName",
+        "brokerId",
+        "brokerRole",
+        "flushDiskType",
+        "namesrvAddr",
+        "listenPort",
+        "haListenPort",
+        "storePathRootDir",
+        "storePathCommitLog",
+    }
+)
+
+
+def _refuse_reserved(config: dict[str, str], reserved: frozenset[str], hint: str) -> None:
+    clash = sorted(set(config) & reserved)
+    if clash:
+        raise ValueError(
+            f"config sets {', '.join(clash)}, which the operator manages ({hint}); "
+            f"remove {'it' if len(clash) == 1 else 'them'} from spec.config"
+        )
+
+
+class NameServerSpec(PodSpecCommon):
+    """Desired state of a NameServer ensemble."""
+
+    replicas: int = Field(default=2, ge=1, le=16, description="Number of NameServer pods.")
+    pod_anti_affinity: Literal["Required", "Preferred"] = Field(
+        default="Preferred",
+        description="Required: NameServers never share a node; Preferred: spread when possible.",
+    )
+
+    @model_validator(mode="after")
+    def _reserved(self) -> NameServerSpec:
+        _refuse_reserved(self.config, NAMESRV_RESERVED_KEYS, "the port is fixed at 9876")
+        return self
+
+
+class NameServerRef(CamelModel):
+    """A NameServer custom resource in the Broker's namespace."""
+
+    name: DnsLabel = Field(description="metadata.name of the NameServer.")
+
+
+class StorageSpec(CamelModel):
+    """The persistent volume of each broker pod (CommitLog, ConsumeQueue, index, metadata)."""
+
+    storage_class_name: str | None = Field(
+        default=None, description="StorageClass of the claims; the cluster default when unset."
+    )
+    size: Quantity = Field(default="10Gi", description="Size of each pod's claim.")
+    delete_claim_on_scale_down: bool = Field(
+        default=False,
+        description=(
+            "Delete a removed pod's claim on scale-down. Off by default: a claim may hold "
+            "unconsumed messages."
+        ),
+    )
+
+    @field_validator("size")
+    @classmethod
+    def _positive(cls, value: str) -> str:
+        if parse_quantity(value) <= 0:
+            raise ValueError("size must be larger than 0, e.g. 10Gi")
+        return value
+
+
+class BrokerSpec(PodSpecCommon):
+    """Desired state of a broker cluster: ``groups`` groups of one master and its slaves."""
+
+    name_server_ref: NameServerRef
+    cluster_name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,64}$")] | None = (
+        Field(default=None, description="brokerClusterName; defaults to metadata.name.")
+    )
+    groups: int = Field(default=1, ge=1, le=64, description="Number of broker groups (masters).")
+    replicas_per_group: int = Field(
+        default=2, ge=1, le=8, description="Pods per group: 1 master (brokerId 0) and N-1 slaves."
+    )
+    broker_role: Literal["SYNC_MASTER", "ASYNC_MASTER"] = Field(
+        default="ASYNC_MASTER", description="Replication mode of every group's master."
+    )
+    flush_disk_type: Literal["ASYNC_FLUSH", "SYNC_FLUSH"] = "ASYNC_FLUSH"
+    storage: StorageSpec = Field(default_factory=StorageSpec)
+
+    @model_validator(mode="after")
+    def _cross_field(self) -> BrokerSpec:
+        _refuse_reserved(
+            self.config,
+            BROKER_RESERVED_KEYS,
+            "derived from spec fields and the pod's ordinal",
+        )
+        if self.broker_role == "SYNC_MASTER" and self.replicas_per_group < 2:
+            raise ValueError(
+                "brokerRole SYNC_MASTER waits for a slave on every send, but replicasPerGroup is 1; "
+                "set replicasPerGroup to 2 or more, or use brokerRole ASYNC_MASTER"
+            )
+        return self
+
+
+class Condition(CamelModel):
+    """A status condition in the Kubernetes convention."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    reason: str
+    message: str = ""
+    last_transition_time: str | None = None
+    observed_generation: int | None = None
+
+
+class ClusterStatus(CamelModel):
+    """Status written by the operator (one writer: ferrymq_operator.status)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    observed_generation: int | None = None
+    phase: str | None = Field(
+        default=None, description="Creating, Running, Updating, Degraded or Failed."
+    )
+    ready: str | None = Field(default=None, description="Ready pods / desired pods, e.g. 4/4.")
+    ready_generation: int | None = Field(
+        default=None, description="Last metadata.generation at which every pod was ready."
+    )
+    conditions: list[Condition] = Field(default_factory=list)
+
+
+class NameServerStatus(ClusterStatus):
+    addresses: str | None = Field(
+        default=None, description="namesrvAddr for clients: every NameServer pod by DNS name."
+    )
+
+
+class BrokerStatus(ClusterStatus):
+    name_server_addr: str | None = Field(default=None, description="namesrvAddr the brokers use.")
+    topic_synced_groups: list[int] = Field(
+        default_factory=list,
+        description="Groups that hold the cluster's topics (new groups get them after scale-out).",
+    )
+
+
+class NameServer(CamelModel):
+    """Whole NameServer object as the operator reads it (spec and status)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    spec: NameServerSpec = Field(default_factory=NameServerSpec)
+    status: NameServerStatus = Field(default_factory=NameServerStatus)
+
+
+class Broker(CamelModel):
+    """Whole Broker object as the operator reads it (spec and status)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    spec: BrokerSpec
+    status: BrokerStatus = Field(default_factory=BrokerStatus)
+
+
+class InvalidSpec(ValueError):
+    """A spec the operator refuses; the message says what to fix, key by key."""
+
+
+def explain(error: ValidationError, root: str = "spec") -> str:
+    """One line per problem: ``spec.<camelCase path>: <reason>``."""
+    lines = []
+    for item in error.errors():
+        path = ".".join([root, *(_camel(part) for part in item["loc"])])
+        reason = item["msg"].removeprefix("Value error, ")
+        lines.append(f"{path}: {reason}")
+    return "; ".join(lines)
+
+
+def _camel(part: int | str) -> str:
+    return f"[{part}]" if isinstance(part, int) else to_camel(part)
+
+
+def parse_nameserver_spec(spec: dict[str, Any]) -> NameServerSpec:
+    """Parse a NameServer spec or raise InvalidSpec naming every bad key."""
+    try:
+        return NameServerSpec.model_validate(spec)
+    except ValidationError as error:
+        raise InvalidSpec(explain(error)) from error
+
+
+def parse_broker_spec(spec: dict[str, Any]) -> BrokerSpec:
+    """Parse a Broker spec or raise InvalidSpec naming every bad key."""
+    try:
+        return BrokerSpec.model_validate(spec)
+    except ValidationError as error:
+        raise InvalidSpec(explain(error)) from error

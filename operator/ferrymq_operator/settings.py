@@ -1,0 +1,31 @@
+"""Operator start-up settings, from ``FERRYMQ_OPERATOR_*`` environment variables."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class OperatorSettings(BaseSettings):
+    """Read once at start-up and handed to the reconciler; never re-read inside loops."""
+
+    model_config = SettingsConfigDict(env_prefix="FERRYMQ_OPERATOR_", extra="ignore")
+
+    cluster_domain: str = Field(
+        default="cluster.local",
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="DNS suffix of Services in the cluster (namesrvAddr uses pod DNS names).",
+    )
+    resync_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="Interval of the drift-correcting reconcile of every custom resource.",
+    )
+    field_manager: str = Field(default="ferrymq-operator", min_length=1)
+    kubeconfig: str | None = Field(
+        default=None, description="kubeconfig path; in-cluster config, then $KUBECONFIG when unset."
+    )
+    admin_timeout_seconds: float = Field(default=5.0, gt=0)
+    retry_delay_seconds: float = Field(
+        default=15.0, gt=0, description="Delay before retrying after a transient API error."
+    )
