@@ -1,0 +1,282 @@
+"""Master side of replication (upstream ``HAService.AcceptSocketService`` + ``HAConnection``).
+
+The master listens on haListenPort. Each slave connection gets one :class:`HAConnection` with two
+tasks on the event loop:
+
+- reader: keeps the **last complete** 8-byte offset report (the slave's ack), feeds it to the
+  SYNC_MASTER waiters, and drops the slave after haHousekeepingInterval (20 s) of silence;
+- writer: waits for the first report, decides where to start (a new empty slave starts at the
+  start of the master's last CommitLog file), then pushes ``[offset][size][raw bytes]`` frames of
+  at most haTransferBatchSize, and a size-0 heartbeat after haSendHeartbeatInterval (5 s) idle.
+
+A slave whose first report cannot continue the master's CommitLog (ahead of it, before its oldest
+file, or in the middle of a record) has diverged: it is refused, the connection is closed and the
+reason is logged and kept in :attr:`HAMaster.refusals`, rather than fed bytes that would corrupt it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ferrymq.ha.config import HAConfig
+from ferrymq.ha.protocol import (
+    HAProtocolError,
+    ReportReader,
+    encode_frame_header,
+    first_transfer_offset,
+)
+from ferrymq.ha.store_port import ReplicationSource
+
+log = logging.getLogger(__name__)
+
+READ_CHUNK = 64 * 1024
+# The writer re-checks for new data at least this often even without a wake-up (upstream 100 ms).
+WRITER_IDLE_WAIT_S = 0.1
+
+
+class WaitNotify:
+    """Wakes every idle writer at once when new CommitLog data is there (upstream WaitNotifyObject)."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def wakeup_all(self) -> None:
+        event, self._event = self._event, asyncio.Event()
+        event.set()
+
+    async def wait(self, timeout: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._event.wait(), timeout)
+
+
+def check_slave_start(source: ReplicationSource, slave_offset: int) -> str | None:
+    """Why a slave reporting ``slave_offset`` cannot be continued, or None when it can.
+
+    0 is an empty slave and is always fine (it starts at the master's last file).
+    """
+    if slave_offset == 0:
+        return None
+    master_max = source.max_offset()
+    if slave_offset > master_max:
+        return (
+            f"slave offset {slave_offset} is ahead of the master's CommitLog end {master_max}: "
+            "the slave holds data the master does not have (diverged)"
+        )
+    master_min = source.min_offset()
+    if slave_offset < master_min:
+        return (
+            f"slave offset {slave_offset} is before the master's oldest CommitLog data "
+            f"{master_min}: the bytes in between are gone, the slave cannot catch up"
+        )
+    if slave_offset != master_max and not source.is_record_boundary(slave_offset):
+        return (
+            f"slave offset {slave_offset} falls inside a record of the master's CommitLog: "
+            "the slave's CommitLog has diverged from the master's"
+        )
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    peer: str
+    slave_offset: int
+    reason: str
+    at: float
+
+
+class HAConnection:
+    """One connected slave: a reader task and a writer task (upstream Read/WriteSocketService)."""
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        source: ReplicationSource,
+        config: HAConfig,
+        notify: WaitNotify,
+        on_report: Callable[[int], None],
+        on_refuse: Callable[[Refusal], None],
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._source = source
+        self._config = config
+        self._notify = notify
+        self._on_report = on_report
+        self._on_refuse = on_refuse
+        peer = writer.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.slave_ack_offset = -1
+        self.slave_request_offset = -1
+        self.next_transfer_from = -1
+        self.close_reason = ""
+        self._first_report = asyncio.Event()
+
+    async def run(self) -> None:
+        """Serve the slave until either direction ends; then close the socket."""
+        tasks = [
+            asyncio.create_task(self._read_loop(), name=f"ha-read {self.peer}"),
+            asyncio.create_task(self._write_loop(), name=f"ha-write {self.peer}"),
+        ]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                exc = task.exception()
+                if isinstance(exc, HAProtocolError | OSError | ConnectionError):
+                    self.close_reason = self.close_reason or str(exc) or type(exc).__name__
+                elif exc is not None:
+                    self.close_reason = f"internal error: {exc!r}"
+                    log.error("HA connection %s failed", self.peer, exc_info=exc)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self._writer.close()
+            with contextlib.suppress(OSError, ConnectionError):
+                await self._writer.wait_closed()
+            log.info("HA connection to slave %s closed: %s", self.peer, self.close_reason or "-")
+
+    async def _read_loop(self) -> None:
+        reports = ReportReader()
+        housekeeping = self._config.housekeeping_interval_s
+        while True:
+            try:
+                data = await asyncio.wait_for(self._reader.read(READ_CHUNK), housekeeping)
+            except TimeoutError:
+                self.close_reason = f"no report from the slave for {housekeeping:g} s"
+                return
+            if not data:
+                self.close_reason = "slave closed the connection"
+                return
+            offset = reports.feed(data)
+            if offset is None:
+                continue
+            if self.slave_request_offset < 0:
+                refusal = check_slave_start(self._source, offset)
+                if refusal is not None:
+                    self.close_reason = f"refused: {refusal}"
+                    self._on_refuse(Refusal(self.peer, offset, refusal, time.time()))
+                    log.warning("HA: refusing slave %s: %s", self.peer, refusal)
+                    return
+                self.slave_request_offset = offset
+                self._first_report.set()
+            elif self.next_transfer_from >= 0 and offset > self.next_transfer_from:
+                raise HAProtocolError(
+                    f"slave acked offset {offset} beyond what was sent ({self.next_transfer_from})"
+                )
+            self.slave_ack_offset = offset
+            self._on_report(offset)
+
+    async def _write_loop(self) -> None:
+        await self._first_report.wait()
+        source = self._source
+        config = self._config
+        writer = self._writer
+        self.next_transfer_from = first_transfer_offset(
+            self.slave_request_offset, source.max_offset(), source.file_size
+        )
+        log.info(
+            "HA: slave %s reported %d, transferring from %d",
+            self.peer,
+            self.slave_request_offset,
+            self.next_transfer_from,
+        )
+        last_write = time.monotonic()
+        while True:
+            data = source.read(self.next_transfer_from, config.transfer_batch_size)
+            if data:
+                writer.write(encode_frame_header(self.next_transfer_from, len(data)))
+                writer.write(data)
+                self.next_transfer_from += len(data)
+                await writer.drain()
+                last_write = time.monotonic()
+                continue
+            if time.monotonic() - last_write >= config.heartbeat_interval_s:
+                writer.write(encode_frame_header(self.next_transfer_from, 0))
+                await writer.drain()
+                last_write = time.monotonic()
+            wait = min(
+                WRITER_IDLE_WAIT_S, config.heartbeat_interval_s - (time.monotonic() - last_write)
+            )
+            await self._notify.wait(max(wait, 0.001))
+
+
+class HAMaster:
+    """The HA listener and its connections (upstream AcceptSocketService + connectionList)."""
+
+    def __init__(
+        self,
+        source: ReplicationSource,
+        config: HAConfig,
+        *,
+        on_report: Callable[[int], None],
+    ) -> None:
+        self._source = source
+        self._config = config
+        self._on_report = on_report
+        self.notify = WaitNotify()
+        self.connections: list[HAConnection] = []
+        self.refusals: deque[Refusal] = deque(maxlen=32)
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(
+            self._accept, self._config.listen_host, self._config.listen_port, limit=READ_CHUNK
+        )
+
+    @property
+    def port(self) -> int:
+        if self._server is None or not self._server.sockets:
+            raise RuntimeError("HA listener is not started")
+        return int(self._server.sockets[0].getsockname()[1])
+
+    @property
+    def connection_count(self) -> int:
+        return len(self.connections)
+
+    def wakeup_writers(self) -> None:
+        self.notify.wakeup_all()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = HAConnection(
+            reader,
+            writer,
+            source=self._source,
+            config=self._config,
+            notify=self.notify,
+            on_report=self._on_report,
+            on_refuse=self.refusals.append,
+        )
+        log.info("HA: slave connected from %s", conn.peer)
+        self.connections.append(conn)
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)  # type: ignore[arg-type]
+        try:
+            await conn.run()
+        finally:
+            self.connections.remove(conn)
+            if task is not None:
+                self._tasks.discard(task)  # type: ignore[arg-type]
+
+    async def shutdown(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2)
+        self._server = None
+
+    def slave_ack_offsets(self) -> dict[str, int]:
+        return {c.peer: c.slave_ack_offset for c in self.connections}

@@ -1,0 +1,149 @@
+"""Sans-I/O codecs of the master/slave replication stream (upstream ``HAConnection`` / ``HAClient``).
+
+Two one-way byte streams share one TCP connection, big-endian (seed 001, digest 3.10):
+
+Slave -> master, ``REPORT`` repeated::
+
+    int64 maxPhyOffset     the slave's CommitLog max offset: on connect, on progress, every 5 s
+
+The master only acts on the **last complete** 8-byte report it has read (upstream rounds the read
+position down to a multiple of 8); partial trailing bytes wait for the next read.
+
+Master -> slave, ``FRAME_HEADER`` + body repeated::
+
+    int64 phyOffset        CommitLog offset of the first body byte
+    int32 bodySize         0 = heartbeat; otherwise raw CommitLog bytes, at most haTransferBatchSize
+    bytes body             may cut a record in half: it is raw bytes, not messages
+
+Nothing here touches a socket; ``master.py`` and ``slave.py`` feed bytes in and act on the result.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+# slave -> master: the slave's max CommitLog offset
+REPORT = struct.Struct(">q")
+# master -> slave: phyOffset (int64), bodySize (int32)
+FRAME_HEADER = struct.Struct(">qi")
+
+# A frame body larger than this is a broken stream, not a big batch: the master never sends more
+# than haTransferBatchSize (32 KiB by default) and a CommitLog file is at most 2 GiB.
+MAX_FRAME_BODY = 64 * 1024 * 1024
+
+
+class HAProtocolError(Exception):
+    """The peer sent bytes that cannot be a replication stream: close the connection."""
+
+
+def encode_report(offset: int) -> bytes:
+    """The 8-byte report a slave sends (its CommitLog max offset)."""
+    if offset < 0:
+        raise ValueError(f"a slave offset report must be >= 0, got {offset}")
+    return REPORT.pack(offset)
+
+
+def encode_frame_header(offset: int, size: int) -> bytes:
+    """The 12-byte header of a transfer frame; ``size == 0`` makes it a heartbeat."""
+    if offset < 0 or size < 0:
+        raise ValueError(f"frame offset and size must be >= 0, got offset={offset} size={size}")
+    return FRAME_HEADER.pack(offset, size)
+
+
+def transfer_size(available: int, batch_size: int) -> int:
+    """How many of ``available`` bytes go into the next frame (upstream ``haTransferBatchSize``)."""
+    return min(available, batch_size)
+
+
+def first_transfer_offset(slave_offset: int, master_max_offset: int, file_size: int) -> int:
+    """Where the master starts pushing to a slave that has just reported ``slave_offset``.
+
+    A slave with an empty store (report 0) starts at the start of the master's last CommitLog file,
+    not at 0 (upstream ``WriteSocketService``: ``masterOffset - masterOffset % fileSize``), so a
+    new slave does not copy the whole retention window. Any other slave continues where it is.
+    """
+    if slave_offset != 0:
+        return slave_offset
+    return max(0, master_max_offset - master_max_offset % file_size)
+
+
+class ReportReader:
+    """Master side: feed bytes from the slave, get the latest complete offset report.
+
+    The buffer never holds more than 7 bytes between feeds, whatever the slave sends.
+    """
+
+    __slots__ = ("_tail",)
+
+    def __init__(self) -> None:
+        self._tail = b""
+
+    def feed(self, data: bytes | bytearray | memoryview) -> int | None:
+        """Return the last complete report in ``data`` (with earlier leftovers), or None."""
+        buf = self._tail + bytes(data)
+        whole = len(buf) - len(buf) % REPORT.size
+        self._tail = buf[whole:]
+        if whole == 0:
+            return None
+        (offset,) = REPORT.unpack_from(buf, whole - REPORT.size)
+        if offset < 0:
+            raise HAProtocolError(f"slave reported a negative offset {offset}")
+        return int(offset)
+
+
+@dataclass(frozen=True, slots=True)
+class TransferFrame:
+    """One master -> slave frame. ``body`` is empty for a heartbeat."""
+
+    offset: int
+    body: bytes
+
+    @property
+    def is_heartbeat(self) -> bool:
+        return not self.body
+
+    @property
+    def end_offset(self) -> int:
+        return self.offset + len(self.body)
+
+
+class FrameReader:
+    """Slave side: feed bytes from the master, get complete transfer frames.
+
+    Consumed bytes are dropped once per feed, so a slow drip of bytes stays linear.
+    """
+
+    __slots__ = ("_buf", "max_body")
+
+    def __init__(self, max_body: int = MAX_FRAME_BODY) -> None:
+        self._buf = bytearray()
+        self.max_body = max_body
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[TransferFrame]:
+        buf = self._buf
+        buf += data
+        frames: list[TransferFrame] = []
+        pos = 0
+        end = len(buf)
+        head = FRAME_HEADER.size
+        while end - pos >= head:
+            offset, size = FRAME_HEADER.unpack_from(buf, pos)
+            if offset < 0 or size < 0 or size > self.max_body:
+                self._buf = bytearray()
+                raise HAProtocolError(
+                    f"bad transfer frame header: offset={offset} size={size} "
+                    f"(size must be 0..{self.max_body}): stream out of sync"
+                )
+            if end - pos - head < size:
+                break
+            frames.append(TransferFrame(offset, bytes(buf[pos + head : pos + head + size])))
+            pos += head + size
+        if pos:
+            del buf[:pos]
+        return frames
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet part of a complete frame."""
+        return len(self._buf)

@@ -1,0 +1,176 @@
+"""Slave side of replication (upstream ``HAService.HAClient``).
+
+The client connects to the master's HA address (from the NameServer's answer to the slave's
+registration, or the static haMasterAddress), reports its CommitLog max offset on connect, after
+every batch of appended bytes and at least every haSendHeartbeatInterval, and appends the raw bytes
+of each frame at exactly the offset the master names. The store's own dispatcher then builds the
+slave's ConsumeQueues and index from them.
+
+A frame whose offset is not the slave's own max offset means the two CommitLogs disagree: the
+client disconnects and says why (:attr:`HAClient.last_error`) instead of writing bytes in the
+wrong place. A master silent for haHousekeepingInterval is dropped; reconnects wait 5 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from ferrymq.ha.config import HAConfig
+from ferrymq.ha.protocol import FrameReader, HAProtocolError, TransferFrame, encode_report
+from ferrymq.ha.store_port import ReplicationSink
+
+log = logging.getLogger(__name__)
+
+READ_CHUNK = 256 * 1024
+CONNECT_TIMEOUT_S = 3.0
+
+
+class ReplicaDivergedError(Exception):
+    """The master sent bytes for an offset that is not where this slave's CommitLog ends."""
+
+
+def check_frame_offset(slave_max: int, frame: TransferFrame) -> str | None:
+    """Why ``frame`` cannot be appended to a CommitLog ending at ``slave_max``, or None.
+
+    An empty slave (max 0) accepts the first offset the master chooses (the start of its last file).
+    """
+    if slave_max != 0 and frame.offset != slave_max:
+        return (
+            f"master sent offset {frame.offset} but the slave's CommitLog ends at {slave_max}: "
+            "the CommitLogs have diverged"
+        )
+    return None
+
+
+class HAClient:
+    """Keeps one connection to the master while running; reconnects until stopped."""
+
+    def __init__(self, sink: ReplicationSink, config: HAConfig) -> None:
+        self._sink = sink
+        self._config = config
+        self.master_address: str | None = config.master_ha_address
+        self._address_changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self.connected = False
+        self.current_reported_offset = 0
+        self.last_error = ""
+        self.connects = 0
+        self.bytes_received = 0
+
+    def update_master_address(self, address: str | None) -> None:
+        """Point at a (new) master HA address; a live connection to another address is dropped."""
+        address = address or None
+        if address == self.master_address:
+            return
+        log.info("HA client: master address %s -> %s", self.master_address, address)
+        self.master_address = address
+        self._address_changed.set()
+        if self._writer is not None:
+            self._writer.close()
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="ha-client")
+
+    async def shutdown(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _run(self) -> None:
+        while True:
+            address = self.master_address
+            if address:
+                try:
+                    await self._session(address)
+                except (OSError, ConnectionError, TimeoutError) as exc:
+                    self._note_error(f"connection to master {address}: {exc or type(exc).__name__}")
+                except (HAProtocolError, ReplicaDivergedError) as exc:
+                    self._note_error(f"disconnected from master {address}: {exc}")
+                finally:
+                    self.connected = False
+                    self._writer = None
+            if address and self.master_address != address:
+                continue  # pointed at a new master while connected: go there now
+            # Upstream waits 5 s before the next connect; a new master address cuts it short.
+            self._address_changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    self._address_changed.wait(), self._config.reconnect_interval_s
+                )
+
+    def _note_error(self, message: str) -> None:
+        self.last_error = message
+        log.warning("HA client: %s", message)
+
+    def _report(self, writer: asyncio.StreamWriter, offset: int) -> None:
+        writer.write(encode_report(offset))
+        self.current_reported_offset = offset
+
+    async def _session(self, address: str) -> None:
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            raise HAProtocolError(f"master HA address {address!r} is not host:port")
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(host.strip("[]"), int(port), limit=READ_CHUNK),
+            CONNECT_TIMEOUT_S,
+        )
+        self._writer = writer
+        self.connected = True
+        self.connects += 1
+        log.info("HA client: connected to master %s", address)
+        config = self._config
+        frames = FrameReader()
+        sink = self._sink
+        try:
+            self._report(writer, sink.max_offset())
+            await writer.drain()
+            last_report = last_read = time.monotonic()
+            while True:
+                until_report = config.heartbeat_interval_s - (time.monotonic() - last_report)
+                try:
+                    data = await asyncio.wait_for(reader.read(READ_CHUNK), max(until_report, 0.001))
+                except TimeoutError:
+                    data = None
+                now = time.monotonic()
+                if data == b"":
+                    raise ConnectionError("master closed the connection")
+                if data:
+                    last_read = now
+                    self.bytes_received += len(data)
+                    for frame in frames.feed(data):
+                        self._apply(frame)
+                    current = sink.max_offset()
+                    if current > self.current_reported_offset:
+                        self._report(writer, current)
+                        last_report = now
+                        await writer.drain()
+                if now - last_report >= config.heartbeat_interval_s:
+                    self._report(writer, sink.max_offset())
+                    last_report = now
+                    await writer.drain()
+                if now - last_read > config.housekeeping_interval_s:
+                    raise ConnectionError(
+                        f"no data from the master for {config.housekeeping_interval_s:g} s"
+                    )
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError, ConnectionError):
+                await writer.wait_closed()
+
+    def _apply(self, frame: TransferFrame) -> None:
+        reason = check_frame_offset(self._sink.max_offset(), frame)
+        if reason is not None:
+            raise ReplicaDivergedError(reason)
+        if frame.is_heartbeat:
+            return
+        if not self._sink.append(frame.offset, frame.body):
+            raise ReplicaDivergedError(
+                f"the local store refused {len(frame.body)} bytes at offset {frame.offset}"
+            )
