@@ -140,11 +140,17 @@ def compute(
     previous: ClusterStatus,
     failure: Failure | None,
     now: str,
+    pending: str | None = None,
 ) -> dict[str, Any]:
-    """The status fields common to both kinds (camelCase, ready to patch)."""
+    """The status fields common to both kinds (camelCase, ready to patch).
+
+    ``pending`` names work the operator still has to do once the pods are ready (e.g. copying
+    topics to a new broker group); until it is done the cluster is Progressing, not Ready.
+    """
     desired = sum(w.desired_replicas for w in workloads)
     ready = sum(min(w.ready_replicas, w.desired_replicas) for w in workloads if w.exists)
-    pods_ready = bool(workloads) and all(w.all_ready for w in workloads)
+    pods_settled = bool(workloads) and all(w.all_ready for w in workloads)
+    pods_ready = pods_settled and pending is None
     all_ready = pods_ready and failure is None
     ready_generation = generation if all_ready else previous.ready_generation
 
@@ -162,6 +168,8 @@ def compute(
         conditions.append(_cond(READY, True, "AllPodsReady", f"{ready}/{desired} pods ready"))
     elif failure is not None:
         conditions.append(_cond(READY, False, failure.reason, failure.message))
+    elif pods_settled and pending is not None:
+        conditions.append(_cond(READY, False, "Pending", pending))
     else:
         detail = f"{ready}/{desired} pods ready"
         if not_ready:
@@ -183,7 +191,7 @@ def compute(
         reason = "ReconcileFailed" if failure is not None else "Complete"
         conditions.append(_cond(PROGRESSING, False, reason, ""))
 
-    if degraded and workloads and not pods_ready:
+    if degraded and workloads and not pods_settled:
         if masters_down:
             reason, message = "MasterUnavailable", f"no ready master in {_listed(masters_down)}"
         elif missing:

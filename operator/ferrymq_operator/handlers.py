@@ -1,0 +1,163 @@
+"""kopf handlers: decorators and adapters only. Run with ``kopf run -m ferrymq_operator.handlers``
+or ``python -m ferrymq_operator``.
+
+Every trigger (create, update, resume, the periodic resync timer, a child StatefulSet changing or
+any child being deleted) ends in the same call: re-read the custom resource, reconcile it, post the
+events, write the status. Per-resource locks serialise those calls so two triggers never interleave.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, cast
+
+import kopf
+
+from ferrymq_operator import broker_admin, k8s, models
+from ferrymq_operator.builders import names
+from ferrymq_operator.reconcile import Context, Result, reconcile_broker, reconcile_nameserver
+from ferrymq_operator.settings import OperatorSettings
+
+Reconciler = Callable[[Context, Mapping[str, Any]], Awaitable[Result]]
+RECONCILERS: dict[str, tuple[str, Reconciler]] = {
+    "NameServer": ("nameservers", reconcile_nameserver),
+    "Broker": ("brokers", reconcile_broker),
+}
+CHILD_LABELS = {names.LABEL_MANAGED_BY: names.MANAGED_BY}
+
+# The timer interval is fixed when the decorators run, so it is read from the environment here.
+RESYNC_SECONDS = OperatorSettings().resync_seconds
+
+
+@kopf.on.startup()
+async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    """Configure kopf, connect to the API, discover API versions; all of it kept in the memo."""
+    settings.persistence.finalizer = f"{models.GROUP}/operator"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=models.GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=models.GROUP, key="last-handled-configuration"
+    )
+    # kopf posts its own log lines as Events from this level; ours are posted explicitly.
+    settings.posting.level = logging.WARNING
+    op = OperatorSettings()
+    kube = await k8s.Kube.connect(op.kubeconfig, op.field_manager)
+    versions = await kube.discover()
+    logging.getLogger(__name__).info(
+        "ferrymq operator: PodDisruptionBudget %s, CronJob %s", versions.pdb, versions.cronjob
+    )
+    memo.ctx = Context(kube, op, versions, broker_admin.default_admin(op.admin_timeout_seconds))
+    memo.locks = {}
+
+
+@kopf.on.cleanup()
+async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+    ctx: Context | None = memo.get("ctx")
+    if ctx is not None:
+        ctx.kube.close()
+
+
+async def reconcile_by_name(
+    memo: kopf.Memo, kind: str, namespace: str, name: str, raise_errors: bool
+) -> None:
+    """Reconcile the current version of one custom resource, then write its status."""
+    ctx: Context = memo.ctx
+    locks: dict[tuple[str, str, str], asyncio.Lock] = memo.locks
+    lock = locks.setdefault((kind, namespace, name), asyncio.Lock())
+    async with lock:
+        try:
+            body = await ctx.kube.get(models.API_VERSION, kind, namespace, name)
+            if body is None or body["metadata"].get("deletionTimestamp"):
+                return  # being deleted: the garbage collector removes the children
+            result = await RECONCILERS[kind][1](ctx, body)
+            for event_type, reason, message in result.events:
+                kopf.event(cast(Any, body), type=event_type, reason=reason, message=message)
+            await ctx.kube.patch_status(models.API_VERSION, kind, namespace, name, result.status)
+        except k8s.ApiError as error:
+            if raise_errors:
+                raise kopf.TemporaryError(
+                    str(error), delay=ctx.settings.retry_delay_seconds
+                ) from error
+            logging.getLogger(__name__).warning(
+                "reconcile of %s %s/%s: %s", kind, namespace, name, error
+            )
+            return
+    if not raise_errors:
+        return
+    if result.retry is not None:
+        reason = result.failure.message if result.failure else "waiting for pending work"
+        raise kopf.TemporaryError(reason, delay=result.retry)
+    if result.failure is not None:
+        # Retrying the same spec cannot help; a spec change triggers the next attempt.
+        raise kopf.PermanentError(result.failure.message)
+
+
+# --- the custom resources ---
+
+
+@kopf.on.resume(models.GROUP, models.VERSION, "nameservers")
+@kopf.on.create(models.GROUP, models.VERSION, "nameservers")
+@kopf.on.update(models.GROUP, models.VERSION, "nameservers")
+async def nameserver_changed(memo: Any, namespace: str | None, name: str, **_: Any) -> None:
+    await reconcile_by_name(memo, "NameServer", namespace or "", name, raise_errors=True)
+
+
+@kopf.on.resume(models.GROUP, models.VERSION, "brokers")
+@kopf.on.create(models.GROUP, models.VERSION, "brokers")
+@kopf.on.update(models.GROUP, models.VERSION, "brokers")
+async def broker_changed(memo: Any, namespace: str | None, name: str, **_: Any) -> None:
+    await reconcile_by_name(memo, "Broker", namespace or "", name, raise_errors=True)
+
+
+@kopf.timer(models.GROUP, models.VERSION, "nameservers", interval=RESYNC_SECONDS)
+async def nameserver_resync(memo: Any, namespace: str | None, name: str, **_: Any) -> None:
+    await reconcile_by_name(memo, "NameServer", namespace or "", name, raise_errors=False)
+
+
+@kopf.timer(models.GROUP, models.VERSION, "brokers", interval=RESYNC_SECONDS)
+async def broker_resync(memo: Any, namespace: str | None, name: str, **_: Any) -> None:
+    await reconcile_by_name(memo, "Broker", namespace or "", name, raise_errors=False)
+
+
+# --- children: recreate what was deleted, follow StatefulSet progress ---
+
+
+def controller_owner(body: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(kind, name) of the ferrymq custom resource that controls a child, if any."""
+    for ref in body.get("metadata", {}).get("ownerReferences") or []:
+        if (
+            ref.get("controller")
+            and str(ref.get("apiVersion", "")).startswith(f"{models.GROUP}/")
+            and ref.get("kind") in RECONCILERS
+        ):
+            return str(ref["kind"]), str(ref["name"])
+    return None
+
+
+async def _child_event(
+    event: Mapping[str, Any], body: Mapping[str, Any], memo: kopf.Memo, follow_modified: bool
+) -> None:
+    owner = controller_owner(body)
+    if owner is None or "ctx" not in memo:
+        return
+    kind = event.get("type")
+    if kind == "DELETED" or (follow_modified and kind == "MODIFIED"):
+        namespace = body["metadata"]["namespace"]
+        await reconcile_by_name(memo, owner[0], namespace, owner[1], raise_errors=False)
+
+
+@kopf.on.event("apps", "v1", "statefulsets", labels=CHILD_LABELS)
+async def statefulset_event(
+    event: Mapping[str, Any], body: Mapping[str, Any], memo: kopf.Memo, **_: Any
+) -> None:
+    await _child_event(event, body, memo, follow_modified=True)
+
+
+@kopf.on.event("", "v1", "services", labels=CHILD_LABELS)
+@kopf.on.event("", "v1", "configmaps", labels=CHILD_LABELS)
+@kopf.on.event("policy", "poddisruptionbudgets", labels=CHILD_LABELS)
+async def child_event(
+    event: Mapping[str, Any], body: Mapping[str, Any], memo: kopf.Memo, **_: Any
+) -> None:
+    await _child_event(event, body, memo, follow_modified=False)

@@ -1,0 +1,336 @@
+"""Reconcile one NameServer or Broker: parse, build the desired children, apply them, observe,
+write the status. Framework-free (no kopf import): handlers.py adapts the result to kopf.
+
+Every child is server-side applied on every pass, so drift is corrected and deleted children come
+back; what exists is observed from the API each time, never remembered in the process.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ferrymq_operator import broker_admin, k8s, models
+from ferrymq_operator.builders import broker as broker_builder
+from ferrymq_operator.builders import names
+from ferrymq_operator.builders import namesrv as namesrv_builder
+from ferrymq_operator.builders.names import Owner
+from ferrymq_operator.settings import OperatorSettings
+from ferrymq_operator.status import Failure, WorkloadObservation, compute, observe_statefulset
+
+# (type "Normal"|"Warning", reason, message) -> posts a Kubernetes Event on the custom resource.
+EventSink = Callable[[str, str, str], None]
+
+
+@dataclass
+class Context:
+    """Everything a reconcile needs, built once at start-up and passed in."""
+
+    kube: k8s.Kube
+    settings: OperatorSettings
+    versions: k8s.ApiVersions
+    admin: broker_admin.TopicAdmin
+
+
+@dataclass
+class Result:
+    """What happened; handlers.py turns ``retry``/``failure`` into kopf errors."""
+
+    status: dict[str, Any]
+    failure: Failure | None = None
+    # Seconds after which to try again (missing NameServer, transient API error), else None.
+    retry: float | None = None
+    events: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def owner_of(body: Mapping[str, Any]) -> Owner:
+    meta = body["metadata"]
+    return Owner(
+        api_version=body.get("apiVersion", models.API_VERSION),
+        kind=body["kind"],
+        name=meta["name"],
+        namespace=meta["namespace"],
+        uid=meta["uid"],
+    )
+
+
+def _selector(labels: Mapping[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+async def _apply_all(
+    kube: k8s.Kube, objects: list[dict[str, Any]], result: Result
+) -> Failure | None:
+    """Apply in order; the first object the API refuses stops the pass and becomes the failure."""
+    for obj in objects:
+        what = f"{obj['kind']} {obj['metadata']['name']}"
+        try:
+            outcome = await kube.apply(obj)
+        except k8s.Rejected as error:
+            return Failure("ApplyRejected", f"the API refused {what}: {error}")
+        if outcome is k8s.Outcome.CREATED:
+            result.events.append(("Normal", "Created", f"created {what}"))
+        elif outcome is k8s.Outcome.CONFIGURED:
+            result.events.append(("Normal", "Updated", f"updated {what}"))
+    return None
+
+
+def _transition_events(
+    previous: models.ClusterStatus, status: dict[str, Any]
+) -> list[tuple[str, str, str]]:
+    """Events for changes a user should see: phase changes and a new failure."""
+    events: list[tuple[str, str, str]] = []
+    old_failure = next(
+        (c for c in previous.conditions if c.type == "ReconcileFailed" and c.status == "True"), None
+    )
+    new_failure = next(
+        (
+            c
+            for c in status["conditions"]
+            if c["type"] == "ReconcileFailed" and c["status"] == "True"
+        ),
+        None,
+    )
+    if new_failure is not None and (
+        old_failure is None
+        or (old_failure.reason, old_failure.message)
+        != (new_failure["reason"], new_failure["message"])
+    ):
+        events.append(("Warning", new_failure["reason"], new_failure["message"]))
+    if status["phase"] != previous.phase:
+        ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+        kind = "Warning" if status["phase"] in ("Degraded", "Failed") else "Normal"
+        events.append((kind, status["phase"], ready["message"] or status["phase"]))
+    return events
+
+
+# --- NameServer ---
+
+
+async def observe_nameserver(
+    kube: k8s.Kube, owner: Owner, replicas: int
+) -> list[WorkloadObservation]:
+    sts_name = names.namesrv_statefulset(owner.name)
+    sts = await kube.get("apps/v1", "StatefulSet", owner.namespace, sts_name)
+    pods = await kube.list(
+        "v1",
+        "Pod",
+        owner.namespace,
+        _selector(names.selector_labels(owner, names.COMPONENT_NAMESRV)),
+    )
+    return [observe_statefulset(sts_name, replicas, sts, pods)]
+
+
+async def reconcile_nameserver(ctx: Context, body: Mapping[str, Any]) -> Result:
+    owner = owner_of(body)
+    generation = int(body["metadata"].get("generation", 1))
+    previous = models.NameServerStatus.model_validate(body.get("status") or {})
+    result = Result(status={})
+    failure: Failure | None = None
+    replicas = 0
+    try:
+        spec = models.parse_nameserver_spec(body.get("spec") or {})
+        replicas = spec.replicas
+        objects = namesrv_builder.desired(owner, spec, ctx.versions.pdb)
+    except ValueError as error:  # InvalidSpec, or a name too long for pod names
+        failure = Failure("InvalidSpec", str(error))
+    else:
+        failure = await _apply_all(ctx.kube, objects, result)
+    workloads = await observe_nameserver(ctx.kube, owner, replicas) if replicas else []
+    status = compute(generation, workloads, previous, failure, now())
+    if replicas:
+        status["addresses"] = names.namesrv_addresses(
+            owner.name, owner.namespace, replicas, ctx.settings.cluster_domain
+        )
+    result.status = status
+    result.failure = failure
+    result.events.extend(_transition_events(previous, status))
+    return result
+
+
+# --- Broker ---
+
+
+async def _namesrv_addr(ctx: Context, owner: Owner, spec: models.BrokerSpec) -> str | Failure:
+    ref = spec.name_server_ref.name
+    body = await ctx.kube.get(models.API_VERSION, "NameServer", owner.namespace, ref)
+    if body is None:
+        return Failure(
+            "NameServerNotFound",
+            f"spec.nameServerRef.name: no NameServer {ref!r} in namespace {owner.namespace!r}; "
+            f"create it or fix the name",
+        )
+    try:
+        ns_spec = models.parse_nameserver_spec(body.get("spec") or {})
+    except models.InvalidSpec as error:
+        return Failure("NameServerInvalid", f"NameServer {ref!r} has an invalid spec: {error}")
+    return names.namesrv_addresses(
+        ref, owner.namespace, ns_spec.replicas, ctx.settings.cluster_domain
+    )
+
+
+async def existing_groups(kube: k8s.Kube, owner: Owner) -> dict[int, dict[str, Any]]:
+    """Broker StatefulSets of this Broker that exist now, by group index."""
+    items = await kube.list(
+        "apps/v1",
+        "StatefulSet",
+        owner.namespace,
+        _selector(names.selector_labels(owner, names.COMPONENT_BROKER)),
+    )
+    found = {}
+    for sts in items:
+        group = names.group_of_statefulset(owner.name, sts["metadata"]["name"])
+        if group is not None:
+            found[group] = sts
+    return found
+
+
+async def observe_broker(
+    kube: k8s.Kube,
+    owner: Owner,
+    spec: models.BrokerSpec,
+    stateful_sets: Mapping[int, dict[str, Any]],
+) -> list[WorkloadObservation]:
+    pods = await kube.list(
+        "v1",
+        "Pod",
+        owner.namespace,
+        _selector(names.selector_labels(owner, names.COMPONENT_BROKER)),
+    )
+    out = []
+    for group in range(spec.groups):
+        sts_name = names.broker_statefulset(owner.name, group)
+        group_pods = [
+            p
+            for p in pods
+            if p.get("metadata", {}).get("labels", {}).get(names.LABEL_GROUP) == sts_name
+        ]
+        out.append(
+            observe_statefulset(
+                sts_name,
+                spec.replicas_per_group,
+                stateful_sets.get(group),
+                group_pods,
+                master_ordinal=0,
+            )
+        )
+    return out
+
+
+def scale_in_failure(owner: Owner, groups: int, existing: Mapping[int, Any]) -> Failure | None:
+    """Groups above spec.groups still exist: refuse to delete them (drained scale-in comes later)."""
+    extra = sorted(g for g in existing if g >= groups)
+    if not extra:
+        return None
+    listed = ", ".join(names.broker_statefulset(owner.name, g) for g in extra)
+    return Failure(
+        "ScaleInNotSupported",
+        f"spec.groups is {groups} but {listed} still exist; removing a group without draining "
+        f"would lose its messages, and drained scale-in is not supported yet: set spec.groups "
+        f"back to {max(extra) + 1}",
+    )
+
+
+def initial_synced_groups(previous: models.BrokerStatus, groups: int) -> list[int]:
+    """Groups considered to hold the cluster's topics.
+
+    On the very first reconcile every group is new and there are no topics to copy; afterwards a
+    group counts only once topics were copied to it (kept in status.topicSyncedGroups).
+    """
+    if previous.observed_generation is None and not previous.topic_synced_groups:
+        return list(range(groups))
+    return sorted(set(previous.topic_synced_groups))
+
+
+async def sync_topics(
+    ctx: Context,
+    owner: Owner,
+    spec: models.BrokerSpec,
+    workloads: list[WorkloadObservation],
+    synced: list[int],
+    result: Result,
+) -> tuple[list[int], str | None]:
+    """Copy topics to every new group whose master is ready; returns (synced groups, pending note)."""
+    ready_master = {i: w.master_ready is True for i, w in enumerate(workloads)}
+    sources = [g for g in synced if g < spec.groups and ready_master.get(g)]
+    pending = [g for g in range(spec.groups) if g not in synced]
+    domain = ctx.settings.cluster_domain
+    cluster = broker_builder.cluster_name(owner, spec)
+    all_brokers = [names.broker_name(owner.name, g) for g in range(spec.groups)]
+    notes = []
+    for group in pending:
+        if not ready_master.get(group):
+            notes.append(f"{names.broker_name(owner.name, group)}: waiting for its master")
+            continue
+        if not sources and synced:
+            notes.append(f"{names.broker_name(owner.name, group)}: no ready master to copy from")
+            continue
+        try:
+            created = await broker_admin.copy_topics(
+                ctx.admin,
+                [broker_admin_address(owner, g, domain) for g in sources],
+                broker_admin_address(owner, group, domain),
+                cluster,
+                all_brokers,
+            )
+        except Exception as error:  # any admin failure leaves the group pending, retried later
+            notes.append(f"{names.broker_name(owner.name, group)}: topic copy failed: {error}")
+            continue
+        synced = sorted({*synced, group})
+        result.events.append(
+            (
+                "Normal",
+                "TopicsCopied",
+                f"created {len(created)} topics on {names.broker_name(owner.name, group)}",
+            )
+        )
+    return synced, ("copying topics to new groups: " + "; ".join(notes)) if notes else None
+
+
+def broker_admin_address(owner: Owner, group: int, domain: str) -> str:
+    return names.broker_pod_address(owner.name, owner.namespace, group, 0, domain)
+
+
+async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
+    owner = owner_of(body)
+    generation = int(body["metadata"].get("generation", 1))
+    previous = models.BrokerStatus.model_validate(body.get("status") or {})
+    result = Result(status={})
+    try:
+        spec = models.parse_broker_spec(body.get("spec") or {})
+        owner.check_name()
+    except ValueError as error:
+        status = compute(generation, [], previous, Failure("InvalidSpec", str(error)), now())
+        result.status, result.failure = status, Failure("InvalidSpec", str(error))
+        result.events.extend(_transition_events(previous, status))
+        return result
+
+    failure: Failure | None = None
+    addr = await _namesrv_addr(ctx, owner, spec)
+    if isinstance(addr, Failure):
+        failure, result.retry = addr, ctx.settings.retry_delay_seconds
+    else:
+        objects = broker_builder.desired(owner, spec, addr, ctx.versions.pdb)
+        failure = await _apply_all(ctx.kube, objects, result)
+
+    existing = await existing_groups(ctx.kube, owner)
+    failure = failure or scale_in_failure(owner, spec.groups, existing)
+    workloads = await observe_broker(ctx.kube, owner, spec, existing)
+    synced, pending = await sync_topics(
+        ctx, owner, spec, workloads, initial_synced_groups(previous, spec.groups), result
+    )
+    status = compute(generation, workloads, previous, failure, now(), pending=pending)
+    status["topicSyncedGroups"] = synced
+    if not isinstance(addr, Failure):
+        status["nameServerAddr"] = addr
+    result.status, result.failure = status, failure
+    if pending is not None and result.retry is None:
+        result.retry = ctx.settings.retry_delay_seconds
+    result.events.extend(_transition_events(previous, status))
+    return result
