@@ -1,0 +1,28 @@
+"""NamesrvConfig: NameServer settings with upstream ``namesrv.conf`` names (NamesrvConfig +
+NettyServerConfig). Built once at start-up and handed to the services."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+
+class NamesrvConfig(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    listen_port: int = Field(default=9876, ge=0, le=65535)
+    # ferrymq extension: the address to bind (upstream always binds every interface)
+    bind_address: str = "0.0.0.0"
+    rocketmq_home: Path = Field(default_factory=lambda: Path.home() / "ferrymq")
+    kv_config_path: Path | None = None
+    # upstream: scan every 10 s, a broker is dropped 120 s after its last registration
+    scan_not_active_broker_interval: int = Field(default=10_000, ge=10, description="ms")
+    broker_channel_expired_time: int = Field(default=120_000, ge=100, description="ms")
+    # 0 disables the Prometheus endpoint
+    metrics_port: int = Field(default=0, ge=0, le=65535)
+
+    @property
+    def kv_config_file(self) -> Path:
+        return self.kv_config_path or (Path.home() / "namesrv" / "kvConfig.json")
