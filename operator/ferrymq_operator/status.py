@@ -156,7 +156,10 @@ def compute(
 
     rolling = [w.name for w in workloads if w.rolling]
     never_ready_here = previous.ready_generation != generation and not pods_ready
-    progressing = failure is None and not pods_ready and (bool(rolling) or never_ready_here)
+    pending_only = pods_settled and pending is not None
+    progressing = (
+        failure is None and not pods_ready and (bool(rolling) or never_ready_here or pending_only)
+    )
     degraded = not pods_ready and not progressing
     not_ready = [pod for w in workloads for pod in w.not_ready_pods]
     missing = [w.name for w in workloads if not w.exists]
@@ -168,7 +171,7 @@ def compute(
         conditions.append(_cond(READY, True, "AllPodsReady", f"{ready}/{desired} pods ready"))
     elif failure is not None:
         conditions.append(_cond(READY, False, failure.reason, failure.message))
-    elif pods_settled and pending is not None:
+    elif pending_only and pending is not None:
         conditions.append(_cond(READY, False, "Pending", pending))
     else:
         detail = f"{ready}/{desired} pods ready"
@@ -178,15 +181,12 @@ def compute(
 
     if progressing:
         reason = PHASE_CREATING if previous.ready_generation is None else PHASE_UPDATING
-        waiting = rolling or [w.name for w in workloads if not w.all_ready]
-        conditions.append(
-            _cond(
-                PROGRESSING,
-                True,
-                reason,
-                f"waiting for {_listed(waiting)} ({ready}/{desired} ready)",
-            )
-        )
+        if pending_only and pending is not None:
+            message = pending
+        else:
+            waiting = rolling or [w.name for w in workloads if not w.all_ready]
+            message = f"waiting for {_listed(waiting)} ({ready}/{desired} ready)"
+        conditions.append(_cond(PROGRESSING, True, reason, message))
     else:
         reason = "ReconcileFailed" if failure is not None else "Complete"
         conditions.append(_cond(PROGRESSING, False, reason, ""))

@@ -1,0 +1,222 @@
+"""Status computation: each condition and phase from crafted observations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ferrymq_operator import status as st
+from ferrymq_operator.models import ClusterStatus
+from ferrymq_operator.status import Failure, WorkloadObservation
+
+T0 = "2026-11-22T00:00:00Z"
+T1 = "2026-11-22T00:05:00Z"
+
+
+def settled(
+    name: str, replicas: int = 2, ready: int | None = None, gen: int = 1, **kw: Any
+) -> WorkloadObservation:
+    return WorkloadObservation(
+        name=name,
+        desired_replicas=replicas,
+        exists=True,
+        generation=gen,
+        observed_generation=gen,
+        replicas=replicas,
+        ready_replicas=replicas if ready is None else ready,
+        updated_replicas=replicas,
+        current_revision="r1",
+        update_revision="r1",
+        **kw,
+    )
+
+
+def conditions(status: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in status["conditions"]}
+
+
+def test_all_ready() -> None:
+    out = st.compute(3, [settled("a"), settled("b")], ClusterStatus(), None, T0)
+    c = conditions(out)
+    assert out["phase"] == "Running"
+    assert out["ready"] == "4/4"
+    assert out["observedGeneration"] == 3
+    assert out["readyGeneration"] == 3
+    assert c["Ready"]["status"] == "True"
+    assert c["Progressing"]["status"] == "False"
+    assert c["Degraded"]["status"] == "False"
+    assert c["ReconcileFailed"]["status"] == "False"
+    assert all(cond["observedGeneration"] == 3 for cond in out["conditions"])
+
+
+def test_creating_until_first_ready() -> None:
+    out = st.compute(
+        1, [settled("a", ready=0, not_ready_pods=("a-0", "a-1"))], ClusterStatus(), None, T0
+    )
+    c = conditions(out)
+    assert out["phase"] == "Creating"
+    assert c["Progressing"]["status"] == "True" and c["Progressing"]["reason"] == "Creating"
+    assert c["Degraded"]["status"] == "False"
+    assert c["Ready"]["reason"] == "PodsNotReady" and "a-0, a-1" in c["Ready"]["message"]
+
+
+def test_missing_statefulset_is_progressing() -> None:
+    out = st.compute(
+        1, [WorkloadObservation(name="a", desired_replicas=2)], ClusterStatus(), None, T0
+    )
+    assert out["phase"] == "Creating"
+    assert out["ready"] == "0/2"
+
+
+def test_lost_pod_after_ready_is_degraded() -> None:
+    previous = ClusterStatus(ready_generation=2)
+    out = st.compute(
+        2, [settled("a", ready=1, not_ready_pods=("a-1",), master_ready=True)], previous, None, T0
+    )
+    c = conditions(out)
+    assert out["phase"] == "Degraded"
+    assert c["Degraded"]["status"] == "True" and c["Degraded"]["reason"] == "PodsUnavailable"
+    assert "a-1" in c["Degraded"]["message"]
+    assert c["Progressing"]["status"] == "False"
+    assert out["readyGeneration"] == 2
+
+
+def test_master_down_is_named() -> None:
+    previous = ClusterStatus(ready_generation=2)
+    out = st.compute(
+        2,
+        [settled("g0", ready=1, not_ready_pods=("g0-0",), master_ready=False)],
+        previous,
+        None,
+        T0,
+    )
+    c = conditions(out)
+    assert c["Degraded"]["reason"] == "MasterUnavailable"
+    assert "g0" in c["Degraded"]["message"]
+
+
+def test_spec_change_is_updating_not_degraded() -> None:
+    previous = ClusterStatus(ready_generation=1)
+    rolling = WorkloadObservation(
+        name="a",
+        desired_replicas=3,
+        exists=True,
+        generation=2,
+        observed_generation=2,
+        replicas=3,
+        ready_replicas=2,
+        updated_replicas=3,
+        current_revision="r1",
+        update_revision="r1",
+    )
+    out = st.compute(2, [settled("b"), rolling], previous, None, T0)
+    c = conditions(out)
+    assert out["phase"] == "Updating"
+    assert c["Progressing"]["reason"] == "Updating"
+    assert c["Degraded"]["status"] == "False"
+
+
+def test_revision_rollout_is_progressing() -> None:
+    obs = WorkloadObservation(
+        name="a",
+        desired_replicas=2,
+        exists=True,
+        generation=3,
+        observed_generation=3,
+        replicas=2,
+        ready_replicas=2,
+        updated_replicas=1,
+        current_revision="r1",
+        update_revision="r2",
+    )
+    assert obs.rolling and not obs.all_ready
+    out = st.compute(3, [obs], ClusterStatus(ready_generation=3), None, T0)
+    assert conditions(out)["Progressing"]["status"] == "True"
+
+
+def test_failure_wins() -> None:
+    failure = Failure("InvalidSpec", "spec.groups: must be >= 1")
+    out = st.compute(4, [settled("a")], ClusterStatus(ready_generation=3), failure, T0)
+    c = conditions(out)
+    assert out["phase"] == "Failed"
+    assert c["ReconcileFailed"] == {
+        "type": "ReconcileFailed",
+        "status": "True",
+        "reason": "InvalidSpec",
+        "message": "spec.groups: must be >= 1",
+        "lastTransitionTime": T0,
+        "observedGeneration": 4,
+    }
+    assert c["Ready"]["status"] == "False" and c["Ready"]["reason"] == "InvalidSpec"
+    assert out["readyGeneration"] == 3
+
+
+def test_failed_only_without_workloads() -> None:
+    out = st.failed_only(ClusterStatus(), 1, Failure("InvalidSpec", "x"), T0)
+    assert out["phase"] == "Failed"
+    assert conditions(out)["Degraded"]["status"] == "False"
+
+
+def test_pending_work_keeps_progressing() -> None:
+    out = st.compute(
+        2, [settled("a")], ClusterStatus(ready_generation=1), None, T0, pending="copying topics"
+    )
+    c = conditions(out)
+    assert out["phase"] == "Updating"
+    assert c["Ready"]["status"] == "False" and c["Ready"]["reason"] == "Pending"
+    assert c["Progressing"]["message"] == "copying topics"
+    assert out["readyGeneration"] == 1
+
+
+def test_transition_time_kept_while_status_unchanged() -> None:
+    first = st.compute(1, [settled("a")], ClusterStatus(), None, T0)
+    again = st.compute(1, [settled("a")], ClusterStatus.model_validate(first), None, T1)
+    assert conditions(again)["Ready"]["lastTransitionTime"] == T0
+    previous = ClusterStatus.model_validate(again)
+    broken = st.compute(1, [settled("a", ready=1, not_ready_pods=("a-0",))], previous, None, T1)
+    assert conditions(broken)["Ready"]["lastTransitionTime"] == T1
+    assert conditions(broken)["ReconcileFailed"]["lastTransitionTime"] == T0
+
+
+def test_observe_statefulset_from_api_dicts() -> None:
+    sts = {
+        "metadata": {"generation": 4},
+        "status": {
+            "observedGeneration": 4,
+            "replicas": 2,
+            "readyReplicas": 1,
+            "updatedReplicas": 2,
+            "currentRevision": "x",
+            "updateRevision": "x",
+        },
+    }
+    pods = [
+        {
+            "metadata": {"name": "g-0"},
+            "status": {"conditions": [{"type": "Ready", "status": "False"}]},
+        },
+        {
+            "metadata": {"name": "g-1"},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        },
+    ]
+    obs = st.observe_statefulset("g", 2, sts, pods, master_ordinal=0)
+    assert obs.exists and not obs.rolling and not obs.all_ready
+    assert obs.not_ready_pods == ("g-0",)
+    assert obs.master_ready is False
+    assert st.observe_statefulset("g", 2, None, []).exists is False
+
+
+def test_terminating_pod_is_not_ready() -> None:
+    pod = {
+        "metadata": {"name": "p", "deletionTimestamp": T0},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    assert st.pod_is_ready(pod) is False
+
+
+def test_long_pod_lists_are_shortened() -> None:
+    pods = tuple(f"p-{i}" for i in range(9))
+    out = st.compute(
+        1, [settled("a", replicas=9, ready=0, not_ready_pods=pods)], ClusterStatus(), None, T0
+    )
+    assert "and 4 more" in conditions(out)["Ready"]["message"]
