@@ -1,0 +1,1 @@
+"""PySpark Python data sources over the broker's store files (CommitLog, ConsumeQueue)."""

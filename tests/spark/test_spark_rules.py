@@ -1,0 +1,205 @@
+"""Pure rules: lag, Burrow-style statuses from crafted windows, rebalance findings."""
+
+from __future__ import annotations
+
+import pytest
+from ferrymq_spark import rules
+from ferrymq_spark.rules import MQ, Finding, GroupStatus, QueueStatus, Sample, Severity
+from hypothesis import given
+from hypothesis import strategies as st
+
+pytestmark = pytest.mark.spark
+
+
+def window(*pairs: tuple[int, int]) -> list[Sample]:
+    """(consumer offset, broker offset) per sample, one minute apart."""
+    return [Sample(60_000 * i, c, b) for i, (c, b) in enumerate(pairs)]
+
+
+def test_queue_lag_is_never_negative() -> None:
+    assert rules.queue_lag(100, 40) == 60
+    assert rules.queue_lag(100, 120) == 0
+
+
+@pytest.mark.parametrize(
+    ("samples", "live", "expected"),
+    [
+        # caught up now
+        (window((10, 20), (30, 30)), True, QueueStatus.OK),
+        # lag touched zero inside the window
+        (window((10, 10), (15, 20), (20, 30)), True, QueueStatus.OK),
+        # lag shrinking at some step: consumer keeps up
+        (window((10, 50), (40, 60), (60, 70)), True, QueueStatus.OK),
+        # advancing, lag never shrinks
+        (window((10, 50), (20, 60), (30, 80)), True, QueueStatus.WARN),
+        # not advancing, a live owner: stalled
+        (window((10, 50), (10, 60), (10, 60)), True, QueueStatus.STALL),
+        # not advancing, nobody owns it: stopped
+        (window((10, 50), (10, 60), (10, 60)), False, QueueStatus.STOP),
+        # stopped takes precedence even if lag was zero earlier (Burrow checks STOP first)
+        (window((10, 10), (10, 60)), False, QueueStatus.STOP),
+        # offset went backwards
+        (window((40, 50), (20, 60), (30, 70)), True, QueueStatus.REWIND),
+        # one sample: no trend
+        (window((10, 50)), False, QueueStatus.OK),
+    ],
+)
+def test_evaluate_queue(samples: list[Sample], live: bool, expected: QueueStatus) -> None:
+    assert rules.evaluate_queue(samples, live_owner=live) is expected
+
+
+def test_evaluate_queue_rejects_bad_windows() -> None:
+    with pytest.raises(ValueError, match="at least one"):
+        rules.evaluate_queue([], live_owner=True)
+    with pytest.raises(ValueError, match="ordered"):
+        rules.evaluate_queue([Sample(2, 0, 1), Sample(1, 0, 1)], live_owner=True)
+
+
+def test_group_status_is_worst_with_err_for_stop_stall_rewind() -> None:
+    assert rules.group_status([]) is GroupStatus.OK
+    assert rules.group_status([QueueStatus.OK, QueueStatus.WARN]) is GroupStatus.WARN
+    for bad in (QueueStatus.STALL, QueueStatus.STOP, QueueStatus.REWIND):
+        assert rules.group_status([QueueStatus.WARN, bad, QueueStatus.OK]) is GroupStatus.ERR
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 1000)), min_size=1, max_size=12),
+    st.booleans(),
+)
+def test_evaluate_queue_total_and_zero_lag_is_ok(pairs: list[tuple[int, int]], live: bool) -> None:
+    samples = window(*pairs)
+    status = rules.evaluate_queue(samples, live_owner=live)
+    assert isinstance(status, QueueStatus)
+    if samples[-1].lag == 0:
+        assert status is QueueStatus.OK
+
+
+def test_time_lag_sources() -> None:
+    assert rules.time_lag(1000, 0, oldest_unconsumed_ts=None, last_consumed_ts=None) == (0, "none")
+    assert rules.time_lag(1000, 5, oldest_unconsumed_ts=400, last_consumed_ts=300) == (600, "store")
+    assert rules.time_lag(1000, 5, oldest_unconsumed_ts=None, last_consumed_ts=300) == (
+        700,
+        "last-consumed",
+    )
+    assert rules.time_lag(1000, 5, oldest_unconsumed_ts=None, last_consumed_ts=0) == (
+        None,
+        "unknown",
+    )
+
+
+# --------------------------------------------------------------------------- rebalance audit
+
+
+def mqs(topic: str, broker: str, *ids: int) -> frozenset[MQ]:
+    return frozenset(MQ(topic, broker, i) for i in ids)
+
+
+def averagely(
+    strategy: str, group: str, cid: str, mq_all: list[MQ], cid_all: list[str]
+) -> list[MQ]:
+    """Reference AVG used only to test the audit plumbing (the real one is the client's)."""
+    if strategy != "AVG":
+        raise KeyError(strategy)
+    i, n, c = cid_all.index(cid), len(mq_all), len(cid_all)
+    mod = n % c
+    size = (n // c + 1) if i < mod else max(1, n // c) if n > c else 1
+    start = i * size if i < mod else i * size + mod
+    return [mq_all[(start + k) % n] for k in range(min(size, n - start))] if start < n else []
+
+
+def view(owned: dict[str, frozenset[MQ]], cids: tuple[str, ...] = ("c1", "c2")) -> rules.TopicView:
+    return rules.TopicView("g", "T", tuple(sorted(mqs("T", "b", 0, 1, 2, 3))), cids, owned)
+
+
+def kinds(audit: rules.TopicAudit) -> set[Finding]:
+    return {f.kind for f in audit.findings}
+
+
+def test_healthy_topic_has_no_finding() -> None:
+    audit = rules.audit_topic(
+        view({"c1": mqs("T", "b", 0, 1), "c2": mqs("T", "b", 2, 3)}), averagely
+    )
+    assert audit.findings == []
+
+
+def test_orphan_duplicate_imbalance_and_mismatch() -> None:
+    orphan = rules.audit_topic(view({"c1": mqs("T", "b", 0, 1), "c2": mqs("T", "b", 2)}), averagely)
+    assert kinds(orphan) == {Finding.ORPHAN_QUEUE, Finding.ALLOCATION_MISMATCH}
+    assert orphan.findings[0].queues == ("b:3",)
+    dup = rules.audit_topic(
+        view({"c1": mqs("T", "b", 0, 1, 2), "c2": mqs("T", "b", 2, 3)}), averagely
+    )
+    assert Finding.DUPLICATE_OWNER in kinds(dup)
+    skew = rules.audit_topic(view({"c1": mqs("T", "b", 0, 1, 2, 3), "c2": frozenset()}), averagely)
+    assert Finding.IMBALANCE in kinds(skew)
+    assert Finding.ORPHAN_QUEUE not in kinds(skew)
+    swapped = rules.audit_topic(
+        view({"c1": mqs("T", "b", 2, 3), "c2": mqs("T", "b", 0, 1)}), averagely
+    )
+    assert kinds(swapped) == {Finding.ALLOCATION_MISMATCH}
+
+
+def test_unreported_ownership_is_a_note_not_a_finding() -> None:
+    audit = rules.audit_topic(view({}), averagely)
+    assert audit.findings == [] and audit.notes
+    partial = rules.audit_topic(view({"c1": mqs("T", "b", 0, 1)}), averagely)
+    assert Finding.ORPHAN_QUEUE not in kinds(partial)  # c2 did not report: not provably orphan
+    assert any("c2" in n for n in partial.notes)
+
+
+def test_unknown_strategy_skips_expected_allocation() -> None:
+    v = rules.TopicView(
+        "g",
+        "T",
+        tuple(sorted(mqs("T", "b", 0, 1))),
+        ("c1",),
+        {"c1": mqs("T", "b", 0, 1)},
+        strategy="CONFIG",
+    )
+    audit = rules.audit_topic(v, averagely)
+    assert audit.findings == [] and any("not computed" in n for n in audit.notes)
+
+
+def test_group_client_findings() -> None:
+    healthy = rules.audit_group_clients(
+        "g",
+        {"c1": {"T": "*"}, "c2": {"T": "*"}},
+        {"c1": "AVG", "c2": "AVG"},
+        ["c1", "c2"],
+        {"c1": ["c2", "c1"], "c2": None},
+    )
+    assert healthy == []
+    found = rules.audit_group_clients(
+        "g",
+        {"c1": {"T": "*"}, "c2": {"T": "a||b"}, "c3": {"T": "*"}},
+        {"c1": "AVG", "c2": "AVG_BY_CIRCLE", "c3": None},
+        ["c1", "c2", "c3"],
+        {"c1": ["c1", "c2", "c3"], "c2": ["c1", "c2"], "c3": None},
+    )
+    by_kind = {f.kind: f for f in found}
+    assert set(by_kind) == {
+        Finding.SUBSCRIPTION_MISMATCH,
+        Finding.STRATEGY_MISMATCH,
+        Finding.CONSUMER_VIEW_MISMATCH,
+    }
+    assert by_kind[Finding.SUBSCRIPTION_MISMATCH].clients == ("c2",)
+    assert by_kind[Finding.CONSUMER_VIEW_MISMATCH].clients == ("c2",)
+
+
+def test_churn() -> None:
+    before = view({"c1": mqs("T", "b", 0, 1), "c2": mqs("T", "b", 2, 3)})
+    assert rules.allocation_churn(before, before) is None
+    flapped = view({"c1": mqs("T", "b", 0, 2), "c2": mqs("T", "b", 1, 3)})
+    churn = rules.allocation_churn(before, flapped)
+    assert churn is not None and churn.severity is Severity.WARN and churn.queues == ("b:1", "b:2")
+    grown = view(
+        {"c1": mqs("T", "b", 0), "c2": mqs("T", "b", 1), "c3": mqs("T", "b", 2, 3)},
+        cids=("c1", "c2", "c3"),
+    )
+    churn = rules.allocation_churn(before, grown)
+    assert churn is not None and churn.severity is Severity.INFO
+
+
+def test_readable_queues_follow_perm_and_read_nums() -> None:
+    got = rules.readable_queues("T", [("b2", 2, 6), ("b1", 1, 6), ("b3", 4, 2)])
+    assert got == [MQ("T", "b1", 0), MQ("T", "b2", 0), MQ("T", "b2", 1)]
