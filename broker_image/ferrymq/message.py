@@ -174,6 +174,8 @@ def pack_host(host: str) -> bytes:
 
 def unpack_host(packed: bytes) -> str:
     """The textual address of 4 or 16 address bytes."""
+    if len(packed) == 4:
+        return socket.inet_ntoa(packed)  # the hot path: C, no object churn
     return str(ipaddress.ip_address(bytes(packed)))
 
 

@@ -1,0 +1,324 @@
+"""The CommitLog append path (upstream ``CommitLog.asyncPutMessage`` +
+``DefaultAppendMessageCallback``), and raw reads by physical offset.
+
+Appends are synchronous and run on the event loop, which serialises them (the upstream
+``putMessageLock``). A record is encoded with ``struct.pack_into`` straight into the mapping.
+When a record (plus the 8-byte blank minimum) does not fit, the rest of the file becomes a blank
+record and the record goes to a new file named by its offset.
+
+``topic_queue_table`` holds the next queue offset of every ``topic-queueId``; recovery rebuilds it
+from the ConsumeQueues. Prepared and rolled-back transactional messages get queue offset 0 and do
+not advance it (they never reach a ConsumeQueue), as upstream.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from ferrymq.message import (
+    Message,
+    MessageInner,
+    MessageSysFlag,
+    create_message_id,
+    encode_properties,
+    pack_host,
+)
+from ferrymq.store import record as rec
+from ferrymq.store.mapped_file import MappedFile, SelectMappedBufferResult, StoreFileError
+from ferrymq.store.mapped_file_queue import MappedFileQueue
+from ferrymq.store.results import AppendMessageResult, AppendMessageStatus
+
+log = logging.getLogger(__name__)
+
+_I32 = struct.Struct(">i")
+
+
+class AppendError(Exception):
+    """A message that cannot be stored as given; ``status`` says which rule it breaks."""
+
+    def __init__(self, status: AppendMessageStatus, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+def queue_key(topic: str, queue_id: int) -> str:
+    return f"{topic}-{queue_id}"
+
+
+def takes_queue_offset(sys_flag: int) -> bool:
+    """Prepared/rolled-back transaction halves do not occupy a ConsumeQueue slot."""
+    tran = MessageSysFlag.get_transaction_value(sys_flag)
+    return tran in (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
+
+
+class CommitLog:
+    def __init__(
+        self,
+        store_path: Path,
+        mapped_file_size: int,
+        store_host: tuple[str, int],
+        max_message_size: int,
+    ) -> None:
+        self.mapped_file_queue = MappedFileQueue(store_path, mapped_file_size)
+        self.mapped_file_size = mapped_file_size
+        self.store_host = store_host
+        self._store_ip = pack_host(store_host[0])
+        if len(self._store_ip) != 4:
+            raise ValueError(f"store host {store_host[0]!r} must be an IPv4 address")
+        self._store_port = store_host[1]
+        # A record plus the blank minimum must fit in one file.
+        self.max_message_size = min(max_message_size, mapped_file_size - rec.MIN_RECORD_SIZE - 8)
+        self.topic_queue_table: dict[str, int] = {}
+        self.last_append_timestamp = 0
+        self._born_ip_cache: dict[str, bytes] = {}
+
+    # --- offsets --------------------------------------------------------------------------
+
+    @property
+    def max_offset(self) -> int:
+        return self.mapped_file_queue.get_max_offset()
+
+    @property
+    def min_offset(self) -> int:
+        """Start of the first file still holding data (files being destroyed do not count)."""
+        first = self.mapped_file_queue.get_first_mapped_file()
+        if first is None:
+            return -1
+        if first.is_available:
+            return first.file_from_offset
+        return self.mapped_file_queue.roll_next_file(first.file_from_offset)
+
+    def roll_next_file(self, offset: int) -> int:
+        return self.mapped_file_queue.roll_next_file(offset)
+
+    # --- append ---------------------------------------------------------------------------
+
+    def _packed(self, ip: str) -> bytes:
+        """IPv4 bytes of a born host (cached: a few clients send many messages)."""
+        packed = self._born_ip_cache.get(ip)
+        if packed is None:
+            packed = _pack_born_ip(ip)
+            if len(self._born_ip_cache) < 4096:
+                self._born_ip_cache[ip] = packed
+        return packed
+
+    def _check_lengths(self, topic: bytes, props: bytes, body_len: int) -> None:
+        if not topic:
+            raise AppendError(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED, "topic is empty")
+        reason = rec.validate_lengths(len(topic), len(props), body_len, self.max_message_size)
+        if reason is not None:
+            status = (
+                AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED
+                if reason.startswith("properties")
+                else AppendMessageStatus.MESSAGE_SIZE_EXCEEDED
+            )
+            raise AppendError(status, reason)
+
+    def _file_for(self, size: int, now_ms: int) -> MappedFile:
+        """The file with room for ``size`` bytes plus the blank minimum, rolling if needed."""
+        mfq = self.mapped_file_queue
+        try:
+            mf = mfq.get_or_create_last_mapped_file(0)
+            if mf.free_space < size + rec.END_FILE_MIN_BLANK_LENGTH:
+                if mf.free_space > 0:
+                    rec.encode_blank_into(mf.buffer, mf.wrote_position, mf.free_space)
+                    mf.advance(mf.free_space, now_ms)
+                mf = mfq.get_or_create_last_mapped_file(0)
+        except OSError as exc:
+            raise StoreFileError(f"cannot create a CommitLog file: {exc}") from exc
+        return mf
+
+    def put_message(self, msg: MessageInner, now_ms: int | None = None) -> AppendMessageResult:
+        """Append one message; raises AppendError / StoreFileError when it cannot."""
+        topic = msg.topic.encode("utf-8")
+        props = msg.properties_string.encode("utf-8")
+        body = msg.body
+        self._check_lengths(topic, props, len(body))
+        size = rec.record_size(len(body), len(topic), len(props))
+        store_ts = int(time.time() * 1000) if now_ms is None else now_ms
+        mf = self._file_for(size, store_ts)
+        pos = mf.wrote_position
+        wrote_offset = mf.file_from_offset + pos
+        key = queue_key(msg.topic, msg.queue_id)
+        has_slot = takes_queue_offset(msg.sys_flag)
+        queue_offset = self.topic_queue_table.get(key, 0) if has_slot else 0
+        born_ip, born_port = msg.born_host
+        rec.encode_record_into(
+            mf.buffer,
+            pos,
+            queue_id=msg.queue_id,
+            flag=msg.flag,
+            queue_offset=queue_offset,
+            physical_offset=wrote_offset,
+            sys_flag=msg.sys_flag,
+            born_timestamp=msg.born_timestamp,
+            born_ip=self._packed(born_ip),
+            born_port=born_port,
+            store_timestamp=store_ts,
+            store_ip=self._store_ip,
+            store_port=self._store_port,
+            reconsume_times=msg.reconsume_times,
+            prepared_transaction_offset=msg.prepared_transaction_offset,
+            body=body,
+            topic=topic,
+            properties=props,
+        )
+        mf.advance(size, store_ts)
+        if has_slot:
+            self.topic_queue_table[key] = queue_offset + 1
+        self.last_append_timestamp = store_ts
+        msg_id = create_message_id((self._store_ip, self._store_port), wrote_offset)
+        return AppendMessageResult(
+            AppendMessageStatus.PUT_OK,
+            wrote_offset=wrote_offset,
+            wrote_bytes=size,
+            msg_id=msg_id,
+            store_timestamp=store_ts,
+            queue_offset=queue_offset,
+            msg_num=1,
+            msg_ids=[msg_id],
+        )
+
+    def put_messages(
+        self, batch: MessageInner, items: Sequence[Message], now_ms: int | None = None
+    ) -> AppendMessageResult:
+        """Append a batch contiguously in one file with consecutive queue offsets.
+
+        ``items`` carry body, flag and properties; everything else comes from ``batch``.
+        """
+        if not items:
+            raise AppendError(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED, "batch has no messages")
+        topic = batch.topic.encode("utf-8")
+        encoded: list[tuple[Message, bytes, int]] = []
+        total = 0
+        for item in items:
+            props = encode_properties(item.properties).encode("utf-8")
+            self._check_lengths(topic, props, len(item.body))
+            size = rec.record_size(len(item.body), len(topic), len(props))
+            encoded.append((item, props, size))
+            total += size
+        if total > self.max_message_size:
+            raise AppendError(
+                AppendMessageStatus.MESSAGE_SIZE_EXCEEDED,
+                f"batch is {total} bytes encoded; max {self.max_message_size}",
+            )
+        store_ts = int(time.time() * 1000) if now_ms is None else now_ms
+        mf = self._file_for(total, store_ts)
+        pos = mf.wrote_position
+        first_offset = mf.file_from_offset + pos
+        key = queue_key(batch.topic, batch.queue_id)
+        has_slot = takes_queue_offset(batch.sys_flag)
+        queue_offset = self.topic_queue_table.get(key, 0) if has_slot else 0
+        born_ip = self._packed(batch.born_host[0])
+        buf = mf.buffer
+        msg_ids: list[str] = []
+        offset = first_offset
+        for i, (item, props, size) in enumerate(encoded):
+            rec.encode_record_into(
+                buf,
+                pos,
+                queue_id=batch.queue_id,
+                flag=item.flag,
+                queue_offset=queue_offset + i if has_slot else 0,
+                physical_offset=offset,
+                sys_flag=batch.sys_flag,
+                born_timestamp=batch.born_timestamp,
+                born_ip=born_ip,
+                born_port=batch.born_host[1],
+                store_timestamp=store_ts,
+                store_ip=self._store_ip,
+                store_port=self._store_port,
+                reconsume_times=batch.reconsume_times,
+                prepared_transaction_offset=batch.prepared_transaction_offset,
+                body=item.body,
+                topic=topic,
+                properties=props,
+            )
+            msg_ids.append(create_message_id((self._store_ip, self._store_port), offset))
+            pos += size
+            offset += size
+        mf.advance(total, store_ts)
+        if has_slot:
+            self.topic_queue_table[key] = queue_offset + len(encoded)
+        self.last_append_timestamp = store_ts
+        return AppendMessageResult(
+            AppendMessageStatus.PUT_OK,
+            wrote_offset=first_offset,
+            wrote_bytes=total,
+            msg_id=",".join(msg_ids),
+            store_timestamp=store_ts,
+            queue_offset=queue_offset,
+            msg_num=len(encoded),
+            msg_ids=msg_ids,
+        )
+
+    def append_data(self, start_offset: int, data: bytes | memoryview) -> bool:
+        """Slave side: append raw CommitLog bytes exactly at ``start_offset`` (= max offset).
+
+        ``data`` may end at a file boundary but never crosses one (the master sends per file).
+        """
+        mfq = self.mapped_file_queue
+        if mfq.is_empty():
+            mf = mfq.get_or_create_last_mapped_file(start_offset)
+            mf.set_positions(start_offset - mf.file_from_offset)
+        if start_offset != self.max_offset:
+            return False
+        view = memoryview(data)
+        while len(view):
+            mf = mfq.get_or_create_last_mapped_file(start_offset)
+            n = min(len(view), mf.free_space)
+            if not mf.append_bytes(view[:n]):
+                return False
+            view = view[n:]
+        return True
+
+    # --- reads ----------------------------------------------------------------------------
+
+    def get_data(self, offset: int) -> SelectMappedBufferResult | None:
+        """From ``offset`` to the end of written data in that file (reput and replication)."""
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset, offset == 0)
+        if mf is None:
+            return None
+        return mf.select_mapped_buffer(offset % self.mapped_file_size)
+
+    def get_message(self, offset: int, size: int) -> SelectMappedBufferResult | None:
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset, offset == 0)
+        if mf is None:
+            return None
+        return mf.select_mapped_buffer(offset % self.mapped_file_size, size)
+
+    def get_record_size(self, offset: int) -> int:
+        """TOTALSIZE of the record at ``offset`` or -1 when nothing readable is there."""
+        sel = self.get_message(offset, 4)
+        if sel is None:
+            return -1
+        try:
+            return int(_I32.unpack_from(sel.buffer, 0)[0])
+        finally:
+            sel.release()
+
+    def pickup_store_timestamp(self, offset: int, size: int) -> int:
+        """STORETIMESTAMP of the record at ``offset`` (-1 when unreadable)."""
+        if size < rec.MIN_RECORD_SIZE:
+            return -1
+        sel = self.get_message(offset, rec.STORE_TIMESTAMP_POS + 8)
+        if sel is None:
+            return -1
+        try:
+            return rec.read_store_timestamp(sel.buffer, 0)
+        finally:
+            sel.release()
+
+
+def _pack_born_ip(ip: str) -> bytes:
+    try:
+        packed = pack_host(ip)
+    except OSError:
+        return b"\x00\x00\x00\x00"
+    # The v1 layout has 4 address bytes; IPv6 born hosts are stored as 0.0.0.0.
+    return packed if len(packed) == 4 else b"\x00\x00\x00\x00"

@@ -1,0 +1,303 @@
+"""One topic/queue's logical queue (upstream ``ConsumeQueue``).
+
+A file is an array of 20-byte units ``commitLogOffset i64 | size i32 | tagsCode i64``; the unit's
+index is the queue offset, file names are the byte offset of their first unit (a multiple of 20).
+A unit with ``size == BLANK_UNIT_SIZE`` is a filler (before the first real entry of a rebuilt queue
+whose early messages expired, or for a gap): readers skip it.
+
+Writing is idempotent by construction: each CommitLog record carries its queue offset, and a unit
+that already exists is not written again, so recovery may re-dispatch freely (no duplicates).
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from ferrymq.store.mapped_file import MappedFile, SelectMappedBufferResult
+from ferrymq.store.mapped_file_queue import MappedFileQueue
+
+log = logging.getLogger(__name__)
+
+CQ_UNIT = struct.Struct(
+    ">"
+    "q"  # commitLogOffset
+    "i"  # size
+    "q"  # tagsCode
+)
+CQ_STORE_UNIT_SIZE = CQ_UNIT.size
+BLANK_UNIT_SIZE = 0x7FFFFFFF  # upstream fillPreBlank writes Integer.MAX_VALUE
+_BLANK_UNIT = CQ_UNIT.pack(0, BLANK_UNIT_SIZE, 0)
+
+assert CQ_STORE_UNIT_SIZE == 20
+
+
+def is_valid_unit(offset: int, size: int) -> bool:
+    """A unit written by dispatch (a zero unit means "never written")."""
+    return offset >= 0 and size > 0
+
+
+def iter_units(buf: memoryview | bytes, start: int = 0) -> Iterator[tuple[int, int, int, int]]:
+    """``(position, commitLogOffset, size, tagsCode)`` of every whole unit in ``buf``."""
+    for pos in range(start, len(buf) - CQ_STORE_UNIT_SIZE + 1, CQ_STORE_UNIT_SIZE):
+        offset, size, tags = CQ_UNIT.unpack_from(buf, pos)
+        yield pos, offset, size, tags
+
+
+class ConsumeQueue:
+    def __init__(self, topic: str, queue_id: int, root: Path, mapped_file_size: int) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.mapped_file_size = mapped_file_size
+        self.mapped_file_queue = MappedFileQueue(root / topic / str(queue_id), mapped_file_size)
+        # End (offset + size) of the last CommitLog record indexed here; -1 when empty.
+        self.max_physic_offset = -1
+        self.min_logic_offset = 0  # bytes
+
+    # --- load / recover ---------------------------------------------------------------------
+
+    def load(self) -> None:
+        self.mapped_file_queue.load()
+
+    def recover(self) -> None:
+        """Find the end of valid units (scan from the third-last file) and cut there."""
+        mfq = self.mapped_file_queue
+        files = mfq.files
+        if not files:
+            return
+        index = max(0, len(files) - 3)
+        process_offset = files[index].file_from_offset
+        max_ext = -1
+        for mf in files[index:]:
+            end_in_file = 0
+            view = memoryview(mf.buffer)
+            try:
+                for pos, offset, size, _tags in iter_units(view):
+                    if not is_valid_unit(offset, size):
+                        break
+                    end_in_file = pos + CQ_STORE_UNIT_SIZE
+                    if size != BLANK_UNIT_SIZE:
+                        max_ext = offset + size
+            finally:
+                view.release()
+            process_offset = mf.file_from_offset + end_in_file
+            if end_in_file < self.mapped_file_size:
+                break
+        self.max_physic_offset = max_ext
+        mfq.truncate_dirty_files(process_offset)
+        mfq.flushed_where = process_offset
+
+    # --- offsets ------------------------------------------------------------------------------
+
+    @property
+    def min_offset_in_queue(self) -> int:
+        return self.min_logic_offset // CQ_STORE_UNIT_SIZE
+
+    @property
+    def max_offset_in_queue(self) -> int:
+        """The queue offset the next message will get (= number of units incl. expired)."""
+        return self.mapped_file_queue.get_max_offset() // CQ_STORE_UNIT_SIZE
+
+    def roll_next_file(self, index: int) -> int:
+        units_per_file = self.mapped_file_size // CQ_STORE_UNIT_SIZE
+        return index + units_per_file - index % units_per_file
+
+    def last_unit(self) -> tuple[int, int, int] | None:
+        """The last valid non-blank unit ``(offset, size, tags)`` or None."""
+        mfq = self.mapped_file_queue
+        for mf in reversed(mfq.files):
+            pos = mf.wrote_position - CQ_STORE_UNIT_SIZE
+            while pos >= 0:
+                offset, size, tags = CQ_UNIT.unpack_from(mf.buffer, pos)
+                if size != BLANK_UNIT_SIZE and is_valid_unit(offset, size):
+                    return offset, size, tags
+                pos -= CQ_STORE_UNIT_SIZE
+        return None
+
+    def correct_min_offset(self, phy_min_offset: int) -> None:
+        """min_logic_offset = first unit pointing at or beyond the CommitLog's first byte."""
+        first = self.mapped_file_queue.get_first_mapped_file()
+        if first is None:
+            return
+        sel = first.select_mapped_buffer(0)
+        if sel is None:
+            self.min_logic_offset = max(self.min_logic_offset, first.file_from_offset)
+            return
+        try:
+            for pos, offset, size, _tags in iter_units(sel.buffer):
+                if size != BLANK_UNIT_SIZE and offset >= phy_min_offset:
+                    self.min_logic_offset = first.file_from_offset + pos
+                    return
+            self.min_logic_offset = first.file_from_offset + sel.size
+        finally:
+            sel.release()
+
+    # --- writing -----------------------------------------------------------------------------
+
+    def put_message_position_info(
+        self, offset: int, size: int, tags_code: int, cq_offset: int
+    ) -> bool:
+        """Append the unit for queue offset ``cq_offset``; True if it is (now) present.
+
+        Already present (a re-dispatch) -> no write. Ahead of the queue end -> blank units fill
+        the gap first so unit index and queue offset stay equal.
+        """
+        if offset + size <= self.max_physic_offset:
+            return True
+        mfq = self.mapped_file_queue
+        expect = cq_offset * CQ_STORE_UNIT_SIZE
+        if mfq.is_empty():
+            mf = mfq.get_or_create_last_mapped_file(expect)
+            if expect > mf.file_from_offset:
+                self._fill_blank(mf, expect - mf.file_from_offset)
+            self.min_logic_offset = expect
+        current = mfq.get_max_offset()
+        if expect < current:
+            log.debug("%s-%d: unit %d already present", self.topic, self.queue_id, cq_offset)
+            self.max_physic_offset = max(self.max_physic_offset, offset + size)
+            return True
+        if expect > current:
+            log.warning(
+                "%s-%d: queue offset gap %d..%d filled with blank units",
+                self.topic,
+                self.queue_id,
+                current // CQ_STORE_UNIT_SIZE,
+                cq_offset,
+            )
+            while current < expect:
+                mf = mfq.get_or_create_last_mapped_file(current)
+                n = min(expect - current, mf.free_space)
+                self._fill_blank(mf, n)
+                current += n
+        mf = mfq.get_or_create_last_mapped_file(expect)
+        CQ_UNIT.pack_into(mf.buffer, mf.wrote_position, offset, size, tags_code)
+        mf.advance(CQ_STORE_UNIT_SIZE)
+        self.max_physic_offset = offset + size
+        return True
+
+    @staticmethod
+    def _fill_blank(mf: MappedFile, nbytes: int) -> None:
+        pos = mf.wrote_position
+        for p in range(pos, pos + nbytes, CQ_STORE_UNIT_SIZE):
+            mf.buffer[p : p + CQ_STORE_UNIT_SIZE] = _BLANK_UNIT
+        mf.advance(nbytes)
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def get_index_buffer(self, start_index: int) -> SelectMappedBufferResult | None:
+        """Units from ``start_index`` to the end of its file (None if expired or beyond)."""
+        offset = start_index * CQ_STORE_UNIT_SIZE
+        if offset < self.min_logic_offset:
+            return None
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset)
+        if mf is None:
+            return None
+        return mf.select_mapped_buffer(offset % self.mapped_file_size)
+
+    def get_unit(self, index: int) -> tuple[int, int, int] | None:
+        sel = self.get_index_buffer(index)
+        if sel is None:
+            return None
+        try:
+            if sel.size < CQ_STORE_UNIT_SIZE:
+                return None
+            offset, size, tags = CQ_UNIT.unpack_from(sel.buffer, 0)
+            return int(offset), int(size), int(tags)
+        finally:
+            sel.release()
+
+    def get_offset_in_queue_by_time(
+        self, timestamp_ms: int, store_time_of: Callable[[int, int], int]
+    ) -> int:
+        """The first queue offset whose message was stored at or after ``timestamp_ms``
+        (upstream binary search; the nearest offset when no exact match)."""
+        mf = self.mapped_file_queue.find_mapped_file_by_time(timestamp_ms)
+        if mf is None:
+            return 0
+        sel = mf.select_mapped_buffer(0)
+        if sel is None:
+            return self.max_offset_in_queue
+        try:
+            units = [
+                (pos, off, size)
+                for pos, off, size, _t in iter_units(sel.buffer)
+                if size != BLANK_UNIT_SIZE and mf.file_from_offset + pos >= self.min_logic_offset
+            ]
+            if not units:
+                return self.max_offset_in_queue
+            lo, hi = 0, len(units) - 1
+            found = -1
+            while lo <= hi:
+                mid = (lo + hi) // 2
+                _pos, off, size = units[mid]
+                ts = store_time_of(off, size)
+                if ts < 0:
+                    lo = mid + 1  # unreadable (expired) message: look later
+                elif ts >= timestamp_ms:
+                    found = mid
+                    hi = mid - 1
+                else:
+                    lo = mid + 1
+            # When everything in the file is older: the offset after its last unit.
+            pos = units[-1][0] + CQ_STORE_UNIT_SIZE if found < 0 else units[found][0]
+            return (mf.file_from_offset + pos) // CQ_STORE_UNIT_SIZE
+        finally:
+            sel.release()
+
+    # --- truncation and expiry -------------------------------------------------------------
+
+    def truncate_dirty_logic_files(self, phy_offset: int) -> None:
+        """Remove trailing units that point at or beyond ``phy_offset`` (a cut CommitLog)."""
+        mfq = self.mapped_file_queue
+        while True:
+            last = mfq.get_last_mapped_file()
+            if last is None:
+                self.max_physic_offset = -1
+                return
+            pos = last.wrote_position
+            new_max = -1
+            while pos >= CQ_STORE_UNIT_SIZE:
+                offset, size, _t = CQ_UNIT.unpack_from(last.buffer, pos - CQ_STORE_UNIT_SIZE)
+                if size == BLANK_UNIT_SIZE:
+                    pos -= CQ_STORE_UNIT_SIZE
+                    continue
+                if offset + size > phy_offset:
+                    pos -= CQ_STORE_UNIT_SIZE
+                    continue
+                new_max = offset + size
+                break
+            if pos > 0 or mfq.get_first_mapped_file() is last:
+                cut = last.file_from_offset + pos
+                mfq.truncate_dirty_files(cut)
+                if new_max < 0:
+                    prev = self.last_unit()
+                    new_max = prev[0] + prev[1] if prev else -1
+                self.max_physic_offset = new_max
+                if cut < self.min_logic_offset:
+                    self.min_logic_offset = cut
+                return
+            mfq.delete_last_mapped_file()
+
+    def delete_expired_files(self, commit_log_min_offset: int) -> int:
+        """Delete leading files whose last unit points before the CommitLog's first byte."""
+
+        def keep(mf: MappedFile) -> bool:
+            pos = mf.wrote_position - CQ_STORE_UNIT_SIZE
+            if pos < 0:
+                return True
+            offset, size, _t = CQ_UNIT.unpack_from(mf.buffer, pos)
+            return bool(size == BLANK_UNIT_SIZE or offset >= commit_log_min_offset)
+
+        deleted = self.mapped_file_queue.delete_files_before(keep)
+        self.correct_min_offset(commit_log_min_offset)
+        return deleted
+
+    def flush(self, least_pages: int) -> bool:
+        return self.mapped_file_queue.flush(least_pages)
+
+    def destroy(self) -> None:
+        self.max_physic_offset = -1
+        self.min_logic_offset = 0
+        self.mapped_file_queue.destroy()

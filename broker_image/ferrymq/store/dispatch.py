@@ -1,0 +1,231 @@
+"""From CommitLog to ConsumeQueue and IndexFile (upstream ``DispatchRequest``,
+``CommitLogDispatcher`` and ``ReputMessageService``).
+
+The reput task follows the CommitLog tail from ``reput_from_offset``: it parses each new record
+once, hands a :class:`DispatchRequest` to every dispatcher (ConsumeQueue builder, index builder),
+then calls the dispatch listeners (pull long polling). It is woken by each append rather than
+polling every millisecond. Dispatchers are idempotent, so recovery can restart it from any
+earlier offset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ferrymq.message import MessageConst, tags_string_to_tags_code
+from ferrymq.store import record as rec
+from ferrymq.store.commit_log import CommitLog, takes_queue_offset
+from ferrymq.store.consume_queue_store import ConsumeQueueStore
+from ferrymq.store.index_service import IndexService
+
+log = logging.getLogger(__name__)
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+
+DispatchListener = Callable[[str, int, int, int, int, dict[str, str]], None]
+"""``cb(topic, queue_id, logic_offset, tags_code, store_timestamp, properties)``."""
+
+
+@dataclass(slots=True)
+class DispatchRequest:
+    topic: str
+    queue_id: int
+    commit_log_offset: int
+    msg_size: int
+    tags_code: int
+    store_timestamp: int
+    consume_queue_offset: int
+    keys: list[str]
+    uniq_key: str | None
+    sys_flag: int
+    prepared_transaction_offset: int
+    properties: dict[str, str] = field(default_factory=dict)
+
+
+class CommitLogDispatcher(Protocol):
+    def dispatch(self, request: DispatchRequest) -> None: ...
+
+
+def compute_tags_code(
+    topic: str, properties: dict[str, str], store_timestamp: int, delay_levels_ms: list[int]
+) -> int:
+    """The ConsumeQueue tags code: Java hash of TAGS; for the delay topic, the delivery time
+    (upstream: the schedule service scans its queues by this value)."""
+    if topic == SCHEDULE_TOPIC:
+        raw = properties.get(MessageConst.PROPERTY_DELAY_TIME_LEVEL)
+        if raw and raw.isdigit() and int(raw) > 0 and delay_levels_ms:
+            level = min(int(raw), len(delay_levels_ms))
+            return store_timestamp + delay_levels_ms[level - 1]
+    return tags_string_to_tags_code(properties.get(MessageConst.PROPERTY_TAGS))
+
+
+def request_from_record(r: rec.DecodedRecord, delay_levels_ms: list[int]) -> DispatchRequest:
+    return DispatchRequest(
+        topic=r.topic,
+        queue_id=r.queue_id,
+        commit_log_offset=r.physical_offset,
+        msg_size=r.size,
+        tags_code=compute_tags_code(r.topic, r.properties, r.store_timestamp, delay_levels_ms),
+        store_timestamp=r.store_timestamp,
+        consume_queue_offset=r.queue_offset,
+        keys=r.keys,
+        uniq_key=r.uniq_key,
+        sys_flag=r.sys_flag,
+        prepared_transaction_offset=r.prepared_transaction_offset,
+        properties=r.properties,
+    )
+
+
+class BuildConsumeQueue:
+    """Dispatcher: one ConsumeQueue unit per non-transactional / committed message."""
+
+    def __init__(self, queues: ConsumeQueueStore) -> None:
+        self.queues = queues
+        self.last_store_timestamp = 0
+
+    def dispatch(self, request: DispatchRequest) -> None:
+        if not takes_queue_offset(request.sys_flag):
+            return
+        cq = self.queues.find_or_create(request.topic, request.queue_id)
+        cq.put_message_position_info(
+            request.commit_log_offset,
+            request.msg_size,
+            request.tags_code,
+            request.consume_queue_offset,
+        )
+        self.last_store_timestamp = request.store_timestamp
+
+
+class BuildIndex:
+    """Dispatcher: index entries for UNIQ_KEY and KEYS."""
+
+    def __init__(self, index: IndexService) -> None:
+        self.index = index
+
+    def dispatch(self, request: DispatchRequest) -> None:
+        self.index.build_index(
+            request.topic,
+            request.keys,
+            request.uniq_key,
+            request.commit_log_offset,
+            request.store_timestamp,
+            request.sys_flag,
+        )
+
+
+class ReputService:
+    """Follows the CommitLog tail and dispatches every new record, in order."""
+
+    def __init__(
+        self,
+        commit_log: CommitLog,
+        dispatchers: list[CommitLogDispatcher],
+        delay_levels_ms: list[int],
+    ) -> None:
+        self.commit_log = commit_log
+        self.dispatchers = dispatchers
+        self.listeners: list[DispatchListener] = []
+        self.delay_levels_ms = delay_levels_ms
+        self.reput_from_offset = 0
+        self.dispatched_messages = 0
+        self._wake = asyncio.Event()
+        self._stopped = False
+        self._task: asyncio.Task[None] | None = None
+
+    def behind(self) -> int:
+        return self.commit_log.max_offset - self.reput_from_offset
+
+    def wakeup(self) -> None:
+        self._wake.set()
+
+    def do_reput(self, max_records: int | None = None, *, notify: bool = True) -> int:
+        """Dispatch records from ``reput_from_offset`` to the CommitLog end (or ``max_records``);
+        returns how many were dispatched. Synchronous; the run loop yields between rounds."""
+        done = 0
+        cl = self.commit_log
+        while self.reput_from_offset < cl.max_offset:
+            if self.reput_from_offset < cl.min_offset:
+                self.reput_from_offset = cl.min_offset  # expired under us
+            sel = cl.get_data(self.reput_from_offset)
+            if sel is None:
+                break
+            try:
+                buf = sel.buffer
+                pos = 0
+                end = sel.size
+                advance_file = False
+                while pos < end:
+                    check = rec.check_record(buf, pos, end, check_crc=False)
+                    if check.kind is rec.RecordKind.MESSAGE and check.record is not None:
+                        request = request_from_record(check.record, self.delay_levels_ms)
+                        for dispatcher in self.dispatchers:
+                            dispatcher.dispatch(request)
+                        pos += check.size
+                        self.reput_from_offset = sel.start_offset + pos
+                        done += 1
+                        self.dispatched_messages += 1
+                        if notify and self.listeners and takes_queue_offset(request.sys_flag):
+                            self._notify(request)
+                        if max_records is not None and done >= max_records:
+                            return done
+                    elif check.kind is rec.RecordKind.BLANK:
+                        advance_file = True
+                        break
+                    else:
+                        log.error(
+                            "reput stopped at CommitLog offset %d: %s %s",
+                            sel.start_offset + pos,
+                            check.kind.value,
+                            check.reason,
+                        )
+                        return done
+                if advance_file:
+                    self.reput_from_offset = cl.roll_next_file(self.reput_from_offset)
+                elif pos == 0:
+                    break
+            finally:
+                sel.release()
+        return done
+
+    def _notify(self, request: DispatchRequest) -> None:
+        for listener in self.listeners:
+            try:
+                listener(
+                    request.topic,
+                    request.queue_id,
+                    request.consume_queue_offset,
+                    request.tags_code,
+                    request.store_timestamp,
+                    request.properties,
+                )
+            except Exception:  # a listener bug must not stop dispatch
+                log.exception("dispatch listener failed")
+
+    async def run(self) -> None:
+        while not self._stopped:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=1.0)
+            self._wake.clear()
+            while not self._stopped:
+                # Bounded rounds so appends and pulls interleave with a large catch-up.
+                if self.do_reput(max_records=2048) < 2048:
+                    break
+                await asyncio.sleep(0)
+
+    def start(self) -> None:
+        self._stopped = False
+        self._task = asyncio.get_running_loop().create_task(self.run(), name="ferrymq-reput")
+
+    async def stop(self) -> None:
+        self._stopped = True
+        self._wake.set()
+        if self._task is not None:
+            await self._task
+            self._task = None
+        # Whatever arrived meanwhile reaches the queues before shutdown flushes them.
+        self.do_reput()

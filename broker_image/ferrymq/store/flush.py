@@ -1,0 +1,202 @@
+"""Durability services (upstream ``GroupCommitService``, ``FlushRealTimeService`` and
+``FlushConsumeQueueService``). fsync always runs in a worker thread, never on the event loop.
+
+- :class:`GroupCommitService` (SYNC_FLUSH): each put registers a future for its end offset in the
+  "write" list; the service swaps the write and read lists (double buffering: putters never wait
+  on the flusher's list), syncs once for the whole group, and resolves every future whose offset
+  is now on disk. Putters bound their wait by ``syncFlushTimeout``.
+- :class:`FlushRealTimeService` (ASYNC_FLUSH): every ``flushIntervalCommitLog`` ms, sync when at
+  least ``flushCommitLogLeastPages`` pages are dirty; every ``flushCommitLogThoroughInterval`` ms,
+  sync whatever is dirty.
+- :class:`FlushConsumeQueueService`: the same for ConsumeQueues and index files, then the
+  checkpoint timestamps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+
+from ferrymq.store.checkpoint import StoreCheckpoint
+from ferrymq.store.mapped_file_queue import MappedFileQueue
+
+log = logging.getLogger(__name__)
+
+
+class _Service:
+    name = "service"
+
+    def __init__(self) -> None:
+        self._stopped = False
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+
+    async def run(self) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def start(self) -> None:
+        self._stopped = False
+        self._task = asyncio.get_running_loop().create_task(self.run(), name=f"ferrymq-{self.name}")
+
+    def wakeup(self) -> None:
+        self._wake.set()
+
+    async def _wait(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout=seconds)
+        self._wake.clear()
+
+    async def stop(self) -> None:
+        self._stopped = True
+        self._wake.set()
+        if self._task is not None:
+            try:
+                await self._task
+            finally:
+                self._task = None
+
+
+class GroupCommitService(_Service):
+    name = "group-commit"
+
+    def __init__(self, mfq: MappedFileQueue, checkpoint: StoreCheckpoint) -> None:
+        super().__init__()
+        self.mfq = mfq
+        self.checkpoint = checkpoint
+        self._requests_write: list[tuple[int, asyncio.Future[bool]]] = []
+        self._requests_read: list[tuple[int, asyncio.Future[bool]]] = []
+        self.flush_errors = 0
+
+    def put_request(self, next_offset: int) -> asyncio.Future[bool]:
+        """A future resolved True once ``next_offset`` is on disk (False on an IO error)."""
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        if self.mfq.flushed_where >= next_offset:
+            fut.set_result(True)
+            return fut
+        self._requests_write.append((next_offset, fut))
+        self._wake.set()
+        return fut
+
+    def _swap_requests(self) -> None:
+        self._requests_write, self._requests_read = self._requests_read, self._requests_write
+
+    async def _do_commit(self) -> None:
+        requests = self._requests_read
+        ok = True
+        if requests or self.mfq.flushed_where < self.mfq.get_max_offset():
+            try:
+                await asyncio.to_thread(self.mfq.flush, 0)
+            except OSError:
+                ok = False
+                self.flush_errors += 1
+                log.exception("CommitLog flush failed")
+        flushed = self.mfq.flushed_where
+        for next_offset, fut in requests:
+            if not fut.done():
+                fut.set_result(ok and flushed >= next_offset)
+        requests.clear()
+        if self.mfq.store_timestamp > 0:
+            self.checkpoint.physic_msg_timestamp = self.mfq.store_timestamp
+
+    async def run(self) -> None:
+        while not self._stopped:
+            await self._wait(0.01)
+            self._swap_requests()
+            await self._do_commit()
+        # Shutdown: serve everything still queued.
+        self._swap_requests()
+        await self._do_commit()
+        self._swap_requests()
+        await self._do_commit()
+
+
+class FlushRealTimeService(_Service):
+    name = "flush-commitlog"
+
+    def __init__(
+        self,
+        mfq: MappedFileQueue,
+        checkpoint: StoreCheckpoint,
+        interval_ms: int,
+        least_pages: int,
+        thorough_interval_ms: int,
+    ) -> None:
+        super().__init__()
+        self.mfq = mfq
+        self.checkpoint = checkpoint
+        self.interval_ms = interval_ms
+        self.least_pages = least_pages
+        self.thorough_interval_ms = thorough_interval_ms
+        self._last_thorough_ms = int(time.time() * 1000)
+
+    async def flush_once(self, least_pages: int) -> None:
+        try:
+            await asyncio.to_thread(self.mfq.flush, least_pages)
+        except OSError:
+            log.exception("CommitLog flush failed")
+            return
+        if self.mfq.store_timestamp > 0:
+            self.checkpoint.physic_msg_timestamp = self.mfq.store_timestamp
+
+    async def run(self) -> None:
+        while not self._stopped:
+            await self._wait(self.interval_ms / 1000)
+            now = int(time.time() * 1000)
+            least = self.least_pages
+            if now >= self._last_thorough_ms + self.thorough_interval_ms:
+                self._last_thorough_ms = now
+                least = 0
+            await self.flush_once(least)
+        await self.flush_once(0)
+
+
+class FlushConsumeQueueService(_Service):
+    """Flushes ConsumeQueues and index files, then writes the checkpoint.
+
+    ``flush_all`` (blocking, run in a thread) takes ``least_pages`` and returns the
+    ``(logics, index)`` timestamps that are now durable.
+    """
+
+    name = "flush-consumequeue"
+
+    def __init__(
+        self,
+        flush_all: Callable[[int], tuple[int, int]],
+        checkpoint: StoreCheckpoint,
+        interval_ms: int,
+        least_pages: int,
+        thorough_interval_ms: int,
+    ) -> None:
+        super().__init__()
+        self.flush_all = flush_all
+        self.checkpoint = checkpoint
+        self.interval_ms = interval_ms
+        self.least_pages = least_pages
+        self.thorough_interval_ms = thorough_interval_ms
+        self._last_thorough_ms = int(time.time() * 1000)
+
+    async def flush_once(self, least_pages: int) -> None:
+        try:
+            logics_ts, index_ts = await asyncio.to_thread(self.flush_all, least_pages)
+            if least_pages == 0:
+                if logics_ts > 0:
+                    self.checkpoint.logics_msg_timestamp = logics_ts
+                if index_ts > 0:
+                    self.checkpoint.index_msg_timestamp = index_ts
+                await asyncio.to_thread(self.checkpoint.flush)
+        except OSError:
+            log.exception("ConsumeQueue/index/checkpoint flush failed")
+
+    async def run(self) -> None:
+        while not self._stopped:
+            await self._wait(self.interval_ms / 1000)
+            now = int(time.time() * 1000)
+            least = self.least_pages
+            if now >= self._last_thorough_ms + self.thorough_interval_ms:
+                self._last_thorough_ms = now
+                least = 0
+            await self.flush_once(least)
+        await self.flush_once(0)

@@ -1,0 +1,157 @@
+"""The set of index files: build from dispatch, query by key, expire (upstream ``IndexService``).
+
+Files are named by creation time ``yyyyMMddHHmmssSSS`` as upstream (a later file always gets a
+larger name). Keys indexed per message: ``topic#UNIQ_KEY`` and ``topic#<key>`` for each of KEYS.
+Building is idempotent: a record at or below the last file's ``endPhyOffset`` is skipped, so
+recovery can re-dispatch.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from pathlib import Path
+
+from ferrymq.message import MessageSysFlag
+from ferrymq.store.index_file import IndexFile
+
+log = logging.getLogger(__name__)
+
+
+def build_key(topic: str, key: str) -> str:
+    return f"{topic}#{key}"
+
+
+def _name_for(now_ms: int) -> str:
+    stamp = dt.datetime.fromtimestamp(now_ms / 1000, tz=dt.UTC)
+    return stamp.strftime("%Y%m%d%H%M%S") + f"{now_ms % 1000:03d}"
+
+
+class IndexService:
+    def __init__(self, root: Path, hash_slot_num: int, index_num: int) -> None:
+        self.root = root
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self.files: list[IndexFile] = []
+
+    def load(self, last_exit_ok: bool, index_checkpoint_ms: int) -> None:
+        """Map the files; after a crash, drop those holding entries newer than the checkpoint
+        (IX11): dispatch rebuilds them."""
+        if not self.root.is_dir():
+            return
+        for path in sorted(p for p in self.root.iterdir() if p.is_file() and p.name.isdigit()):
+            try:
+                f = IndexFile(path, self.hash_slot_num, self.index_num)
+            except OSError as exc:
+                log.error("index file %s cannot be loaded (%s); it is dropped", path, exc)
+                path.unlink(missing_ok=True)
+                continue
+            if not last_exit_ok and f.end_timestamp > index_checkpoint_ms:
+                log.info(
+                    "index file %s is newer than the checkpoint; rebuilt by dispatch", path.name
+                )
+                f.destroy()
+                continue
+            self.files.append(f)
+
+    def drop_beyond(self, phy_offset: int) -> None:
+        """Drop files with entries at or beyond a recovered CommitLog end (cut tail)."""
+        while self.files and self.files[-1].end_phy_offset >= phy_offset > 0:
+            self.files.pop().destroy()
+        if phy_offset <= 0:
+            self.destroy_all()
+
+    @property
+    def end_phy_offset(self) -> int:
+        """CommitLog offset of the last record indexed (-1 when there is no index)."""
+        for f in reversed(self.files):
+            if f.index_count > 1:
+                return f.end_phy_offset
+        return -1
+
+    def _writable_file(self, now_ms: int) -> IndexFile:
+        last = self.files[-1] if self.files else None
+        if last is not None and not last.is_write_full():
+            return last
+        self.root.mkdir(parents=True, exist_ok=True)
+        name = _name_for(now_ms)
+        if last is not None and name <= last.path.name:
+            name = str(int(last.path.name) + 1)
+        f = IndexFile(self.root / name, self.hash_slot_num, self.index_num)
+        if last is not None:
+            # Carry the position so an empty new file still knows where indexing had got to.
+            f.end_phy_offset = last.end_phy_offset
+            f.end_timestamp = last.end_timestamp
+        self.files.append(f)
+        return f
+
+    def build_index(
+        self,
+        topic: str,
+        keys: list[str],
+        uniq_key: str | None,
+        commit_log_offset: int,
+        store_timestamp: int,
+        sys_flag: int,
+    ) -> None:
+        if commit_log_offset <= self.end_phy_offset:
+            return
+        if (
+            MessageSysFlag.get_transaction_value(sys_flag)
+            == MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
+        ):
+            return
+        all_keys = ([uniq_key] if uniq_key else []) + keys
+        for key in all_keys:
+            full = build_key(topic, key)
+            f = self._writable_file(store_timestamp)
+            if not f.put_key(full, commit_log_offset, store_timestamp):
+                f = self._writable_file(store_timestamp)
+                f.put_key(full, commit_log_offset, store_timestamp)
+
+    def query_offsets(
+        self, topic: str, key: str, max_num: int, begin: int, end: int
+    ) -> tuple[list[int], int, int]:
+        """``(phy offsets newest first, last update timestamp, last update phy offset)``."""
+        offsets: list[int] = []
+        last_ts = 0
+        last_phy = 0
+        full = build_key(topic, key)
+        for i, f in enumerate(reversed(self.files)):
+            if i == 0:
+                last_ts = f.end_timestamp
+                last_phy = f.end_phy_offset
+            if f.is_time_matched(begin, end):
+                for phy in f.select_phy_offsets(full, max_num - len(offsets), begin, end):
+                    if phy not in offsets:
+                        offsets.append(phy)
+            if f.begin_timestamp < begin or len(offsets) >= max_num:
+                break
+        return offsets, last_ts, last_phy
+
+    def delete_expired(self, commit_log_min_offset: int) -> int:
+        """Delete files (never the last) whose entries all point before the CommitLog start."""
+        deleted = 0
+        while len(self.files) > 1 and self.files[0].end_phy_offset < commit_log_min_offset:
+            if not self.files[0].destroy(3000):
+                break
+            self.files.pop(0)
+            deleted += 1
+        return deleted
+
+    def flush(self) -> int:
+        """Flush every file; returns the end timestamp now on disk. Blocking: run in a thread."""
+        files = list(self.files)
+        ts = files[-1].end_timestamp if files else 0
+        for f in files:
+            f.flush()
+        return ts
+
+    def destroy_all(self) -> None:
+        for f in self.files:
+            f.destroy()
+        self.files = []
+
+    def shutdown(self) -> None:
+        for f in self.files:
+            f.close()

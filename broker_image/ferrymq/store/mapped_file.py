@@ -1,0 +1,311 @@
+"""One fixed-size memory-mapped file named by the offset of its first byte (upstream
+``ReferenceResource`` + ``DefaultMappedFile``).
+
+Promises:
+- ``wrote_position`` is where the next append goes; bytes before it are readable (``read_position``).
+  There is no write buffer (no TransientStorePool), so the committed position equals the wrote one.
+- ``flushed_position`` only grows, and every byte before it has been through ``fdatasync``.
+  :meth:`MappedFile.flush` blocks: callers on the event loop run it in a thread.
+- Readers :meth:`hold` the file (or get a :class:`SelectMappedBufferResult`, which holds it) and
+  release it; :meth:`destroy` unmaps and deletes only when the last reader has let go, or forcibly
+  after ``interval_forcibly`` ms (then a slice still exported keeps the mapping alive until it is
+  released, which CPython enforces; the file itself is deleted anyway).
+- The file layer knows bytes and cursors, never messages: callers encode into :attr:`buffer`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import mmap
+import os
+import threading
+import time
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+OS_PAGE_SIZE = 4096
+OFFSET_NAME_DIGITS = 20
+
+
+class StoreFileError(OSError):
+    """A store file that cannot be opened, mapped or has an unexpected size."""
+
+
+def offset_file_name(offset: int) -> str:
+    """The 20-digit name of a file starting at ``offset``."""
+    return f"{offset:0{OFFSET_NAME_DIGITS}d}"
+
+
+class ReferenceResource:
+    """Hold/release counting so a resource is cleaned up only after its last user lets go.
+
+    Thread-safe: flushes run in worker threads while the event loop reads and deletes.
+    """
+
+    def __init__(self) -> None:
+        self._ref_lock = threading.Lock()
+        self._ref_count = 1
+        self._available = True
+        self._cleanup_over = False
+        self._first_shutdown_ms = 0
+
+    @property
+    def is_available(self) -> bool:
+        return self._available
+
+    @property
+    def is_cleanup_over(self) -> bool:
+        return self._ref_count <= 0 and self._cleanup_over
+
+    def hold(self) -> bool:
+        with self._ref_lock:
+            if self._available and self._ref_count > 0:
+                self._ref_count += 1
+                return True
+            return False
+
+    def release(self) -> None:
+        with self._ref_lock:
+            self._ref_count -= 1
+            if self._ref_count > 0:
+                return
+            if not self._cleanup_over:
+                self._cleanup_over = self._cleanup()
+
+    def shutdown(self, interval_forcibly_ms: int) -> None:
+        if self._available:
+            with self._ref_lock:
+                self._available = False
+                self._first_shutdown_ms = int(time.time() * 1000)
+            self.release()
+        elif (
+            self._ref_count > 0
+            and int(time.time() * 1000) - self._first_shutdown_ms >= interval_forcibly_ms
+        ):
+            with self._ref_lock:
+                self._ref_count = -1000 - self._ref_count
+            self.release()
+
+    def _cleanup(self) -> bool:
+        raise NotImplementedError
+
+
+class SelectMappedBufferResult:
+    """A slice of a mapped file, valid until :meth:`release` (the file is held meanwhile)."""
+
+    __slots__ = ("_file", "buffer", "size", "start_offset")
+
+    def __init__(self, start_offset: int, buffer: memoryview, mapped_file: MappedFile) -> None:
+        self.start_offset = start_offset
+        self.buffer: memoryview = buffer
+        self.size = len(buffer)
+        self._file: MappedFile | None = mapped_file
+
+    @property
+    def mapped_file(self) -> MappedFile | None:
+        return self._file
+
+    def release(self) -> None:
+        """Release the slice and the hold on its file (idempotent)."""
+        if self._file is not None:
+            self.buffer.release()
+            mapped_file, self._file = self._file, None
+            mapped_file.release()
+
+    def __enter__(self) -> SelectMappedBufferResult:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+class MappedFile(ReferenceResource):
+    """A file of exactly ``file_size`` bytes mapped read-write; name = start offset (20 digits)."""
+
+    def __init__(self, path: Path, file_size: int, *, create: bool = True) -> None:
+        super().__init__()
+        self.path = path
+        self.file_size = file_size
+        try:
+            self.file_from_offset = int(path.name)
+        except ValueError as exc:
+            raise StoreFileError(f"{path}: file name is not a start offset") from exc
+        path.parent.mkdir(parents=True, exist_ok=True)
+        flags = os.O_RDWR | (os.O_CREAT if create else 0)
+        try:
+            self._fd = os.open(path, flags, 0o644)
+        except OSError as exc:
+            raise StoreFileError(f"{path}: cannot open: {exc.strerror}") from exc
+        try:
+            actual = os.fstat(self._fd).st_size
+            if actual != file_size:
+                if actual > file_size:
+                    raise StoreFileError(
+                        f"{path}: size {actual} is larger than the configured {file_size}; "
+                        "was the file size setting changed?"
+                    )
+                # A short file: created by us, or a crash between create and truncate. Zero-extend.
+                os.ftruncate(self._fd, file_size)
+            self._mm = mmap.mmap(
+                self._fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE
+            )
+        except OSError as exc:
+            os.close(self._fd)
+            if isinstance(exc, StoreFileError):
+                raise
+            raise StoreFileError(f"{path}: cannot map {file_size} bytes: {exc.strerror}") from exc
+        self.wrote_position = 0
+        self.flushed_position = 0
+        # Store timestamp of the last record appended (ms); for checkpoints and expiry.
+        self.store_timestamp = 0
+        self.first_create_in_queue = False
+        self._fd_closed = False
+
+    # --- positions ---------------------------------------------------------------------------
+
+    @property
+    def buffer(self) -> mmap.mmap:
+        """The whole mapping, for encoders writing at ``wrote_position`` (loop thread only)."""
+        return self._mm
+
+    @property
+    def read_position(self) -> int:
+        return self.wrote_position
+
+    @property
+    def committed_position(self) -> int:
+        return self.wrote_position
+
+    @property
+    def free_space(self) -> int:
+        return self.file_size - self.wrote_position
+
+    def is_full(self) -> bool:
+        return self.wrote_position >= self.file_size
+
+    def set_positions(self, position: int) -> None:
+        """Recovery: the valid data ends at ``position`` (wrote = flushed = position)."""
+        self.wrote_position = position
+        self.flushed_position = position
+
+    def advance(self, nbytes: int, store_timestamp: int = 0) -> None:
+        """Account for ``nbytes`` the caller encoded at the old wrote position."""
+        self.wrote_position += nbytes
+        if store_timestamp:
+            self.store_timestamp = store_timestamp
+
+    def append_bytes(self, data: bytes | bytearray | memoryview, store_timestamp: int = 0) -> bool:
+        """Copy ``data`` at the wrote position; False (nothing written) when it does not fit."""
+        pos = self.wrote_position
+        n = len(data)
+        if pos + n > self.file_size:
+            return False
+        self._mm[pos : pos + n] = data
+        self.advance(n, store_timestamp)
+        return True
+
+    def zero_from(self, position: int) -> None:
+        """Zero bytes from ``position`` to the end, skipping chunks that already are zero.
+
+        After a torn tail is cut, stale bytes beyond the cut must not be mistaken for records by
+        a later recovery, so they are wiped (sparse, untouched pages stay untouched).
+        """
+        chunk = 1 << 20
+        zeros = bytes(chunk)
+        pos = position
+        while pos < self.file_size:
+            end = min(pos + chunk, self.file_size)
+            if self._mm[pos:end] != zeros[: end - pos]:
+                self._mm[pos:end] = zeros[: end - pos]
+            pos = end
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def select_mapped_buffer(
+        self, pos: int, size: int | None = None
+    ) -> SelectMappedBufferResult | None:
+        """A held slice ``[pos, pos+size)`` (to the read position when ``size`` is None)."""
+        read_pos = self.read_position
+        end = read_pos if size is None else pos + size
+        if pos < 0 or end > read_pos or end < pos or (size is None and pos >= read_pos):
+            return None
+        if not self.hold():
+            return None
+        try:
+            view = memoryview(self._mm)[pos:end]
+        except ValueError:  # the mapping was closed under us
+            self.release()
+            return None
+        return SelectMappedBufferResult(self.file_from_offset + pos, view, self)
+
+    # --- durability --------------------------------------------------------------------------
+
+    def is_able_to_flush(self, least_pages: int) -> bool:
+        flushed = self.flushed_position
+        write = self.read_position
+        if self.is_full():
+            return write > flushed
+        if least_pages > 0:
+            return (write // OS_PAGE_SIZE) - (flushed // OS_PAGE_SIZE) >= least_pages
+        return write > flushed
+
+    def flush(self, least_pages: int) -> int:
+        """fdatasync when enough pages are dirty; returns the flushed position. Blocking."""
+        if self.is_able_to_flush(least_pages):
+            if self.hold():
+                try:
+                    value = self.read_position
+                    # On Linux a shared mapping's dirty pages are the file's page cache, so
+                    # fdatasync on the descriptor persists them (and releases the GIL).
+                    os.fdatasync(self._fd)
+                    self.flushed_position = value
+                finally:
+                    self.release()
+            else:
+                self.flushed_position = self.read_position
+        return self.flushed_position
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def last_modified_ms(self) -> int:
+        try:
+            mtime = int(os.stat(self.path).st_mtime * 1000)
+        except OSError:
+            mtime = 0
+        return max(mtime, self.store_timestamp)
+
+    def _cleanup(self) -> bool:
+        if self._available:
+            return False
+        try:
+            self._mm.close()
+        except BufferError:
+            # A slice is still exported; the mapping goes when that slice is released.
+            log.warning("%s: destroyed while a slice is still in use", self.path)
+        if not self._fd_closed:
+            os.close(self._fd)
+            self._fd_closed = True
+        return True
+
+    def destroy(self, interval_forcibly_ms: int = 0) -> bool:
+        """Unmap and delete once unreferenced; True when the file is gone."""
+        self.shutdown(interval_forcibly_ms)
+        if not self.is_cleanup_over:
+            return False
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        return True
+
+    def close(self) -> None:
+        """Unmap without deleting (store shutdown); forced if a reader still holds it."""
+        self.shutdown(0)
+        if not self.is_cleanup_over:
+            self.shutdown(0)
+
+    def __repr__(self) -> str:
+        return (
+            f"MappedFile({self.path.name}, wrote={self.wrote_position}, "
+            f"flushed={self.flushed_position}, size={self.file_size})"
+        )

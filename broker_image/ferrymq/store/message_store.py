@@ -1,0 +1,735 @@
+"""The store facade (upstream ``DefaultMessageStore``): load order, recovery, put/get, services.
+
+Start-up order (written once, here): abort-file check -> checkpoint -> map CommitLog, queues and
+index files -> recover queues -> scan the CommitLog (normal or abnormal start) and cut the torn
+tail -> cut queue units / index files beyond it -> choose where dispatch resumes and catch up ->
+rebuild the per-queue offset table -> create the abort file -> start flush, reput and cleanup.
+
+All public methods run on the event loop that called :meth:`MessageStore.start`. Appends are
+synchronous on that loop; ``put_*`` awaits only the durability waits (group commit and, when a
+replica waiter is set, the replica ack). Reads return raw CommitLog slices that the caller
+releases.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol
+
+from ferrymq.message import (
+    Message,
+    MessageConst,
+    MessageDecodeError,
+    MessageExt,
+    MessageInner,
+    decode_batch,
+)
+from ferrymq.store import record as rec
+from ferrymq.store import recovery
+from ferrymq.store.checkpoint import StoreCheckpoint
+from ferrymq.store.cleanup import CleanupService, DiskUsage, disk_used_ratio
+from ferrymq.store.commit_log import AppendError, CommitLog
+from ferrymq.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
+from ferrymq.store.consume_queue import BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE, CQ_UNIT, ConsumeQueue
+from ferrymq.store.consume_queue_store import ConsumeQueueStore
+from ferrymq.store.dispatch import (
+    BuildConsumeQueue,
+    BuildIndex,
+    CommitLogDispatcher,
+    DispatchListener,
+    ReputService,
+)
+from ferrymq.store.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
+from ferrymq.store.index_service import IndexService
+from ferrymq.store.mapped_file import SelectMappedBufferResult, StoreFileError
+from ferrymq.store.results import (
+    AppendMessageResult,
+    AppendMessageStatus,
+    GetMessageResult,
+    GetMessageStatus,
+    PutMessageResult,
+    PutMessageStatus,
+    QueryMessageResult,
+)
+
+log = logging.getLogger(__name__)
+
+ReplicaWaiter = Callable[[int], Awaitable[PutMessageStatus]]
+"""Awaited with the end offset of a put on a SYNC_MASTER; returns PUT_OK or why not."""
+
+
+class MessageFilter(Protocol):
+    """Tag / SQL92 filters implement this (upstream ``MessageFilter``)."""
+
+    def is_matched_by_consume_queue(self, tags_code: int) -> bool: ...
+
+    def is_matched_by_commit_log(
+        self, record_buffer: memoryview, properties: dict[str, str] | None
+    ) -> bool: ...
+
+
+def _wait_store_msg_ok(properties: dict[str, str]) -> bool:
+    raw = properties.get(MessageConst.PROPERTY_WAIT_STORE_MSG_OK)
+    return raw is None or raw.lower() == "true"
+
+
+def _record_properties(view: memoryview) -> dict[str, str]:
+    """Properties of one record slice (for CommitLog-side filters)."""
+    check = rec.check_record(view, 0, len(view), check_crc=False)
+    if check.record is None:
+        return {}
+    return check.record.properties
+
+
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return 8 << 30
+
+
+class MessageStore:
+    def __init__(
+        self,
+        config: MessageStoreConfig,
+        store_host: tuple[str, int],
+        *,
+        disk_usage: DiskUsage = disk_used_ratio,
+    ) -> None:
+        self.config = config
+        self.store_host = store_host
+        self.commit_log = CommitLog(
+            config.commit_log_dir,
+            config.mapped_file_size_commit_log,
+            store_host,
+            config.max_message_size,
+        )
+        self.consume_queues = ConsumeQueueStore(
+            config.consume_queue_dir, config.mapped_file_size_consume_queue
+        )
+        self.index_service = IndexService(
+            config.index_dir, config.max_hash_slot_num, config.max_index_num
+        )
+        self.checkpoint = StoreCheckpoint(config.checkpoint_path)
+        self._cq_builder = BuildConsumeQueue(self.consume_queues)
+        dispatchers: list[CommitLogDispatcher] = [self._cq_builder]
+        if config.message_index_enable:
+            dispatchers.append(BuildIndex(self.index_service))
+        self.reput = ReputService(self.commit_log, dispatchers, config.delay_levels_ms)
+        self._disk_usage = disk_usage
+        self._replica_waiter: ReplicaWaiter | None = None
+        self._group_commit: GroupCommitService | None = None
+        self._flush_commit_log: FlushRealTimeService | None = None
+        self._flush_cq: FlushConsumeQueueService | None = None
+        self._cleanup: CleanupService | None = None
+        self._running = False
+        self._shutdown = False
+        self.disk_full = False
+        self.disk_full_reason = ""
+        self.writeable = True
+        self.last_exit_ok: bool | None = None
+        self.recovery_stats: dict[str, str] = {}
+        self._put_times_total = 0
+        self._put_size_total = 0
+        self._get_found_total = 0
+        self._get_miss_total = 0
+        self._memory_budget = _physical_memory() * config.access_message_in_memory_max_ratio // 100
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Load, recover, catch dispatch up, create the abort file, start the services."""
+        self.config.store_path_root_dir.mkdir(parents=True, exist_ok=True)
+        self.last_exit_ok = not self.config.abort_path.exists()
+        await asyncio.to_thread(self._load_and_recover, self.last_exit_ok)
+        await asyncio.to_thread(self._create_abort_file)
+        cfg = self.config
+        mfq = self.commit_log.mapped_file_queue
+        if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
+            self._group_commit = GroupCommitService(mfq, self.checkpoint)
+            self._group_commit.start()
+        else:
+            self._flush_commit_log = FlushRealTimeService(
+                mfq,
+                self.checkpoint,
+                cfg.flush_interval_commit_log,
+                cfg.flush_commit_log_least_pages,
+                cfg.flush_commit_log_thorough_interval,
+            )
+            self._flush_commit_log.start()
+        self._flush_cq = FlushConsumeQueueService(
+            self._flush_derived,
+            self.checkpoint,
+            cfg.flush_interval_consume_queue,
+            cfg.flush_consume_queue_least_pages,
+            cfg.flush_consume_queue_thorough_interval,
+        )
+        self._flush_cq.start()
+        self.reput.start()
+        self._cleanup = CleanupService(
+            cfg,
+            self._disk_usage,
+            self._delete_expired_commit_log,
+            self._delete_expired_derived,
+            self._set_disk_full,
+        )
+        self._cleanup.start()
+        self._running = True
+
+    def _load_and_recover(self, last_exit_ok: bool) -> None:
+        started = time.monotonic()
+        cfg = self.config
+        mfq = self.commit_log.mapped_file_queue
+        mfq.load()
+        self.consume_queues.load()
+        if cfg.message_index_enable:
+            self.index_service.load(last_exit_ok, self.checkpoint.index_msg_timestamp)
+        self.consume_queues.recover()
+        files = mfq.files
+        abnormal_start: int | None = None
+        if last_exit_ok:
+            start = recovery.normal_start_index(len(files))
+        else:
+            start = recovery.abnormal_start_index(
+                files, self.checkpoint.min_timestamp(cfg.message_index_safe)
+            )
+            abnormal_start = files[start].file_from_offset if files else None
+        scan = recovery.scan_valid_end(files, start, cfg.check_crc_on_recover)
+        end = scan.end_offset
+        mfq.truncate_dirty_files(end)
+        mfq.flushed_where = end
+        if not files:
+            # An empty CommitLog makes every derived file meaningless.
+            self.consume_queues.destroy_all()
+            self.index_service.destroy_all()
+        else:
+            self.consume_queues.truncate_dirty(end)
+            self.index_service.drop_beyond(end)
+        commit_min = max(self.commit_log.min_offset, 0)
+        self.consume_queues.correct_min_offsets(commit_min)
+        reput_from = recovery.choose_reput_offset(
+            commit_min,
+            end,
+            self.consume_queues.max_physic_offset(),
+            self.index_service.end_phy_offset if cfg.message_index_enable else None,
+            abnormal_start,
+        )
+        self.reput.reput_from_offset = reput_from
+        redispatched = self.reput.do_reput(notify=False)
+        self.commit_log.topic_queue_table = self.consume_queues.topic_queue_table()
+        self.recovery_stats = {
+            "lastExitOk": str(last_exit_ok).lower(),
+            "recoverStartFile": files[start].path.name if files else "",
+            "recoveredCommitLogEnd": str(end),
+            "recoverStopReason": scan.stop_reason,
+            "recoveredMessages": str(scan.messages),
+            "reputFromOffset": str(reput_from),
+            "redispatchedMessages": str(redispatched),
+            "recoverTimeMs": str(int((time.monotonic() - started) * 1000)),
+        }
+        log.info("store recovered: %s", self.recovery_stats)
+
+    def _create_abort_file(self) -> None:
+        path = self.config.abort_path
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    async def shutdown(self) -> None:
+        """Stop the services, flush everything, write the checkpoint, remove the abort file."""
+        if self._shutdown:
+            return
+        self._shutdown = True
+        if self._cleanup is not None:
+            await self._cleanup.stop()
+        if self._running:
+            await self.reput.stop()
+        for service in (self._group_commit, self._flush_commit_log):
+            if service is not None:
+                await service.stop()
+        if self._flush_cq is not None:
+            await self._flush_cq.stop()
+        clean = self._running
+        self._running = False
+        if clean and self.reput.behind() == 0:
+            await asyncio.to_thread(self._final_sync)
+            self.config.abort_path.unlink(missing_ok=True)
+        self.commit_log.mapped_file_queue.shutdown()
+        self.consume_queues.shutdown()
+        self.index_service.shutdown()
+
+    def _final_sync(self) -> None:
+        mfq = self.commit_log.mapped_file_queue
+        mfq.flush(0)
+        if mfq.store_timestamp:
+            self.checkpoint.physic_msg_timestamp = mfq.store_timestamp
+        logics, index = self._flush_derived(0)
+        if logics:
+            self.checkpoint.logics_msg_timestamp = logics
+        if index:
+            self.checkpoint.index_msg_timestamp = index
+        self.checkpoint.flush()
+
+    def _flush_derived(self, least_pages: int) -> tuple[int, int]:
+        """Blocking: ConsumeQueues then index files; the timestamps now durable."""
+        logics_ts = self._cq_builder.last_store_timestamp
+        self.consume_queues.flush(least_pages)
+        index_ts = self.index_service.flush() if self.config.message_index_enable else 0
+        return logics_ts, index_ts
+
+    # --- status -----------------------------------------------------------------------------
+
+    @property
+    def is_disk_full(self) -> bool:
+        return self.disk_full
+
+    def _set_disk_full(self, full: bool, reason: str) -> None:
+        if full != self.disk_full:
+            (log.error if full else log.info)("disk full: %s (%s)", full, reason)
+        self.disk_full = full
+        self.disk_full_reason = reason if full else ""
+
+    def set_replica_waiter(self, waiter: ReplicaWaiter | None) -> None:
+        """HA hook: awaited with the end offset of each put on a SYNC_MASTER."""
+        self._replica_waiter = waiter
+
+    def add_dispatch_listener(self, listener: DispatchListener) -> None:
+        """``cb(topic, queue_id, logic_offset, tags_code, store_timestamp, properties)``, called
+        on the loop once a message is in its ConsumeQueue (wakes held pulls)."""
+        self.reput.listeners.append(listener)
+
+    def _refuse_put(self) -> PutMessageResult | None:
+        if not self._running or self._shutdown:
+            return PutMessageResult(
+                PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is not running"
+            )
+        if self.config.broker_role is BrokerRole.SLAVE:
+            return PutMessageResult(
+                PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="a slave broker does not accept puts"
+            )
+        if not self.writeable:
+            return PutMessageResult(
+                PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is not writeable"
+            )
+        if self.disk_full:
+            return PutMessageResult(
+                PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=self.disk_full_reason
+            )
+        return None
+
+    # --- put --------------------------------------------------------------------------------
+
+    async def put_message(self, msg: MessageInner) -> PutMessageResult:
+        refused = self._refuse_put()
+        if refused is not None:
+            return refused
+        try:
+            result = self.commit_log.put_message(msg)
+        except AppendError as exc:
+            return self._append_failed(exc)
+        except StoreFileError as exc:
+            return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, remark=str(exc))
+        return await self._after_append(result, msg.properties)
+
+    async def put_messages(self, batch: MessageInner | Sequence[MessageInner]) -> PutMessageResult:
+        """A batch: a MessageInner whose body is a SEND_BATCH_MESSAGE body, or a list of
+        MessageInner of one topic and queue (stored contiguously)."""
+        refused = self._refuse_put()
+        if refused is not None:
+            return refused
+        if isinstance(batch, MessageInner):
+            header = batch
+            try:
+                items = decode_batch(batch.body, batch.topic)
+            except MessageDecodeError as exc:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=str(exc))
+        else:
+            if not batch:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
+            header = batch[0]
+            if any(m.topic != header.topic or m.queue_id != header.queue_id for m in batch):
+                return PutMessageResult(
+                    PutMessageStatus.MESSAGE_ILLEGAL,
+                    remark="a batch must target one topic and queue",
+                )
+            items = [Message(m.topic, m.body, m.flag, dict(m.properties)) for m in batch]
+        try:
+            result = self.commit_log.put_messages(header, items)
+        except AppendError as exc:
+            return self._append_failed(exc)
+        except StoreFileError as exc:
+            return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, remark=str(exc))
+        wait = all(_wait_store_msg_ok(m.properties) for m in items) and _wait_store_msg_ok(
+            header.properties
+        )
+        return await self._after_append(result, {} if wait else {"WAIT": "false"})
+
+    @staticmethod
+    def _append_failed(exc: AppendError) -> PutMessageResult:
+        status = (
+            PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
+            if exc.status is AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED
+            else PutMessageStatus.MESSAGE_ILLEGAL
+        )
+        return PutMessageResult(status, remark=exc.reason)
+
+    async def _after_append(
+        self, result: AppendMessageResult, properties: dict[str, str]
+    ) -> PutMessageResult:
+        self._put_times_total += result.msg_num
+        self._put_size_total += result.wrote_bytes
+        self.reput.wakeup()
+        wait = _wait_store_msg_ok(properties)
+        waits: list[Awaitable[PutMessageStatus]] = []
+        if self._group_commit is not None and wait:
+            waits.append(self._wait_flush(result.end_offset))
+        if (
+            self._replica_waiter is not None
+            and wait
+            and self.config.broker_role is BrokerRole.SYNC_MASTER
+        ):
+            waits.append(self._replica_waiter(result.end_offset))
+        status = PutMessageStatus.PUT_OK
+        for outcome in await asyncio.gather(*waits):
+            if outcome is not PutMessageStatus.PUT_OK and status is PutMessageStatus.PUT_OK:
+                status = outcome
+        remark = "" if status is PutMessageStatus.PUT_OK else status.value
+        return PutMessageResult(status, result, remark)
+
+    async def _wait_flush(self, end_offset: int) -> PutMessageStatus:
+        assert self._group_commit is not None
+        fut = self._group_commit.put_request(end_offset)
+        try:
+            ok = await asyncio.wait_for(
+                asyncio.shield(fut), timeout=self.config.sync_flush_timeout / 1000
+            )
+        except TimeoutError:
+            return PutMessageStatus.FLUSH_DISK_TIMEOUT
+        return PutMessageStatus.PUT_OK if ok else PutMessageStatus.FLUSH_DISK_TIMEOUT
+
+    # --- replication (HA) ----------------------------------------------------------------------
+
+    def get_commit_log_data(self, offset: int) -> SelectMappedBufferResult | None:
+        """Bytes from ``offset`` to the end of written data in its file, held until
+        ``.release()``; ``.buffer`` is the memoryview, ``.start_offset`` its CommitLog offset."""
+        return self.commit_log.get_data(offset)
+
+    def append_to_commit_log(self, start_offset: int, data: bytes | memoryview) -> bool:
+        """Slave: append raw CommitLog bytes at exactly ``start_offset``; dispatch follows."""
+        try:
+            ok = self.commit_log.append_data(start_offset, data)
+        except StoreFileError:
+            log.exception("slave append at %d failed", start_offset)
+            return False
+        if ok:
+            self.reput.wakeup()
+            if self._group_commit is not None:
+                self._group_commit.wakeup()
+        return ok
+
+    @property
+    def max_phy_offset(self) -> int:
+        return self.commit_log.max_offset
+
+    @property
+    def min_phy_offset(self) -> int:
+        return max(self.commit_log.min_offset, 0)
+
+    @property
+    def confirm_offset(self) -> int:
+        return self.commit_log.max_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        return self.commit_log.mapped_file_queue.flushed_where
+
+    def dispatch_behind_bytes(self) -> int:
+        return self.reput.behind()
+
+    # --- get --------------------------------------------------------------------------------
+
+    def get_message(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int,
+        message_filter: MessageFilter | None = None,
+    ) -> GetMessageResult:
+        """Up to ``max_msg_nums`` messages from queue offset ``offset`` (upstream getMessage)."""
+        del group  # kept for the upstream signature (per-group statistics live in the broker)
+        cq = self.consume_queues.find(topic, queue_id)
+        if cq is None:
+            self._get_miss_total += 1
+            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, next_begin_offset=0)
+        min_offset = cq.min_offset_in_queue
+        max_offset = cq.max_offset_in_queue
+        result = GetMessageResult(
+            GetMessageStatus.NO_MESSAGE_IN_QUEUE, offset, min_offset, max_offset
+        )
+        if max_offset == 0:
+            result.next_begin_offset = 0
+        elif offset < min_offset:
+            result.status = GetMessageStatus.OFFSET_TOO_SMALL
+            result.next_begin_offset = min_offset
+        elif offset == max_offset:
+            result.status = GetMessageStatus.OFFSET_OVERFLOW_ONE
+            result.next_begin_offset = offset
+        elif offset > max_offset:
+            result.status = GetMessageStatus.OFFSET_OVERFLOW_BADLY
+            result.next_begin_offset = min_offset if min_offset == 0 else max_offset
+        else:
+            self._read_queue(cq, offset, max_msg_nums, message_filter, result)
+        if result.status is GetMessageStatus.FOUND:
+            self._get_found_total += 1
+        else:
+            self._get_miss_total += 1
+        return result
+
+    def _read_queue(
+        self,
+        cq: ConsumeQueue,
+        offset: int,
+        max_msg_nums: int,
+        message_filter: MessageFilter | None,
+        result: GetMessageResult,
+    ) -> None:
+        sel = cq.get_index_buffer(offset)
+        if sel is None:
+            result.status = GetMessageStatus.OFFSET_FOUND_NULL
+            result.next_begin_offset = cq.roll_next_file(offset)
+            return
+        cfg = self.config
+        max_bytes = cfg.max_transfer_bytes_on_message_in_memory
+        max_count = min(max_msg_nums, cfg.max_transfer_count_on_message_in_memory)
+        max_filter_bytes = max(16000, max_msg_nums * CQ_STORE_UNIT_SIZE * 20)
+        result.status = GetMessageStatus.NO_MATCHED_MESSAGE
+        next_phy_file_start = -1
+        max_phy = self.commit_log.max_offset
+        consumed = 0
+        last_phy_pulled = 0
+        try:
+            buf = sel.buffer
+            limit = min(sel.size, max_filter_bytes)
+            pos = 0
+            while pos + CQ_STORE_UNIT_SIZE <= limit:
+                phy, size, tags = CQ_UNIT.unpack_from(buf, pos)
+                if size == BLANK_UNIT_SIZE:
+                    pos += CQ_STORE_UNIT_SIZE
+                    continue
+                if result.messages and (
+                    len(result.messages) >= max_count or result.buffer_total_size + size > max_bytes
+                ):
+                    break
+                if phy + size > max_phy:
+                    break  # dispatched ahead of a cut CommitLog; never serve it
+                if next_phy_file_start >= 0 and phy < next_phy_file_start:
+                    pos += CQ_STORE_UNIT_SIZE
+                    continue
+                if message_filter is not None and not message_filter.is_matched_by_consume_queue(
+                    tags
+                ):
+                    pos += CQ_STORE_UNIT_SIZE
+                    continue
+                msg = self.commit_log.get_message(phy, size)
+                if msg is None:
+                    if not result.messages:
+                        result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
+                    next_phy_file_start = self.commit_log.roll_next_file(phy)
+                    pos += CQ_STORE_UNIT_SIZE
+                    continue
+                if message_filter is not None and not message_filter.is_matched_by_commit_log(
+                    msg.buffer, _record_properties(msg.buffer)
+                ):
+                    msg.release()
+                    pos += CQ_STORE_UNIT_SIZE
+                    continue
+                result.messages.append(msg.buffer)
+                result.queue_offsets.append(offset + pos // CQ_STORE_UNIT_SIZE)
+                result._releasers.append(msg.release)
+                result.buffer_total_size += size
+                last_phy_pulled = phy
+                result.status = GetMessageStatus.FOUND
+                next_phy_file_start = -1
+                pos += CQ_STORE_UNIT_SIZE
+            consumed = pos
+        finally:
+            sel.release()
+        result.next_begin_offset = offset + consumed // CQ_STORE_UNIT_SIZE
+        # Upstream: a consumer this far behind reads from disk; let a slave serve it.
+        if result.messages:
+            behind = max_phy - last_phy_pulled
+            result.suggest_pulling_from_slave = behind > self._memory_budget
+
+    # --- lookups ----------------------------------------------------------------------------
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queues.find(topic, queue_id)
+        return cq.max_offset_in_queue if cq else 0
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queues.find(topic, queue_id)
+        return cq.min_offset_in_queue if cq else -1
+
+    def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, cq_offset: int) -> int:
+        cq = self.consume_queues.find(topic, queue_id)
+        unit = cq.get_unit(cq_offset) if cq else None
+        return unit[0] if unit and unit[1] != BLANK_UNIT_SIZE else 0
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        cq = self.consume_queues.find(topic, queue_id)
+        if cq is None:
+            return 0
+        return cq.get_offset_in_queue_by_time(timestamp_ms, self.commit_log.pickup_store_timestamp)
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, cq_offset: int) -> int:
+        cq = self.consume_queues.find(topic, queue_id)
+        unit = cq.get_unit(cq_offset) if cq else None
+        if unit is None or unit[1] == BLANK_UNIT_SIZE:
+            return -1
+        return self.commit_log.pickup_store_timestamp(unit[0], unit[1])
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queues.find(topic, queue_id)
+        if cq is None:
+            return -1
+        for index in range(cq.min_offset_in_queue, cq.max_offset_in_queue):
+            unit = cq.get_unit(index)
+            if unit is None:
+                return -1
+            if unit[1] != BLANK_UNIT_SIZE:
+                return self.commit_log.pickup_store_timestamp(unit[0], unit[1])
+        return -1
+
+    def look_message_by_offset(self, commit_log_offset: int) -> MessageExt | None:
+        size = self.commit_log.get_record_size(commit_log_offset)
+        if size < rec.MIN_RECORD_SIZE:
+            return None
+        sel = self.commit_log.get_message(commit_log_offset, size)
+        if sel is None:
+            return None
+        try:
+            return rec.decode_message_ext(sel.buffer, 0, size)
+        except ValueError:
+            return None
+        finally:
+            sel.release()
+
+    def query_message(
+        self, topic: str, key: str, max_num: int, begin: int, end: int
+    ) -> QueryMessageResult:
+        """Messages whose KEYS or UNIQ_KEY equal ``key``, stored in [begin, end] ms (newest
+        first). Hash collisions are filtered out by comparing the stored keys."""
+        out = QueryMessageResult()
+        if not self.config.message_index_enable:
+            return out
+        offsets, last_ts, last_phy = self.index_service.query_offsets(
+            topic, key, max_num * 2, begin, end
+        )
+        out.index_last_update_timestamp = last_ts
+        out.index_last_update_phyoffset = last_phy
+        for phy in offsets:
+            if len(out.phy_offsets) >= max_num:
+                break
+            msg = self.look_message_by_offset(phy)
+            if msg is None or msg.topic != topic:
+                continue
+            if key in msg.keys or msg.uniq_key == key:
+                out.phy_offsets.append(phy)
+                out.messages.append(msg)
+        return out
+
+    def check_in_disk_by_commit_offset(self, offset: int) -> bool:
+        return self.commit_log.max_offset - offset > 0
+
+    # --- admin --------------------------------------------------------------------------------
+
+    def delete_topics(self, names: Sequence[str]) -> int:
+        deleted = 0
+        wanted = set(names)
+        for topic in wanted:
+            if self.consume_queues.delete_topic(topic):
+                deleted += 1
+        table = self.commit_log.topic_queue_table
+        for key in list(table):
+            if key.rsplit("-", 1)[0] in wanted:
+                del table[key]
+        return deleted
+
+    def execute_delete_files_manually(self) -> None:
+        if self._cleanup is not None:
+            self._cleanup.execute_delete_files_manually()
+
+    async def run_cleanup_once(self) -> None:
+        """One retention turn now (admin tools and tests)."""
+        if self._cleanup is not None:
+            await self._cleanup.run_once()
+
+    def _delete_expired_commit_log(self, clean_immediately: bool) -> int:
+        cfg = self.config
+        return self.commit_log.mapped_file_queue.delete_expired_files_by_time(
+            cfg.file_reserved_time * 3600 * 1000,
+            cfg.delete_commit_log_files_interval,
+            cfg.destroy_maped_file_interval_forcibly,
+            clean_immediately,
+        )
+
+    def _delete_expired_derived(self) -> int:
+        min_offset = self.min_phy_offset
+        deleted = self.consume_queues.delete_expired(min_offset)
+        if self.config.message_index_enable:
+            deleted += self.index_service.delete_expired(min_offset)
+        return deleted
+
+    def runtime_info(self) -> dict[str, str]:
+        """Upstream-style runtime figures, all strings (they go into GET_BROKER_RUNTIME_INFO)."""
+        mfq = self.commit_log.mapped_file_queue
+        try:
+            ratio = self._disk_usage(self.config.commit_log_dir)
+        except OSError:
+            ratio = -1.0
+        info = {
+            "commitLogMaxOffset": str(self.commit_log.max_offset),
+            "commitLogMinOffset": str(self.min_phy_offset),
+            "commitLogFlushedOffset": str(mfq.flushed_where),
+            "commitLogDiskRatio": f"{ratio:.4f}",
+            "commitLogFileCount": str(len(mfq.files)),
+            "dispatchBehindBytes": str(self.reput.behind()),
+            "dispatchedMessages": str(self.reput.dispatched_messages),
+            "putMessageTimesTotal": str(self._put_times_total),
+            "putMessageSizeTotal": str(self._put_size_total),
+            "getMessageFoundTotal": str(self._get_found_total),
+            "getMessageMissTotal": str(self._get_miss_total),
+            "consumeQueueCount": str(sum(1 for _ in self.consume_queues)),
+            "indexFileCount": str(len(self.index_service.files)),
+            "diskFull": str(self.disk_full).lower(),
+            "flushDiskType": self.config.flush_disk_type.value,
+            "physicMsgTimestamp": str(self.checkpoint.physic_msg_timestamp),
+            "logicsMsgTimestamp": str(self.checkpoint.logics_msg_timestamp),
+            "indexMsgTimestamp": str(self.checkpoint.index_msg_timestamp),
+        }
+        info.update(self.recovery_stats)
+        return info
+
+
+__all__ = [
+    "GetMessageResult",
+    "GetMessageStatus",
+    "MessageFilter",
+    "MessageStore",
+    "PutMessageResult",
+    "PutMessageStatus",
+    "ReplicaWaiter",
+]
