@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from ferrymq.message import Message, java_string_hash
 
-__all__ = ["MessageQueueSelector", "select_by_hash", "select_by_random", "select_by_key"]
+__all__ = ["MessageQueueSelector", "select_by_hash", "select_by_key", "select_by_random"]
 
 Q = TypeVar("Q")
 
