@@ -1,0 +1,101 @@
+"""Atomic JSON metadata files (upstream ``ConfigManager.persist`` / ``MixAll.string2File``).
+
+The broker's ``topics.json``, ``consumerOffset.json``, ``subscriptionGroup.json`` and
+``delayOffset.json`` managers use this. A write never leaves a half-written file behind:
+
+1. the new content goes to ``<name>.tmp``, which is fsynced;
+2. the current file, if any, is renamed to ``<name>.bak``;
+3. ``<name>.tmp`` is renamed to ``<name>`` and the directory is fsynced.
+
+Loading reads ``<name>``; when it is missing or does not parse, ``<name>.bak`` is used instead
+(and a warning logged), as upstream ``ConfigManager.load`` falls back to ``loadBak``.
+Writing blocks: call :func:`write_json_async` from the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+log = logging.getLogger(__name__)
+
+
+class JsonFileError(OSError):
+    """Neither the file nor its backup could be read as JSON."""
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Serialise ``data`` (orjson, indented, non-str keys allowed) and replace ``path`` atomically."""
+    payload = orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+    write_bytes_atomic(path, payload)
+
+
+def write_bytes_atomic(path: Path, payload: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    bak = path.with_name(path.name + ".bak")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(payload)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if path.exists():
+        # Keep the previous good version: a later torn disk write still leaves one to load.
+        os.replace(path, bak)
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+async def write_json_async(path: Path, data: Any) -> None:
+    """:func:`write_json` in a worker thread (serialisation included)."""
+    await asyncio.to_thread(write_json, path, data)
+
+
+def read_json(path: Path, default: Any = None) -> Any:
+    """The content of ``path``, else of ``path.bak``, else ``default`` when neither exists.
+
+    Raises JsonFileError when a file exists but neither it nor the backup parses.
+    """
+    bak = path.with_name(path.name + ".bak")
+    errors: list[str] = []
+    for candidate in (path, bak):
+        try:
+            raw = candidate.read_bytes()
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            errors.append(f"{candidate}: {exc.strerror}")
+            continue
+        if not raw.strip():
+            errors.append(f"{candidate}: empty")
+            continue
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            errors.append(f"{candidate}: not JSON ({exc})")
+            continue
+        if candidate is bak:
+            log.warning(
+                "%s unreadable (%s); loaded the backup %s", path, "; ".join(errors), bak.name
+            )
+        return value
+    if errors:
+        raise JsonFileError("; ".join(errors))
+    return default
