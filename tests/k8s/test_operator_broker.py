@@ -1,0 +1,209 @@
+"""Broker reconcile against a real kube-apiserver 1.20: one StatefulSet per group with broker.conf
+per pod, scaling out and up, config updates, refused scale-in, missing NameServer, several clusters.
+
+No kubelet runs here: the tests mark pods Ready through the Pod status subresource, as a kubelet would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import javaproperties
+import pytest
+from kopf.testing import KopfRunner
+
+from k8s.control_plane import KubeApi
+from k8s.operator_env import Cluster, ferrymq_crds, operator, wait_for
+
+__all__ = ["ferrymq_crds", "operator"]
+
+
+@pytest.fixture
+def cluster(kube_api: KubeApi, k8s_namespace: str) -> Iterator[Cluster]:
+    with kube_api.api_client() as api_client:
+        yield Cluster(api_client, k8s_namespace)
+
+
+def broker_conf(
+    cluster: Cluster, group: int, broker_id: int, name: str = "orders"
+) -> dict[str, str]:
+    cm = wait_for(
+        f"ConfigMap of group {group}", lambda: cluster.configmap(f"{name}-broker-{group}-config")
+    )
+    conf: dict[str, str] = javaproperties.loads(cm.data[f"broker-{broker_id}.conf"])
+    return conf
+
+
+def group_pods(name: str, group: int, replicas: int) -> list[str]:
+    return [f"{name}-broker-{group}-{i}" for i in range(replicas)]
+
+
+def test_broker_lifecycle(cluster: Cluster, operator: KopfRunner) -> None:
+    cluster.create("nameservers", "routes", {"replicas": 2})
+    cluster.create(
+        "brokers",
+        "orders",
+        {
+            "nameServerRef": {"name": "routes"},
+            "groups": 2,
+            "replicasPerGroup": 2,
+            "brokerRole": "SYNC_MASTER",
+            "flushDiskType": "SYNC_FLUSH",
+            "storage": {"size": "1Gi"},
+        },
+    )
+    for group in range(2):
+        sts = wait_for(
+            f"StatefulSet of group {group}",
+            lambda g=group: cluster.statefulset(f"orders-broker-{g}"),
+        )
+        assert sts.spec.replicas == 2
+        assert sts.spec.service_name == "orders-broker-hs"
+        assert sts.spec.volume_claim_templates[0].spec.resources.requests["storage"] == "1Gi"
+        assert (
+            wait_for("PDB", lambda g=group: cluster.pdb(f"orders-broker-{g}"))["spec"][
+                "maxUnavailable"
+            ]
+            == 1
+        )
+    assert cluster.service("orders-broker-hs") is not None
+    master, slave = broker_conf(cluster, 1, 0), broker_conf(cluster, 1, 1)
+    assert (master["brokerName"], master["brokerId"], master["brokerRole"]) == (
+        "orders-broker-1",
+        "0",
+        "SYNC_MASTER",
+    )
+    assert (slave["brokerId"], slave["brokerRole"]) == ("1", "SLAVE")
+    assert master["namesrvAddr"] == ";".join(
+        f"routes-namesrv-{i}.routes-namesrv-hs.{cluster.ns}.svc.cluster.local:9876"
+        for i in range(2)
+    )
+
+    # Pods from the StatefulSet controller; ready after we mark them (no kubelet).
+    pods = group_pods("orders", 0, 2) + group_pods("orders", 1, 2)
+    cluster.wait_condition("brokers", "orders", "Progressing", "True", "Creating")
+    cluster.wait_pods_and_mark_ready(pods)
+    cluster.wait_condition("brokers", "orders", "Ready", "True")
+    body = cluster.get("brokers", "orders") or {}
+    assert body["status"]["ready"] == "4/4"
+    assert body["status"]["topicSyncedGroups"] == [0, 1]
+
+    # A master going unready is named in Degraded.
+    cluster.mark_ready("orders-broker-1-0", ready=False)
+    degraded = cluster.wait_condition("brokers", "orders", "Degraded", "True", "MasterUnavailable")
+    assert "orders-broker-1" in degraded["message"]
+    cluster.mark_ready("orders-broker-1-0")
+    cluster.wait_condition("brokers", "orders", "Ready", "True")
+
+    # Scale out: a third group; its topics must be copied before the cluster is Ready again.
+    cluster.patch_spec("brokers", "orders", {"groups": 3})
+    wait_for("the new group's StatefulSet", lambda: cluster.statefulset("orders-broker-2"))
+    cluster.wait_pods_and_mark_ready(group_pods("orders", 2, 2))
+    pending = cluster.wait_condition("brokers", "orders", "Progressing", "True", "Updating")
+    assert pending["observedGeneration"] == 2
+    # Without a reachable broker admin API the copy stays pending and says why.
+    wait_for(
+        "the topic copy to be reported pending",
+        lambda: (
+            "orders-broker-2"
+            in (cluster.condition("brokers", "orders", "Progressing") or {}).get("message", "")
+        ),
+    )
+    assert (cluster.get("brokers", "orders") or {})["status"]["topicSyncedGroups"] == [0, 1]
+
+    # Scale up: a third pod per group gets its own broker-2.conf (a SLAVE).
+    cluster.patch_spec("brokers", "orders", {"replicasPerGroup": 3})
+    wait_for(
+        "3 replicas in group 0", lambda: cluster.statefulset("orders-broker-0").spec.replicas == 3
+    )
+    assert broker_conf(cluster, 0, 2)["brokerRole"] == "SLAVE"
+
+    # A config change updates the ConfigMap and the pod template (so the pods roll).
+    before = cluster.statefulset("orders-broker-0").spec.template.metadata.annotations[
+        "ferrymq.io/config-hash"
+    ]
+    cluster.patch_spec("brokers", "orders", {"config": {"fileReservedTime": "24"}})
+    wait_for("the new setting", lambda: broker_conf(cluster, 0, 0).get("fileReservedTime") == "24")
+    wait_for(
+        "a new config hash on the pod template",
+        lambda: (
+            cluster.statefulset("orders-broker-0").spec.template.metadata.annotations[
+                "ferrymq.io/config-hash"
+            ]
+            != before
+        ),
+    )
+
+    # Scale in is refused (it would drop a group's messages) and the group is kept.
+    cluster.patch_spec("brokers", "orders", {"groups": 2})
+    failed = cluster.wait_condition(
+        "brokers", "orders", "ReconcileFailed", "True", "ScaleInNotSupported"
+    )
+    assert (
+        "orders-broker-2" in failed["message"] and "set spec.groups back to 3" in failed["message"]
+    )
+    assert cluster.statefulset("orders-broker-2") is not None
+
+    # Deleting the Broker garbage-collects every group.
+    cluster.delete("brokers", "orders")
+    for group in range(3):
+        wait_for(
+            f"group {group} collected",
+            lambda g=group: cluster.statefulset(f"orders-broker-{g}") is None,
+        )
+    assert cluster.statefulset("routes-namesrv") is not None
+
+
+def test_missing_nameserver_then_created(cluster: Cluster, operator: KopfRunner) -> None:
+    cluster.create("brokers", "early", {"nameServerRef": {"name": "later"}, "groups": 1})
+    failed = cluster.wait_condition(
+        "brokers", "early", "ReconcileFailed", "True", "NameServerNotFound"
+    )
+    assert "later" in failed["message"]
+    assert cluster.statefulset("early-broker-0") is None
+    cluster.create("nameservers", "later", {"replicas": 1})
+    wait_for(
+        "the broker StatefulSet once the NameServer exists",
+        lambda: cluster.statefulset("early-broker-0"),
+    )
+    cluster.wait_condition("brokers", "early", "ReconcileFailed", "False")
+    assert broker_conf(cluster, 0, 0, name="early")["namesrvAddr"].startswith("later-namesrv-0.")
+
+
+def test_invalid_broker_spec_the_schema_cannot_catch(
+    cluster: Cluster, operator: KopfRunner
+) -> None:
+    cluster.create("nameservers", "routes", {"replicas": 1})
+    cluster.create(
+        "brokers",
+        "single",
+        {"nameServerRef": {"name": "routes"}, "brokerRole": "SYNC_MASTER", "replicasPerGroup": 1},
+    )
+    failed = cluster.wait_condition("brokers", "single", "ReconcileFailed", "True", "InvalidSpec")
+    assert "replicasPerGroup" in failed["message"] and "ASYNC_MASTER" in failed["message"]
+    assert cluster.statefulset("single-broker-0") is None
+    cluster.patch_spec("brokers", "single", {"replicasPerGroup": 2})
+    wait_for("the StatefulSet after the fix", lambda: cluster.statefulset("single-broker-0"))
+    cluster.wait_condition("brokers", "single", "ReconcileFailed", "False")
+
+
+def test_several_clusters_side_by_side(cluster: Cluster, operator: KopfRunner) -> None:
+    cluster.create("nameservers", "ns-a", {"replicas": 1})
+    cluster.create("nameservers", "ns-b", {"replicas": 1})
+    cluster.create(
+        "brokers", "alpha", {"nameServerRef": {"name": "ns-a"}, "groups": 1, "replicasPerGroup": 1}
+    )
+    cluster.create(
+        "brokers", "beta", {"nameServerRef": {"name": "ns-b"}, "groups": 2, "replicasPerGroup": 1}
+    )
+    for sts in ("alpha-broker-0", "beta-broker-0", "beta-broker-1", "ns-a-namesrv", "ns-b-namesrv"):
+        wait_for(sts, lambda s=sts: cluster.statefulset(s))
+    assert broker_conf(cluster, 0, 0, name="alpha")["namesrvAddr"].startswith("ns-a-namesrv-0.")
+    assert broker_conf(cluster, 1, 0, name="beta")["namesrvAddr"].startswith("ns-b-namesrv-0.")
+    assert broker_conf(cluster, 0, 0, name="alpha")["brokerClusterName"] == "alpha"
+    # Only alpha's pod becomes ready: alpha is Ready, beta is still creating.
+    cluster.wait_pods_and_mark_ready(["alpha-broker-0-0", "ns-a-namesrv-0"])
+    cluster.wait_condition("brokers", "alpha", "Ready", "True")
+    cluster.wait_condition("nameservers", "ns-a", "Ready", "True")
+    assert (cluster.condition("brokers", "beta", "Ready") or {}).get("status") == "False"
+    assert (cluster.condition("nameservers", "ns-b", "Ready") or {}).get("status") == "False"
