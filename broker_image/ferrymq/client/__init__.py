@@ -1,1 +1,65 @@
-"""ferrymq Python client SDK: producer, push/pull consumers and admin client (RocketMQ 4.x protocol)."""
+"""ferrymq Python client SDK: producer, push/pull consumers and admin client (RocketMQ 4.x protocol).
+
+``from ferrymq.client import Producer, PushConsumer, PullConsumer, AdminClient, Message``. The names
+are loaded on first use, so ``ferrymq.client.allocate`` (pure, used by the Spark audit) imports
+without the network stack.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ferrymq.client.admin import AdminClient
+    from ferrymq.client.broker_api import PullResult, PullStatus, SendResult, SendStatus
+    from ferrymq.client.consume_service import ConsumeContext, ConsumeStatus
+    from ferrymq.client.errors import MQClientError
+    from ferrymq.client.producer import Producer
+    from ferrymq.client.pull_consumer import PullConsumer
+    from ferrymq.client.push_consumer import PushConsumer
+    from ferrymq.message import Message, MessageExt
+    from ferrymq.remoting.bodies import ConsumeFromWhere, MessageModel
+
+_EXPORTS = {
+    "AdminClient": "ferrymq.client.admin",
+    "ConsumeContext": "ferrymq.client.consume_service",
+    "ConsumeFromWhere": "ferrymq.remoting.bodies",
+    "ConsumeStatus": "ferrymq.client.consume_service",
+    "MQClientError": "ferrymq.client.errors",
+    "Message": "ferrymq.message",
+    "MessageExt": "ferrymq.message",
+    "MessageModel": "ferrymq.remoting.bodies",
+    "Producer": "ferrymq.client.producer",
+    "PullConsumer": "ferrymq.client.pull_consumer",
+    "PullResult": "ferrymq.client.broker_api",
+    "PullStatus": "ferrymq.client.broker_api",
+    "PushConsumer": "ferrymq.client.push_consumer",
+    "SendResult": "ferrymq.client.broker_api",
+    "SendStatus": "ferrymq.client.broker_api",
+}
+
+__all__ = [
+    "AdminClient",
+    "ConsumeContext",
+    "ConsumeFromWhere",
+    "ConsumeStatus",
+    "MQClientError",
+    "Message",
+    "MessageExt",
+    "MessageModel",
+    "Producer",
+    "PullConsumer",
+    "PullResult",
+    "PullStatus",
+    "PushConsumer",
+    "SendResult",
+    "SendStatus",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ferrymq.client' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -18,11 +18,14 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import orjson
 
 from ferrymq.client.allocate import MessageQueue
+
+if TYPE_CHECKING:
+    from ferrymq.client.instance import ClientInstance
 
 log = logging.getLogger(__name__)
 
@@ -136,3 +139,23 @@ class LocalFileBackend:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, self.path)
+
+
+class BrokerOffsetBackend:
+    """Clustering progress on the broker: QUERY/UPDATE_CONSUMER_OFFSET on the queue's master."""
+
+    def __init__(self, instance: ClientInstance, group: str) -> None:
+        self.instance = instance
+        self.group = group
+
+    async def load(self, mq: MessageQueue) -> int:
+        addr = await self.instance.find_broker_addr(mq.broker_name, mq.topic, master=False)
+        return await self.instance.broker.query_consumer_offset(addr, self.group, mq)
+
+    async def save(self, offsets: dict[MessageQueue, int]) -> None:
+        for mq, offset in offsets.items():
+            addr = self.instance.broker_addr(mq.broker_name)
+            if addr is None:
+                log.info("no master for %s; its offset %d waits for the next persist", mq, offset)
+                continue
+            await self.instance.broker.update_consumer_offset(addr, self.group, mq, offset)

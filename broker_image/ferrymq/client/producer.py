@@ -1,0 +1,408 @@
+"""Producer: sync, async, oneway and batch sends (upstream DefaultMQProducer / DefaultMQProducerImpl).
+
+The send pipeline (seeds-digest PR2-PR18): validate, find the route (TBW102 for a new topic),
+choose a queue (round-robin, or latency-aware with ``send_latency_fault_enable``), send, and on a
+retriable failure try again on a queue of another broker, up to ``retry_times_when_send_failed``
+extra attempts within the send timeout. Every message gets its UNIQ_KEY before the first attempt,
+so retries carry the same id.
+
+- ``send``: waits for the broker's answer, retries as above.
+- ``send_async``: returns a task at once; retries only when the broker *answered* with a retriable
+  code (as upstream, a timeout or a lost connection is not retried), at most
+  ``retry_times_when_send_async_failed`` times; in-flight sends are bounded (65535 by default).
+- ``send_oneway``: no answer, no retry.
+- ``send_batch``: messages of one topic in one SEND_BATCH_MESSAGE request.
+
+``body_transform`` is the seam for body compression (issue 7): ``(body, sysFlag) -> (body, sysFlag)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Self
+
+from ferrymq.client.allocate import MessageQueue
+from ferrymq.client.broker_api import SendResult, SendStatus
+from ferrymq.client.errors import (
+    ClientStateError,
+    MessageValidationError,
+    MQClientError,
+    MQResponseError,
+)
+from ferrymq.client.instance import DEFAULT_TOPIC, ClientInstance
+from ferrymq.client.latency_fault import MQFaultStrategy
+from ferrymq.message import Message, MessageConst, encode_batch, encode_properties
+from ferrymq.remoting import bodies, headers
+
+log = logging.getLogger(__name__)
+
+TOPIC_MAX_LENGTH = 127
+_TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
+
+BodyTransform = Callable[[bytes, int], tuple[bytes, int]]
+SendCallback = Callable[[SendResult | None, BaseException | None], None]
+
+
+def check_topic(topic: str) -> None:
+    """Upstream Validators.checkTopic: non-blank, ``[%|a-zA-Z0-9_-]``, at most 127 characters."""
+    if not topic or not topic.strip():
+        raise MessageValidationError("the specified topic is blank")
+    if len(topic) > TOPIC_MAX_LENGTH:
+        raise MessageValidationError(
+            f"the specified topic is longer than topic max length {TOPIC_MAX_LENGTH}"
+        )
+    if not _TOPIC_RE.match(topic):
+        raise MessageValidationError(
+            f"the specified topic {topic!r} contains characters other than [%|a-zA-Z0-9_-]"
+        )
+    if topic == DEFAULT_TOPIC:
+        raise MessageValidationError(f"the topic {topic!r} is reserved for auto-creation")
+
+
+def check_message(msg: Message, max_size: int) -> None:
+    """Upstream Validators.checkMessage: topic, a non-empty body no larger than ``max_size``."""
+    check_topic(msg.topic)
+    if not msg.body:
+        raise MessageValidationError("the message body is empty")
+    if len(msg.body) > max_size:
+        raise MessageValidationError(
+            f"the message body size {len(msg.body)} exceeds the maximum {max_size} bytes"
+        )
+
+
+class Producer:
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str | list[str] | None = None,
+        *,
+        instance: ClientInstance | None = None,
+        send_msg_timeout: float = 3.0,
+        retry_times_when_send_failed: int = 2,
+        retry_times_when_send_async_failed: int = 2,
+        retry_another_broker_when_not_store_ok: bool = False,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        default_topic_queue_nums: int = 4,
+        send_latency_fault_enable: bool = False,
+        client_async_semaphore: int = 65535,
+        body_transform: BodyTransform | None = None,
+    ) -> None:
+        if not group:
+            raise ValueError("producer group is empty")
+        if instance is None and namesrv_addr is None:
+            raise ValueError("a producer needs namesrv_addr (or a shared ClientInstance)")
+        self.group = group
+        self._own_instance = instance is None
+        self.instance = instance or ClientInstance(namesrv_addr or [])
+        self.send_msg_timeout = send_msg_timeout
+        self.retry_times_when_send_failed = retry_times_when_send_failed
+        self.retry_times_when_send_async_failed = retry_times_when_send_async_failed
+        self.retry_another_broker_when_not_store_ok = retry_another_broker_when_not_store_ok
+        self.max_message_size = max_message_size
+        self.default_topic_queue_nums = default_topic_queue_nums
+        self.fault = MQFaultStrategy(send_latency_fault_enable=send_latency_fault_enable)
+        self.body_transform = body_transform
+        self._async_slots = asyncio.Semaphore(client_async_semaphore)
+        self._async_tasks: set[asyncio.Task[SendResult]] = set()
+        self._state = "created"
+
+    # --- lifecycle ------------------------------------------------------------------------------
+    async def start(self) -> None:
+        if self._state != "created":
+            raise ClientStateError(f"producer {self.group} is {self._state}; create a new one")
+        self.instance.register_producer(self)
+        await self.instance.start()
+        self._state = "running"
+
+    async def shutdown(self) -> None:
+        if self._state != "running":
+            return
+        self._state = "shutting down"
+        if self._async_tasks:
+            await asyncio.wait(list(self._async_tasks), timeout=self.send_msg_timeout)
+        await self.instance.unregister(self.group, None)
+        if self._own_instance:
+            await self.instance.shutdown()
+        self._state = "shut down"
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.shutdown()
+
+    def producer_data(self) -> bodies.ProducerData:
+        return bodies.ProducerData(group_name=self.group)
+
+    def _check_running(self) -> None:
+        if self._state != "running":
+            raise ClientStateError(f"producer {self.group} is not running ({self._state})")
+
+    # --- sends ----------------------------------------------------------------------------------
+    async def send(self, msg: Message, timeout: float | None = None) -> SendResult:
+        """Send and wait for the broker; retries on another broker as described above."""
+        self._check_running()
+        check_message(msg, self.max_message_size)
+        self._stamp(msg)
+        body, sys_flag = self._body(msg.body)
+        return await self._send_with_retries(
+            msg.topic,
+            [msg],
+            body,
+            sys_flag,
+            batch=False,
+            attempts=1 + self.retry_times_when_send_failed,
+            timeout=timeout or self.send_msg_timeout,
+            retry_transport=True,
+        )
+
+    def send_async(
+        self, msg: Message, callback: SendCallback | None = None, timeout: float | None = None
+    ) -> asyncio.Task[SendResult]:
+        """Start a send and return its task; ``callback(result, error)`` runs when it finishes."""
+        self._check_running()
+        check_message(msg, self.max_message_size)
+        self._stamp(msg)
+        body, sys_flag = self._body(msg.body)
+        task = asyncio.create_task(
+            self._send_async_slot(msg.topic, [msg], body, sys_flag, False, timeout)
+        )
+        self._track(task, callback)
+        return task
+
+    async def send_oneway(self, msg: Message) -> None:
+        """Send without waiting for an answer; never retried, failures are only logged by the caller."""
+        self._check_running()
+        check_message(msg, self.max_message_size)
+        self._stamp(msg)
+        body, sys_flag = self._body(msg.body)
+        info = await self.instance.publish_info(msg.topic, self.default_topic_queue_nums)
+        mq = self.fault.select_queue(info.queues, info.next_index, None, _now_ms())
+        addr = await self.instance.find_broker_addr(mq.broker_name, msg.topic)
+        header = self._header(mq, msg, sys_flag, batch=False)
+        await self.instance.broker.send_oneway(addr, header, body)
+
+    async def send_batch(self, msgs: Sequence[Message], timeout: float | None = None) -> SendResult:
+        """Send messages of one topic in one request; the result's msg_id lists every UNIQ_KEY."""
+        self._check_running()
+        topic, body = self._batch_body(msgs)
+        return await self._send_with_retries(
+            topic,
+            list(msgs),
+            body,
+            0,
+            batch=True,
+            attempts=1 + self.retry_times_when_send_failed,
+            timeout=timeout or self.send_msg_timeout,
+            retry_transport=True,
+        )
+
+    def send_batch_async(
+        self,
+        msgs: Sequence[Message],
+        callback: SendCallback | None = None,
+        timeout: float | None = None,
+    ) -> asyncio.Task[SendResult]:
+        self._check_running()
+        topic, body = self._batch_body(msgs)
+        task = asyncio.create_task(self._send_async_slot(topic, list(msgs), body, 0, True, timeout))
+        self._track(task, callback)
+        return task
+
+    async def send_to_queue(
+        self, msg: Message, mq: MessageQueue, timeout: float | None = None
+    ) -> SendResult:
+        """Send to one given queue (ordered messages, tests); no retry on another queue."""
+        self._check_running()
+        check_message(msg, self.max_message_size)
+        self._stamp(msg)
+        body, sys_flag = self._body(msg.body)
+        addr = await self.instance.find_broker_addr(mq.broker_name, msg.topic)
+        header = self._header(mq, msg, sys_flag, batch=False)
+        return await self.instance.broker.send_message(
+            addr, mq.broker_name, header, body, timeout=timeout or self.send_msg_timeout
+        )
+
+    # --- internals ------------------------------------------------------------------------------
+    def _track(self, task: asyncio.Task[SendResult], callback: SendCallback | None) -> None:
+        self._async_tasks.add(task)
+
+        def done(t: asyncio.Task[SendResult]) -> None:
+            self._async_tasks.discard(t)
+            if t.cancelled():
+                return
+            exc = t.exception()
+            if callback is not None:
+                try:
+                    callback(None if exc else t.result(), exc)
+                except Exception:
+                    log.exception("send callback raised")
+            elif exc is not None:
+                # consumed here so asyncio does not warn "exception was never retrieved"
+                log.debug("async send failed: %s", exc)
+
+        task.add_done_callback(done)
+
+    async def _send_async_slot(
+        self,
+        topic: str,
+        msgs: list[Message],
+        body: bytes,
+        sys_flag: int,
+        batch: bool,
+        timeout: float | None,
+    ) -> SendResult:
+        async with self._async_slots:
+            return await self._send_with_retries(
+                topic,
+                msgs,
+                body,
+                sys_flag,
+                batch=batch,
+                attempts=1 + self.retry_times_when_send_async_failed,
+                timeout=timeout or self.send_msg_timeout,
+                retry_transport=False,
+            )
+
+    def _stamp(self, msg: Message) -> None:
+        if MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in msg.properties:
+            msg.properties[MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = (
+                self.instance.ids.next_id()
+            )
+
+    def _body(self, body: bytes) -> tuple[bytes, int]:
+        if self.body_transform is None:
+            return body, 0
+        return self.body_transform(body, 0)
+
+    def _batch_body(self, msgs: Sequence[Message]) -> tuple[str, bytes]:
+        if not msgs:
+            raise MessageValidationError("a batch needs at least one message")
+        topic = msgs[0].topic
+        for msg in msgs:
+            if msg.topic != topic:
+                raise MessageValidationError(
+                    f"all messages of a batch must share one topic ({topic!r} and {msg.topic!r})"
+                )
+            if msg.delay_time_level > 0:
+                raise MessageValidationError("delayed messages are not supported in a batch")
+            if msg.topic.startswith("%RETRY%"):
+                raise MessageValidationError("retry-group messages are not supported in a batch")
+            check_message(msg, self.max_message_size)
+            self._stamp(msg)
+        body = encode_batch(msgs)
+        if len(body) > self.max_message_size:
+            raise MessageValidationError(
+                f"the batch is {len(body)} bytes encoded; the maximum is {self.max_message_size}"
+            )
+        return topic, body
+
+    def _header(
+        self, mq: MessageQueue, msg: Message, sys_flag: int, *, batch: bool
+    ) -> headers.SendMessageRequestHeader:
+        return headers.SendMessageRequestHeader(
+            producer_group=self.group,
+            topic=mq.topic,
+            default_topic=DEFAULT_TOPIC,
+            default_topic_queue_nums=self.default_topic_queue_nums,
+            queue_id=mq.queue_id,
+            sys_flag=sys_flag,
+            born_timestamp=int(time.time() * 1000),
+            flag=msg.flag,
+            # a batch's own properties are empty: each message carries its own inside the body
+            properties=None if batch else encode_properties(msg.properties),
+            reconsume_times=0,
+            unit_mode=False,
+            batch=batch,
+        )
+
+    async def _send_with_retries(
+        self,
+        topic: str,
+        msgs: list[Message],
+        body: bytes,
+        sys_flag: int,
+        *,
+        batch: bool,
+        attempts: int,
+        timeout: float,
+        retry_transport: bool,
+    ) -> SendResult:
+        begin = time.monotonic()
+        last_broker: str | None = None
+        last_error: BaseException | None = None
+        last_result: SendResult | None = None
+        for attempt in range(attempts):
+            remaining = timeout - (time.monotonic() - begin)
+            if remaining <= 0:
+                break
+            info = await self.instance.publish_info(topic, self.default_topic_queue_nums)
+            mq = self.fault.select_queue(info.queues, info.next_index, last_broker, _now_ms())
+            last_broker = mq.broker_name
+            started = _now_ms()
+            try:
+                addr = await self.instance.find_broker_addr(mq.broker_name, topic)
+                header = self._header(mq, msgs[0], sys_flag, batch=batch)
+                result = await self.instance.broker.send_message(
+                    addr, mq.broker_name, header, body, batch=batch, timeout=remaining
+                )
+            except MQClientError as exc:
+                self.fault.update_fault_item(mq.broker_name, _now_ms() - started, True, _now_ms())
+                last_error = exc
+                answered = isinstance(exc, MQResponseError)
+                if not exc.retriable or (not answered and not retry_transport):
+                    raise
+                if exc.refresh_route:
+                    try:
+                        await self.instance.update_route(topic)
+                    except MQClientError as refresh_exc:
+                        log.info("route refresh of %s failed: %s", topic, refresh_exc)
+                log.info(
+                    "send to %s failed (attempt %d/%d): %s",
+                    mq.broker_name,
+                    attempt + 1,
+                    attempts,
+                    exc,
+                )
+                continue
+            self.fault.update_fault_item(mq.broker_name, _now_ms() - started, False, _now_ms())
+            if batch:
+                result = _with_batch_ids(result, msgs)
+            if (
+                result.status is not SendStatus.SEND_OK
+                and self.retry_another_broker_when_not_store_ok
+            ):
+                last_result = result
+                continue
+            return result
+        if last_result is not None:
+            return last_result
+        raise MQClientError(
+            f"send to topic {topic!r} failed after {attempts} attempt(s) in "
+            f"{time.monotonic() - begin:.2f}s: {last_error or 'send timeout'}"
+        ) from last_error
+
+
+def _with_batch_ids(result: SendResult, msgs: list[Message]) -> SendResult:
+    ids = ",".join(m.uniq_key or "" for m in msgs)
+    return SendResult(
+        result.status,
+        ids,
+        result.offset_msg_id,
+        result.queue,
+        result.queue_offset,
+        result.transaction_id,
+    )
+
+
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
