@@ -7,13 +7,14 @@ type checks do not need the whole store. ``get_message`` may be a plain or an as
 from __future__ import annotations
 
 import inspect
+import zlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
-from ferrymq.message import MessageExt, MessageInner
+from ferrymq.message import MessageExt, MessageInner, MessageSysFlag
 from ferrymq.store.results import GetMessageResult, PutMessageResult
 
-__all__ = ["DispatchListener", "SemanticsStore", "get_messages"]
+__all__ = ["DispatchListener", "SemanticsStore", "get_messages", "stored_body"]
 
 DispatchListener = Callable[[str, int, int, int, int, Mapping[str, str]], None]
 
@@ -48,3 +49,20 @@ async def get_messages(
     if inspect.isawaitable(result):
         result = await result
     return result
+
+
+def stored_body(msg: MessageExt) -> tuple[bytes, int]:
+    """Body and sysFlag of a looked-up message, fit to be stored again as they were sent.
+
+    ``look_message_by_offset`` inflates compressed bodies but keeps COMPRESSED_FLAG; re-deflate so
+    the copy is byte-for-byte what the producer sent (consumers inflate it on receipt). A flagged
+    body that is not a zlib stream was already plain, so the flag is dropped instead.
+    """
+    sys_flag = msg.sys_flag
+    if not sys_flag & MessageSysFlag.COMPRESSED_FLAG:
+        return msg.body, sys_flag
+    try:
+        zlib.decompress(msg.body)
+    except zlib.error:
+        return zlib.compress(msg.body, 5), sys_flag
+    return msg.body, sys_flag

@@ -21,17 +21,15 @@ from __future__ import annotations
 
 import logging
 import random
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ferrymq.broker._store_protocol import SemanticsStore
+from ferrymq.broker._store_protocol import SemanticsStore, stored_body
 from ferrymq.broker.schedule import to_schedule_topic
 from ferrymq.message import (
     MessageConst,
     MessageExt,
     MessageInner,
-    MessageSysFlag,
     encode_properties,
     tags_string_to_tags_code,
 )
@@ -118,21 +116,6 @@ TopicCreator = Callable[[str, int, int], bool]
 """``(topic, queue_nums, perm) -> ok``: create the topic if missing (and register it)."""
 
 
-def _stored_body(msg: MessageExt) -> tuple[bytes, int]:
-    """Body and sysFlag exactly as stored (still compressed when flagged).
-
-    The store's lookup may hand back an inflated body while keeping COMPRESSED_FLAG; a body that
-    does not inflate is already plain, so the flag is dropped rather than corrupting the copy.
-    """
-    sys_flag = msg.sys_flag
-    if sys_flag & MessageSysFlag.COMPRESSED_FLAG:
-        try:
-            zlib.decompress(msg.body)
-        except zlib.error:
-            sys_flag = MessageSysFlag.clear_compressed_flag(sys_flag)
-    return msg.body, sys_flag
-
-
 class RetryService:
     def __init__(
         self,
@@ -194,7 +177,7 @@ class RetryService:
             props[MessageConst.PROPERTY_DELAY_TIME_LEVEL] = str(decision.delay_level)
         else:
             props.pop(MessageConst.PROPERTY_DELAY_TIME_LEVEL, None)
-        body, sys_flag = _stored_body(msg)
+        body, sys_flag = stored_body(msg)
         inner = MessageInner(
             topic=decision.topic,
             queue_id=decision.queue_id,

@@ -41,7 +41,7 @@ from typing import Protocol
 
 import orjson
 
-from ferrymq.broker._store_protocol import SemanticsStore, get_messages
+from ferrymq.broker._store_protocol import SemanticsStore, get_messages, stored_body
 from ferrymq.broker.schedule import to_schedule_topic
 from ferrymq.message import (
     MessageConst,
@@ -137,15 +137,16 @@ def _final_message(
     props.pop(MessageConst.PROPERTY_TRANSACTION_PREPARED, None)
     props.pop(MessageConst.PROPERTY_TRANSACTION_CHECK_TIMES, None)
     props[MessageConst.PROPERTY_WAIT_STORE_MSG_OK] = "false"
+    body, sys_flag = stored_body(half)
     return MessageInner(
         topic=real_topic,
         queue_id=int(real_qid),
-        body=half.body,
+        body=body,
         flag=half.flag,
         properties=props,
         properties_string=encode_properties(props),
         tags_code=tags_string_to_tags_code(props.get(MessageConst.PROPERTY_TAGS)),
-        sys_flag=MessageSysFlag.reset_transaction_value(half.sys_flag, commit_or_rollback),
+        sys_flag=MessageSysFlag.reset_transaction_value(sys_flag, commit_or_rollback),
         born_timestamp=half.born_timestamp,
         born_host=half.born_host,
         reconsume_times=half.reconsume_times,
