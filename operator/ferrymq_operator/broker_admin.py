@@ -3,16 +3,19 @@
 The pure part decides *what* to create: the union of the topics the existing groups hold, minus
 system topics and minus what the new group already has. The I/O part talks to brokers through the
 :class:`TopicAdmin` protocol (upstream admin codes GET_ALL_TOPIC_CONFIG = 21 and
-UPDATE_AND_CREATE_TOPIC = 17), implemented over ``ferrymq.client.admin`` when that package is
-present; until then :class:`UnavailableAdmin` reports why nothing was copied.
+UPDATE_AND_CREATE_TOPIC = 17), implemented by :class:`RemotingTopicAdmin` over ferrymq's own
+client; :class:`UnavailableAdmin` stands in (and says why) if that client cannot be imported.
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
+
+_T = TypeVar("_T")
 
 # Upstream TopicValidator system topics, and per-cluster/per-broker topics the broker creates itself.
 SYSTEM_TOPICS = frozenset(
@@ -126,14 +129,66 @@ class UnavailableAdmin:
         raise AdminUnavailable(self.reason)
 
 
+class RemotingTopicAdmin:
+    """TopicAdmin over the remoting protocol with ferrymq's client (``BrokerApi``).
+
+    One short-lived connection set per call: topic copies are rare (once per new group), and no
+    connection outlives the reconcile that needed it.
+    """
+
+    def __init__(self, timeout_seconds: float) -> None:
+        self.timeout_seconds = timeout_seconds
+
+    async def _call(self, action: Callable[[Any], Awaitable[_T]]) -> _T:
+        from ferrymq.client.broker_api import BrokerApi
+        from ferrymq.client.errors import BrokerUnreachableError
+        from ferrymq.remoting.client import RemotingClient
+        from ferrymq.remoting.processor import ProcessorTable
+
+        remoting = RemotingClient(ProcessorTable(), name="ferrymq-operator admin")
+        try:
+            return await asyncio.wait_for(
+                action(BrokerApi(remoting, self.timeout_seconds)), self.timeout_seconds * 2
+            )
+        except (OSError, TimeoutError, BrokerUnreachableError) as error:
+            raise AdminUnavailable(f"broker unreachable: {error}") from error
+        finally:
+            await remoting.close()
+
+    async def topics(self, broker_addr: str) -> list[TopicConfig]:
+        wrapper = await self._call(lambda api: api.get_all_topic_config(broker_addr))
+        return [
+            TopicConfig(
+                topic_name=tc.topic_name,
+                read_queue_nums=tc.read_queue_nums,
+                write_queue_nums=tc.write_queue_nums,
+                perm=tc.perm,
+                topic_filter_type=str(getattr(tc.topic_filter_type, "value", tc.topic_filter_type)),
+                topic_sys_flag=tc.topic_sys_flag,
+                order=tc.order,
+            )
+            for tc in wrapper.topic_config_table.values()
+        ]
+
+    async def create_topic(self, broker_addr: str, config: TopicConfig) -> None:
+        from ferrymq.remoting.headers import CreateTopicRequestHeader
+
+        header = CreateTopicRequestHeader(
+            topic=config.topic_name,
+            read_queue_nums=config.read_queue_nums,
+            write_queue_nums=config.write_queue_nums,
+            perm=config.perm,
+            topic_filter_type=config.topic_filter_type,
+            topic_sys_flag=config.topic_sys_flag,
+            order=config.order,
+        )
+        await self._call(lambda api: api.create_topic(broker_addr, header))
+
+
 def default_admin(timeout_seconds: float) -> TopicAdmin:
-    """The ferrymq admin client adapter when importable, else :class:`UnavailableAdmin`."""
+    """The remoting admin when ferrymq's client is importable, else :class:`UnavailableAdmin`."""
     try:
-        module: Any = importlib.import_module("ferrymq.client.admin")
+        importlib.import_module("ferrymq.client.broker_api")
     except ImportError as error:
-        return UnavailableAdmin(f"ferrymq.client.admin is not available ({error})")
-    adapter = getattr(module, "OperatorTopicAdmin", None)
-    if adapter is None:
-        return UnavailableAdmin("ferrymq.client.admin has no OperatorTopicAdmin adapter yet")
-    admin: TopicAdmin = adapter(timeout_seconds=timeout_seconds)
-    return admin
+        return UnavailableAdmin(f"ferrymq.client is not available ({error})")
+    return RemotingTopicAdmin(timeout_seconds)

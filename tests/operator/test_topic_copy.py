@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ferrymq_operator.broker_admin import (
     AdminUnavailable,
+    RemotingTopicAdmin,
     TopicConfig,
     UnavailableAdmin,
     copy_topics,
@@ -88,4 +89,5 @@ async def test_unavailable_admin_says_why() -> None:
 
 def test_default_admin_is_usable() -> None:
     admin = default_admin(1.0)
-    assert hasattr(admin, "topics") and hasattr(admin, "create_topic")
+    assert isinstance(admin, RemotingTopicAdmin)
+    assert admin.timeout_seconds == 1.0
