@@ -1,0 +1,245 @@
+"""Wiring of the message-semantics services into a broker (one object, built by ``app.py``).
+
+Owns the schedule service (delay levels), the retry/DLQ send-back service, the transaction service
+and the rebalance lock manager; registers their processors (CONSUMER_SEND_MSG_BACK 36,
+END_TRANSACTION 37, LOCK/UNLOCK_BATCH_MQ 41/42, GET_ALL_DELAY_OFFSET 45, CHECK_CLIENT_CONFIG 46);
+and gives the send processor a store view (:class:`SendSemanticsStore`) that turns a message asking
+for a delay into a schedule-topic message and a transactional one into a half message, as upstream
+CommitLog/SendMessageProcessor do on put.
+
+Settings the broker's own config does not carry (upstream BrokerConfig names
+``transactionCheckInterval``, ``transactionTimeOut``, ``transactionCheckMax``,
+``flushDelayOffsetInterval``) are read from the same broker.conf / ``FERRYMQ_*`` environment by
+:func:`load_semantics_config`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from ferrymq.broker.lock_manager import RebalanceLockManager
+from ferrymq.broker.processors.consumer_send_back import ConsumerSendBackProcessor
+from ferrymq.broker.processors.end_transaction import EndTransactionProcessor
+from ferrymq.broker.processors.rebalance_lock import RebalanceLockProcessor
+from ferrymq.broker.retry import RetryService
+from ferrymq.broker.schedule import ScheduleMessageService, to_schedule_topic
+from ferrymq.broker.transaction import (
+    TransactionConfig,
+    TransactionService,
+    is_transaction_prepared,
+    to_half_message,
+)
+from ferrymq.filter import check_subscription
+from ferrymq.message import MessageInner
+from ferrymq.properties import build_model, collect_values, load_properties
+from ferrymq.remoting.bodies import Body, BodyError, SubscriptionData
+from ferrymq.remoting.channel import Channel
+from ferrymq.remoting.codes import RequestCode, ResponseCode
+from ferrymq.remoting.command import RemotingCommand
+from ferrymq.remoting.server import RemotingServer
+from ferrymq.store.results import PutMessageResult, PutMessageStatus
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "SemanticsConfig",
+    "SemanticsServices",
+    "SendSemanticsStore",
+    "load_semantics_config",
+]
+
+
+class SemanticsConfig(BaseModel):
+    """Semantics settings with upstream broker.conf names (milliseconds as upstream)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    transaction_check_interval: int = Field(default=60_000, ge=10, description="ms")
+    transaction_time_out: int = Field(default=6_000, ge=0, description="ms")
+    transaction_check_max: int = Field(default=15, ge=1)
+    flush_delay_offset_interval: int = Field(default=10_000, ge=10, description="ms")
+
+    def transaction(self) -> TransactionConfig:
+        return TransactionConfig(
+            check_interval_s=self.transaction_check_interval / 1000,
+            transaction_timeout_ms=self.transaction_time_out,
+            transaction_check_max=self.transaction_check_max,
+        )
+
+
+def load_semantics_config(
+    path: Path | None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, str] | None = None,
+) -> SemanticsConfig:
+    """Same sources as the broker config (file, FERRYMQ_* environment, overrides)."""
+    file_values = load_properties(path) if path is not None else {}
+    values, origins, _unknown = collect_values(
+        SemanticsConfig, file_values, env, source=str(path) if path else "properties"
+    )
+    for key, value in (overrides or {}).items():
+        if key in values or key in SemanticsConfig.model_fields or _is_alias(key):
+            values[_alias(key)] = value
+    return build_model(SemanticsConfig, values, origins)
+
+
+def _alias(key: str) -> str:
+    info = SemanticsConfig.model_fields.get(key)
+    return info.alias or key if info is not None else key
+
+
+def _is_alias(key: str) -> bool:
+    return any(info.alias == key for info in SemanticsConfig.model_fields.values())
+
+
+class SendSemanticsStore:
+    """The store as the send processor sees it: delay and transaction rewrites happen on put.
+
+    Everything but ``put_message`` is the wrapped store's; batches are never delayed or
+    transactional (producers refuse that), so ``put_messages`` passes through.
+    """
+
+    def __init__(
+        self,
+        store: Any,
+        *,
+        max_delay_level: Callable[[], int],
+        reject_transaction_message: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self._store = store
+        self._max_delay_level = max_delay_level
+        self._reject_transaction_message = reject_transaction_message
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def put_message(self, msg: MessageInner) -> PutMessageResult:
+        if is_transaction_prepared(msg.properties):
+            if self._reject_transaction_message():
+                return PutMessageResult(
+                    PutMessageStatus.MESSAGE_ILLEGAL,
+                    remark="this broker rejects transaction messages (rejectTransactionMessage)",
+                )
+            msg = to_half_message(msg)
+        else:
+            msg = to_schedule_topic(msg, self._max_delay_level())
+        result: PutMessageResult = await self._store.put_message(msg)
+        return result
+
+
+class _CheckClientConfigBody(Body):
+    """CHECK_CLIENT_CONFIG body (upstream CheckClientRequestBody)."""
+
+    client_id: str = ""
+    group: str = ""
+    subscription_data: SubscriptionData | None = None
+
+
+class SemanticsServices:
+    def __init__(
+        self,
+        *,
+        store: Any,
+        store_host: tuple[str, int],
+        config_dir: Path,
+        delay_levels_ms: list[int],
+        find_group: Callable[[str], Any],
+        create_topic_in_send_back: Callable[[str, int, int], Any],
+        producer_channels: Callable[[str], list[Any]],
+        broker_writable: Callable[[], bool],
+        enable_property_filter: Callable[[], bool],
+        reject_transaction_message: Callable[[], bool] = lambda: False,
+        is_slave: Callable[[], bool] = lambda: False,
+        config: SemanticsConfig | None = None,
+    ) -> None:
+        self.config = config or SemanticsConfig()
+        self.store = store
+        self.is_slave = is_slave
+        self.enable_property_filter = enable_property_filter
+        self.schedule = ScheduleMessageService(
+            store,
+            delay_levels_ms,
+            config_dir / "delayOffset.json",
+            flush_interval_s=self.config.flush_delay_offset_interval / 1000,
+        )
+        max_level = self.schedule.max_level
+        self.retry = RetryService(
+            store,
+            find_group=find_group,
+            create_topic=lambda topic, nums, perm: (
+                create_topic_in_send_back(topic, nums, perm) is not None
+            ),
+            max_delay_level=lambda: max_level,
+            broker_writable=broker_writable,
+        )
+        self.transactions = TransactionService(
+            store,
+            store_host=store_host,
+            producer_channels=lambda group: [info.channel for info in producer_channels(group)],
+            checkpoint_path=config_dir / "transactionCheckpoint.json",
+            max_delay_level=lambda: max_level,
+            config=self.config.transaction(),
+        )
+        self.locks = RebalanceLockManager()
+        self.send_store = SendSemanticsStore(
+            store,
+            max_delay_level=lambda: max_level,
+            reject_transaction_message=reject_transaction_message,
+        )
+        self._started = False
+
+    def register(self, server: RemotingServer) -> None:
+        ConsumerSendBackProcessor(self.retry).register(server)
+        EndTransactionProcessor(self.transactions, is_slave=self.is_slave).register(server)
+        RebalanceLockProcessor(self.locks).register(server)
+        server.register(RequestCode.GET_ALL_DELAY_OFFSET, self._get_all_delay_offset)
+        server.register(RequestCode.CHECK_CLIENT_CONFIG, self._check_client_config)
+
+    async def start(self) -> None:
+        """Master: deliver delayed messages and check transactions. Slave: keep state only."""
+        if self.is_slave():
+            await self.transactions.start(run_checks=False)
+        else:
+            await self.schedule.start()
+            await self.transactions.start(run_checks=True)
+        self._started = True
+
+    async def shutdown(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        if not self.is_slave():
+            await self.schedule.shutdown()
+        await self.transactions.shutdown()
+
+    def on_channel_closed(self, client_id: str) -> None:
+        """A consumer connection is gone: its queue locks go with it (others may lock now)."""
+        self.locks.unlock_client(client_id)
+
+    # --- small processors -------------------------------------------------------------------
+    def _get_all_delay_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        return request.response(ResponseCode.SUCCESS, body=self.schedule.encode_offsets())
+
+    def _check_client_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        """Upstream ``checkClientConfig``: compile the subscription the client is about to use."""
+        try:
+            body = _CheckClientConfigBody.decode(request.body_bytes())
+        except BodyError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
+        sub = body.subscription_data
+        if sub is None:
+            return request.response(ResponseCode.SUCCESS)
+        reason = check_subscription(
+            sub.expression_type,
+            sub.sub_string,
+            enable_property_filter=self.enable_property_filter(),
+        )
+        if reason is not None:
+            return request.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, reason)
+        return request.response(ResponseCode.SUCCESS)
