@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import typer
 
+from ferrymq.cli import admin as admin_cli
+from ferrymq.cli import consume, produce
+
 app = typer.Typer(
     name="ferrymq",
     help="ferrymq: a RocketMQ-compatible message queue (NameServer, Broker, client, tools).",
@@ -18,6 +21,9 @@ bench_app = typer.Typer(help="Benchmarks against a store or a running cluster.",
 app.add_typer(bench_app, name="bench")
 
 # --- registrations: one line each, e.g. app.command("namesrv")(namesrv.namesrv) ---
+app.command("produce")(produce.produce)
+app.command("consume")(consume.consume)
+app.add_typer(admin_cli.admin_app, name="admin")
 
 
 def main() -> None:

@@ -27,7 +27,7 @@ class ClientStateError(MQClientError):
     """The client is not started, or already shut down."""
 
 
-class MessageValidationError(MQClientError):
+class MessageValidationError(MQClientError, ValueError):
     """The message was refused before sending (topic name, empty or oversized body)."""
 
 
@@ -45,6 +45,16 @@ class BrokerUnreachableError(MQClientError):
     def __init__(self, addr: str, reason: str) -> None:
         super().__init__(f"broker {addr}: {reason}")
         self.addr = addr
+
+
+class NameServerUnreachableError(MQClientError):
+    """No NameServer of the list answered."""
+
+    retriable = True
+
+    def __init__(self, addrs: str, reason: str) -> None:
+        super().__init__(f"NameServer {addrs}: {reason}")
+        self.addr = addrs
 
 
 class MQResponseError(MQClientError):

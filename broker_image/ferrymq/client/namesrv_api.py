@@ -11,7 +11,7 @@ import logging
 from collections.abc import Sequence
 from typing import TypeVar
 
-from ferrymq.client.errors import BrokerUnreachableError, MQClientError, response_error
+from ferrymq.client.errors import MQClientError, NameServerUnreachableError, response_error
 from ferrymq.remoting import bodies, headers
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
@@ -68,8 +68,8 @@ class NamesrvApi:
                 continue
             self._current = idx
             return addr, response
-        raise BrokerUnreachableError(
-            ",".join(self.addrs), "no NameServer reachable: " + "; ".join(errors)
+        raise NameServerUnreachableError(
+            ",".join(self.addrs), "not reachable: " + "; ".join(errors)
         )
 
     async def _call(self, code: int, header: headers.Header | None = None) -> RemotingCommand:
@@ -142,7 +142,7 @@ class NamesrvApi:
                     addr, RemotingCommand.request(code, header.to_ext()), self.timeout
                 )
             except RemotingError as exc:
-                raise BrokerUnreachableError(addr, str(exc)) from exc
+                raise NameServerUnreachableError(addr, str(exc)) from exc
             if response.code != ResponseCode.SUCCESS:
                 raise response_error(response.code, response.remark, addr)
             out[addr] = response

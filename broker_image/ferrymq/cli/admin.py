@@ -1,0 +1,277 @@
+"""``ferrymq admin``: topics, clusters, consumer progress and messages (an mqadmin subset)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ferrymq.cli.client_common import NamesrvOption, namesrv_list, run_client
+from ferrymq.client.admin import AdminClient, QueueProgress
+from ferrymq.client.consume_service import RETRY_GROUP_TOPIC_PREFIX
+from ferrymq.message import MessageExt
+from ferrymq.remoting import bodies
+
+console = Console()
+
+admin_app = typer.Typer(
+    help="Administration: topics, clusters, consumer progress.", no_args_is_help=True
+)
+topic_app = typer.Typer(help="Create, list, delete and inspect topics.", no_args_is_help=True)
+cluster_app = typer.Typer(help="Inspect clusters and brokers.", no_args_is_help=True)
+message_app = typer.Typer(help="Find messages by key or id.", no_args_is_help=True)
+admin_app.add_typer(topic_app, name="topic")
+admin_app.add_typer(cluster_app, name="cluster")
+admin_app.add_typer(message_app, name="message")
+
+Verbose = Annotated[bool, typer.Option("--verbose", "-v")]
+
+
+def _ms(ts: int) -> str:
+    if ts <= 0:
+        return "-"
+    return dt.datetime.fromtimestamp(ts / 1000).strftime("%Y-%m-%d %H:%M:%S")
+
+
+@topic_app.command("create")
+def topic_create(
+    topic: Annotated[str, typer.Option("--topic", "-t")],
+    namesrv: NamesrvOption = "127.0.0.1:9876",
+    cluster: Annotated[
+        str | None, typer.Option("--cluster", "-c", help="Create on every master of this cluster.")
+    ] = None,
+    broker: Annotated[
+        str | None, typer.Option("--broker", "-b", help="Create on this broker address only.")
+    ] = None,
+    read_queues: Annotated[int, typer.Option("--read-queues", "-r", min=1, max=1024)] = 8,
+    write_queues: Annotated[int, typer.Option("--write-queues", "-w", min=1, max=1024)] = 8,
+    perm: Annotated[int, typer.Option(help="2 write, 4 read, 6 both.", min=0, max=7)] = 6,
+    order: Annotated[bool, typer.Option(help="Mark as an ordered topic.")] = False,
+    verbose: Verbose = False,
+) -> None:
+    """Create or update a topic (UPDATE_AND_CREATE_TOPIC on each master)."""
+    addrs = namesrv_list(namesrv)
+
+    async def go() -> list[str]:
+        async with AdminClient(addrs) as admin:
+            return await admin.create_topic(
+                topic,
+                cluster=cluster,
+                broker_addr=broker,
+                read_queue_nums=read_queues,
+                write_queue_nums=write_queues,
+                perm=perm,
+                order=order,
+            )
+
+    written = run_client(go(), verbose=verbose)
+    for addr in written:
+        console.print(f"create topic {topic} on {addr}: success")
+
+
+@topic_app.command("list")
+def topic_list(
+    namesrv: NamesrvOption = "127.0.0.1:9876",
+    system: Annotated[
+        bool, typer.Option(help="Include system topics (TBW102, %RETRY%...).")
+    ] = False,
+    verbose: Verbose = False,
+) -> None:
+    """List the topics the NameServer knows."""
+    addrs = namesrv_list(namesrv)
+
+    async def go() -> list[str]:
+        async with AdminClient(addrs) as admin:
+            return await admin.topic_list()
+
+    for topic in run_client(go(), verbose=verbose):
+        if system or not (
+            topic.startswith("%") or topic in _SYSTEM_TOPICS or topic.startswith("rmq_sys_")
+        ):
+            console.print(topic, highlight=False)
+
+
+_SYSTEM_TOPICS = {
+    "TBW102",
+    "SCHEDULE_TOPIC_XXXX",
+    "RMQ_SYS_TRANS_HALF_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    "OFFSET_MOVED_EVENT",
+    "SELF_TEST_TOPIC",
+    "BenchmarkTest",
+}
+
+
+@topic_app.command("delete")
+def topic_delete(
+    topic: Annotated[str, typer.Option("--topic", "-t")],
+    namesrv: NamesrvOption = "127.0.0.1:9876",
+    cluster: Annotated[str | None, typer.Option("--cluster", "-c")] = None,
+    verbose: Verbose = False,
+) -> None:
+    """Delete a topic from every master of the cluster and from every NameServer."""
+    addrs = namesrv_list(namesrv)
+
+    async def go() -> list[str]:
+        async with AdminClient(addrs) as admin:
+            return await admin.delete_topic(topic, cluster=cluster)
+
+    brokers = run_client(go(), verbose=verbose)
+    console.print(
+        f"delete topic {topic} from {', '.join(brokers) or 'no broker'} and the NameServer(s): success"
+    )
+
+
+@topic_app.command("route")
+def topic_route(
+    topic: Annotated[str, typer.Option("--topic", "-t")],
+    namesrv: NamesrvOption = "127.0.0.1:9876",
+    verbose: Verbose = False,
+) -> None:
+    """Show the topic's route: brokers and queue counts."""
+    addrs = namesrv_list(namesrv)
+
+    async def go() -> bodies.TopicRouteData:
+        async with AdminClient(addrs) as admin:
+            return await admin.topic_route(topic)
+
+    route = run_client(go(), verbose=verbose)
+    table = Table("broker", "addresses", "read", "write", "perm", title=f"route of {topic}")
+    addrs_by_name = {bd.broker_name: bd.broker_addrs for bd in route.broker_datas}
+    for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
+        broker_addrs = addrs_by_name.get(qd.broker_name, {})
+        shown = ", ".join(f"{bid}={addr}" for bid, addr in sorted(broker_addrs.items()))
+        table.add_row(
+            qd.broker_name, shown, str(qd.read_queue_nums), str(qd.write_queue_nums), str(qd.perm)
+        )
+    console.print(table)
+
+
+@cluster_app.command("list")
+def cluster_list(namesrv: NamesrvOption = "127.0.0.1:9876", verbose: Verbose = False) -> None:
+    """Clusters, broker groups and their addresses."""
+    addrs = namesrv_list(namesrv)
+
+    async def go() -> bodies.ClusterInfo:
+        async with AdminClient(addrs) as admin:
+            return await admin.cluster_info()
+
+    info = run_client(go(), verbose=verbose)
+    table = Table("cluster", "broker", "id", "address")
+    for cluster, names in sorted(info.cluster_addr_table.items()):
+        for name in sorted(names):
+            data = info.broker_addr_table.get(name)
+            for bid, addr in sorted((data.broker_addrs if data else {}).items()):
+                table.add_row(cluster, name, str(bid), addr)
+    console.print(table)
+
+
+def progress_table(group: str, rows: list[QueueProgress]) -> Table:
+    table = Table(
+        "topic",
+        "broker",
+        "queue",
+        "broker offset",
+        "consumer offset",
+        "diff",
+        "last time",
+        title=f"consumer progress of {group}",
+    )
+    for r in rows:
+        table.add_row(
+            r.queue.topic,
+            r.queue.broker_name,
+            str(r.queue.queue_id),
+            str(r.broker_offset),
+            str(r.consumer_offset),
+            str(r.diff),
+            _ms(r.last_timestamp),
+        )
+    return table
+
+
+@admin_app.command("consumer-progress")
+def consumer_progress(
+    group: Annotated[str, typer.Option("--group", "-g")],
+    namesrv: NamesrvOption = "127.0.0.1:9876",
+    topic: Annotated[str | None, typer.Option("--topic", "-t", help="Only this topic.")] = None,
+    show_retry: Annotated[bool, typer.Option(help="Include the group's %RETRY% queues.")] = False,
+    verbose: Verbose = False,
+) -> None:
+    """Per queue: broker offset, consumer offset, diff (lag) and last consume time."""
+    addrs = namesrv_list(namesrv)
+
+    async def go() -> tuple[list[QueueProgress], float]:
+        async with AdminClient(addrs) as admin:
+            stats = await admin.consume_stats(group, topic)
+            return await admin.consumer_progress(group, topic), stats.consume_tps
+
+    rows, tps = run_client(go(), verbose=verbose)
+    if not show_retry:
+        rows = [r for r in rows if not r.queue.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)]
+    console.print(progress_table(group, rows))
+    console.print(f"consume TPS: {tps:.2f}   diff total: {sum(r.diff for r in rows)}")
+
+
+def _message_table(msgs: list[MessageExt]) -> Table:
+    table = Table("msgId", "offsetMsgId", "queue", "offset", "tags", "keys", "stored", "body")
+    for m in msgs:
+        table.add_row(
+            m.msg_id,
+            m.offset_msg_id,
+            str(m.queue_id),
+            str(m.queue_offset),
+            m.tags or "-",
+            " ".join(m.keys) or "-",
+            _ms(m.store_timestamp),
+            m.body[:40].decode("utf-8", "replace"),
+        )
+    return table
+
+
+@message_app.command("query")
+def message_query(
+    topic: Annotated[str, typer.Option("--topic", "-t")],
+    key: Annotated[str, typer.Option("--key", "-k")],
+    namesrv: NamesrvOption = "127.0.0.1:9876",
+    max_num: Annotated[int, typer.Option(min=1, max=64000)] = 64,
+    verbose: Verbose = False,
+) -> None:
+    """Messages of TOPIC whose keys contain KEY."""
+    addrs = namesrv_list(namesrv)
+
+    async def go() -> list[MessageExt]:
+        async with AdminClient(addrs) as admin:
+            return await admin.query_message_by_key(topic, key, max_num)
+
+    msgs = run_client(go(), verbose=verbose)
+    console.print(_message_table(msgs))
+    if not msgs:
+        raise typer.Exit(1)
+
+
+@message_app.command("view")
+def message_view(
+    msg_id: Annotated[
+        str, typer.Option("--id", "-i", help="Broker (offset) or client message id.")
+    ],
+    namesrv: NamesrvOption = "127.0.0.1:9876",
+    topic: Annotated[
+        str | None, typer.Option("--topic", "-t", help="Needed for a client id.")
+    ] = None,
+    verbose: Verbose = False,
+) -> None:
+    """One message by id, with its properties."""
+    addrs = namesrv_list(namesrv)
+
+    async def go() -> MessageExt:
+        async with AdminClient(addrs) as admin:
+            return await admin.view_message(msg_id, topic)
+
+    msg = run_client(go(), verbose=verbose)
+    console.print(_message_table([msg]))
+    for name, value in sorted(msg.properties.items()):
+        console.print(f"  {name} = {value}", highlight=False)
