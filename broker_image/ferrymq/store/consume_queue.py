@@ -261,8 +261,7 @@ class ConsumeQueue:
             while pos >= CQ_STORE_UNIT_SIZE:
                 offset, size, _t = CQ_UNIT.unpack_from(last.buffer, pos - CQ_STORE_UNIT_SIZE)
                 if size == BLANK_UNIT_SIZE:
-                    pos -= CQ_STORE_UNIT_SIZE
-                    continue
+                    break  # fillers keep queue offsets aligned: never cut them
                 if offset + size > phy_offset:
                     pos -= CQ_STORE_UNIT_SIZE
                     continue
