@@ -3,10 +3,13 @@ NettyServerConfig). Built once at start-up and handed to the services."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+
+from ferrymq.properties import load_config
 
 
 class NamesrvConfig(BaseModel):
@@ -26,3 +29,12 @@ class NamesrvConfig(BaseModel):
     @property
     def kv_config_file(self) -> Path:
         return self.kv_config_path or (Path.home() / "namesrv" / "kvConfig.json")
+
+
+def load_namesrv_config(
+    path: Path | None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, str] | None = None,
+) -> NamesrvConfig:
+    """namesrv.conf (+ FERRYMQ_* environment + overrides) -> NamesrvConfig; ConfigError on bad values."""
+    return load_config(NamesrvConfig, path, env, overrides).model

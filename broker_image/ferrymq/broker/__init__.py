@@ -1,0 +1,1 @@
+"""Broker: processors, metadata managers, registration, long polling and wiring."""

@@ -1,0 +1,359 @@
+"""Broker wiring (upstream BrokerController, without the god object): builds the store, the
+metadata managers, the processors (each gets only its dependencies), registration, housekeeping
+and metrics; runs until SIGTERM/SIGINT and then shuts down gracefully: unregister from every
+NameServer, answer held pulls, stop serving, save metadata, flush the store and remove its abort file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from ferrymq.broker.client_registry import ConsumerManager, ProducerManager
+from ferrymq.broker.config import BrokerConfig, config_dir
+from ferrymq.broker.config_file import ConfigFile
+from ferrymq.broker.consumer_offsets import ConsumerOffsetManager
+from ferrymq.broker.long_polling import PullRequestHoldService
+from ferrymq.broker.metrics import BrokerCollector, BrokerFigures, MetricsServer
+from ferrymq.broker.processors.admin_broker import AdminBrokerProcessor
+from ferrymq.broker.processors.admin_consumer import AdminConsumerProcessor
+from ferrymq.broker.processors.admin_topic import AdminTopicProcessor
+from ferrymq.broker.processors.client_manage import ClientManageProcessor
+from ferrymq.broker.processors.consumer_manage import ConsumerManageProcessor
+from ferrymq.broker.processors.pull import PullMessageProcessor
+from ferrymq.broker.processors.query_message import QueryMessageProcessor
+from ferrymq.broker.processors.queue_offsets import QueueOffsetProcessor
+from ferrymq.broker.processors.send import SendMessageProcessor
+from ferrymq.broker.register import BrokerRegistration, RegisterOutcome
+from ferrymq.broker.subscription_groups import SubscriptionGroupManager
+from ferrymq.broker.topic_config import TopicConfigManager
+from ferrymq.remoting.channel import Channel
+from ferrymq.remoting.client import RemotingClient
+from ferrymq.remoting.codes import ResponseCode
+from ferrymq.remoting.command import RemotingCommand
+from ferrymq.remoting.processor import not_supported
+from ferrymq.remoting.server import RemotingServer
+from ferrymq.store.config import BrokerRole, MessageStoreConfig
+from ferrymq.store.message_store import MessageStore
+
+log = logging.getLogger(__name__)
+
+
+def _starting(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+    return request.response(ResponseCode.SYSTEM_BUSY, "broker is starting, try again shortly")
+
+
+class BrokerApp:
+    def __init__(self, config: BrokerConfig, store_config: MessageStoreConfig) -> None:
+        self.config = config
+        self.store_config = store_config
+        self.server = RemotingServer(config.bind_address, config.listen_port, name="broker")
+        self.server.processors.register_default(_starting)
+        cfg_dir = config_dir(store_config.store_path_root_dir)
+        self.topics_file = ConfigFile(cfg_dir / "topics.json")
+        self.offsets_file = ConfigFile(cfg_dir / "consumerOffset.json")
+        self.groups_file = ConfigFile(cfg_dir / "subscriptionGroup.json")
+        self.topics = TopicConfigManager(
+            cluster_name=config.broker_cluster_name,
+            broker_name=config.broker_name,
+            auto_create_topic_enable=config.auto_create_topic_enable,
+            default_topic_queue_nums=config.default_topic_queue_nums,
+            cluster_topic_enable=config.cluster_topic_enable,
+            broker_topic_enable=config.broker_topic_enable,
+            trace_topic=config.msg_trace_topic_name if config.trace_topic_enable else None,
+        )
+        self.offsets = ConsumerOffsetManager()
+        self.groups = SubscriptionGroupManager(auto_create=config.auto_create_subscription_group)
+        self.consumers = ConsumerManager(
+            channel_expired_ms=config.channel_expired_timeout,
+            notify_enabled=config.notify_consumer_ids_changed_enable,
+        )
+        self.producers = ProducerManager(channel_expired_ms=config.channel_expired_timeout)
+        self.hold = PullRequestHoldService()
+        self.client = RemotingClient(name="broker-outer")
+        self.registration = BrokerRegistration(
+            config,
+            self.client,
+            lambda: self.topics.registration_wrapper(config.broker_permission),
+            ha_server_addr=self._ha_server_addr,
+            on_result=self._on_register_result,
+        )
+        self.store: MessageStore | None = None
+        self.metrics: MetricsServer | None = None
+        self.master_addr: str | None = None
+        self.send: SendMessageProcessor | None = None
+        self.pull: PullMessageProcessor | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._saves: set[asyncio.Task[None]] = set()
+        self.client_manage: ClientManageProcessor | None = None
+        self._persisting: asyncio.Lock | None = None
+        self._stopped = False
+
+    # --- addresses --------------------------------------------------------------------------
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    @property
+    def addr(self) -> str:
+        return self.config.broker_addr
+
+    @property
+    def is_slave(self) -> bool:
+        return self.store_config.broker_role is BrokerRole.SLAVE
+
+    def _ha_server_addr(self) -> str | None:
+        ha_port = getattr(self.store_config, "ha_listen_port", None)
+        if ha_port is None:
+            return None
+        return f"{self.config.broker_ip1}:{ha_port}"
+
+    def _on_register_result(self, outcome: RegisterOutcome) -> None:
+        if outcome.master_addr and outcome.master_addr != self.master_addr:
+            log.info("master of %s is %s", self.config.broker_name, outcome.master_addr)
+            self.master_addr = outcome.master_addr
+
+    # --- lifecycle --------------------------------------------------------------------------
+    async def start(self) -> None:
+        self._persisting = asyncio.Lock()
+        await self.server.start()
+        if self.config.listen_port == 0:
+            # port 0 (tests, local-cluster): publish the port the OS picked
+            self.config.listen_port = self.server.port
+        await asyncio.to_thread(self._load_metadata)
+        self.store = MessageStore(
+            self.store_config, (self.config.broker_ip1, self.config.listen_port)
+        )
+        await self.store.start()
+        self._wire(self.store)
+        self.store.add_dispatch_listener(self.hold.on_dispatch)
+        self.server.processors.register_default(not_supported)
+        self.registration.start()
+        self._every(self.config.flush_consumer_offset_interval, self.persist_metadata)
+        self._every(self.config.client_channel_scan_interval, self._scan_channels)
+        if self.config.metrics_port:
+            self._start_metrics()
+        log.info(
+            "broker %s (%s, id %d) serving on %s",
+            self.config.broker_name,
+            self.config.broker_cluster_name,
+            self.config.broker_id,
+            self.addr,
+        )
+
+    def _wire(self, store: MessageStore) -> None:
+        """Every processor registration of the broker, in one place (upstream registerProcessor)."""
+        cfg = self.config
+        self.send = SendMessageProcessor(
+            cfg,
+            store,
+            self.topics,
+            self.groups,
+            max_message_size=self.store_config.max_message_size,
+            on_topic_created=lambda topic: self.topics_changed(),
+            is_slave=lambda: self.is_slave,
+        )
+        self.send.register_to(self.server)
+        self.pull = PullMessageProcessor(
+            cfg,
+            store,
+            self.topics,
+            self.groups,
+            self.consumers,
+            self.offsets,
+            self.hold,
+            is_master=lambda: not self.is_slave,
+        )
+        self.pull.register_to(self.server)
+        self.client_manage = client_manage = ClientManageProcessor(
+            self.consumers,
+            self.producers,
+            self.groups,
+            self.topics,
+            enable_property_filter=cfg.enable_property_filter,
+            on_topic_created=lambda topic: self.topics_changed(),
+        )
+        client_manage.register_to(self.server)
+        ConsumerManageProcessor(self.consumers, self.offsets, store).register_to(self.server)
+        QueueOffsetProcessor(store).register_to(self.server)
+        QueryMessageProcessor(store).register_to(self.server)
+        AdminTopicProcessor(
+            cfg, self.topics, self.offsets, store, on_topics_changed=self.topics_changed
+        ).register_to(self.server)
+        AdminBrokerProcessor(
+            cfg,
+            store,
+            store_config=self.store_config,
+            runtime_stats=self._runtime_stats,
+            on_config_changed=lambda keys: self.registration.trigger(),
+        ).register_to(self.server)
+        AdminConsumerProcessor(
+            cfg, store, self.topics, self.groups, self.offsets, self.consumers, self.producers
+        ).register_to(self.server)
+
+    def _every(self, interval_ms: int, job: Callable[[], Awaitable[None] | None]) -> None:
+        async def loop() -> None:
+            while True:
+                # periodic service cadence, not synchronisation
+                await asyncio.sleep(interval_ms / 1000)
+                try:
+                    result = job()
+                    if result is not None:
+                        await result
+                except Exception:
+                    log.exception("periodic broker job failed")
+
+        self._tasks.append(asyncio.get_running_loop().create_task(loop()))
+
+    def _scan_channels(self) -> None:
+        now = int(time.time() * 1000)
+        self.consumers.scan_not_active(now)
+        self.producers.scan_not_active(now)
+
+    # --- metadata ---------------------------------------------------------------------------
+    def _load_metadata(self) -> None:
+        for file, manager in (
+            (self.topics_file, self.topics),
+            (self.offsets_file, self.offsets),
+            (self.groups_file, self.groups),
+        ):
+            data = file.read()
+            if data is None:
+                continue
+            try:
+                manager.restore(data)
+            except ValueError as exc:
+                backup = file.read_backup()
+                if backup is None:
+                    raise
+                log.error("%s; loading %s instead", exc, file.backup)
+                manager.restore(backup)
+
+    def topics_changed(self) -> None:
+        """A topic was created/changed/deleted: save topics.json and re-register now."""
+        self.registration.trigger()
+        task = asyncio.get_running_loop().create_task(
+            self._save(self.topics_file, self.topics.snapshot())
+        )
+        self._saves.add(task)
+        task.add_done_callback(self._saves.discard)
+
+    async def _save(self, file: ConfigFile, data: bytes) -> None:
+        assert self._persisting is not None
+        async with self._persisting:
+            await asyncio.to_thread(file.write, data)
+
+    async def persist_metadata(self) -> None:
+        # snapshots are taken on the loop (consistent), written in a thread (fsync off the loop)
+        jobs = [(self.topics_file, self.topics.snapshot())]
+        if self.offsets.dirty:
+            self.offsets.dirty = False
+            jobs.append((self.offsets_file, self.offsets.snapshot()))
+        if self.groups.dirty:
+            self.groups.dirty = False
+            jobs.append((self.groups_file, self.groups.snapshot()))
+        for file, data in jobs:
+            await self._save(file, data)
+
+    # --- stats ------------------------------------------------------------------------------
+    def _runtime_stats(self) -> dict[str, str]:
+        send = self.send.stats if self.send else None
+        pull = self.pull.stats if self.pull else None
+        return {
+            "msgPutTotalTodayNow": str(send.put_messages if send else 0),
+            "msgGetTotalTodayNow": str(pull.got_messages if pull else 0),
+            "heldPullRequests": str(self.hold.held_count),
+            "consumerGroups": str(len(self.consumers.table)),
+        }
+
+    def figures(self) -> BrokerFigures:
+        send = self.send.stats if self.send else None
+        pull = self.pull.stats if self.pull else None
+        store = self.store
+        return BrokerFigures(
+            put_messages=send.put_messages if send else 0,
+            put_bytes=send.put_bytes if send else 0,
+            put_failures=send.put_failures if send else 0,
+            got_messages=pull.got_messages if pull else 0,
+            got_bytes=pull.got_bytes if pull else 0,
+            held_pulls=self.hold.held_count,
+            consumer_groups=len(self.consumers.table),
+            consumers=sum(len(g.channels) for g in self.consumers.table.values()),
+            producers=sum(len(c) for c in self.producers.table.values()),
+            topics=len(self.topics.table),
+            commit_log_max_offset=store.max_phy_offset if store else 0,
+            dispatch_behind_bytes=store.dispatch_behind_bytes() if store else 0,
+            writable=self.config.is_writeable and not self.is_slave,
+        )
+
+    def _start_metrics(self) -> None:
+        labels = {"cluster": self.config.broker_cluster_name, "broker": self.config.broker_name}
+        host = (
+            "0.0.0.0" if self.config.bind_address in ("", "0.0.0.0") else self.config.bind_address
+        )
+        self.metrics = MetricsServer(
+            host, self.config.metrics_port, BrokerCollector(labels, self.figures)
+        )
+        self.metrics.start()
+
+    # --- shutdown ---------------------------------------------------------------------------
+    async def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        log.info("broker %s shutting down", self.config.broker_name)
+        await self.registration.stop()
+        await self.registration.unregister_all()
+        self.hold.wake_all()
+        # give woken pulls a chance to answer before their connections close
+        deadline = asyncio.get_running_loop().time() + 2.0
+        while self.hold.held_count and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self.client_manage is not None:
+            self.client_manage.stop_watching()
+        for task in list(self._saves):
+            with contextlib.suppress(Exception):
+                await task
+        await self.server.stop()
+        if self._persisting is not None:
+            self.offsets.dirty = True
+            self.groups.dirty = True
+            await self.persist_metadata()
+        if self.store is not None:
+            await self.store.shutdown()
+        if self.metrics is not None:
+            self.metrics.stop()
+        await self.client.close()
+        log.info("broker %s stopped", self.config.broker_name)
+
+
+async def serve(config: BrokerConfig, store_config: MessageStoreConfig) -> None:
+    """Run a broker until SIGTERM or SIGINT, then shut it down gracefully."""
+    app = BrokerApp(config, store_config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await app.start()
+        # the line a supervisor (local-cluster, tests) waits for
+        print(f"Broker {config.broker_name} ready on port {app.port}", flush=True)
+        await stop.wait()
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        await app.stop()
+
+
+def store_root_of(store_config: MessageStoreConfig) -> Path:
+    return store_config.store_path_root_dir

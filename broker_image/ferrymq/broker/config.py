@@ -1,0 +1,171 @@
+"""BrokerConfig: broker settings with upstream ``broker.conf`` names (BrokerConfig + NettyServerConfig).
+
+One broker.conf feeds both this model and the store's MessageStoreConfig (``load_broker_configs``);
+unknown keys are ignored as RocketMQ does. Built once, handed to the services at construction. The few
+settings an admin may change at runtime (UPDATE_BROKER_CONFIG: brokerPermission...) are assigned with
+validation (``validate_assignment``).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+
+from ferrymq.properties import build_model, collect_values, known_keys, load_properties
+from ferrymq.remoting.bodies import PERM_INHERIT, PERM_READ, PERM_WRITE
+from ferrymq.store.config import MessageStoreConfig
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.alias_generators import to_camel
+
+log = logging.getLogger(__name__)
+
+MASTER_ID = 0
+
+
+def _local_ip() -> str:
+    """This host's address from its name (upstream RemotingUtil.getLocalAddress); loopback if none."""
+    try:
+        addr = socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"
+    return addr or "127.0.0.1"
+
+
+class BrokerConfig(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="ignore",
+        validate_assignment=True,
+    )
+
+    broker_cluster_name: str = "DefaultCluster"
+    broker_name: str = Field(default_factory=lambda: socket.gethostname() or "broker-a")
+    broker_id: int = Field(default=MASTER_ID, ge=0)
+    # the address published to NameServers and written as STOREHOST into every record
+    broker_ip1: str = Field(default_factory=_local_ip, alias="brokerIP1")
+    broker_ip2: str | None = Field(default=None, alias="brokerIP2")
+    listen_port: int = Field(default=10911, ge=0, le=65535)
+    # ferrymq extension: the interface to bind (upstream binds all)
+    bind_address: str = "0.0.0.0"
+    namesrv_addr: str | None = None
+
+    broker_permission: int = Field(default=PERM_READ | PERM_WRITE, ge=0, le=15)
+    auto_create_topic_enable: bool = True
+    auto_create_subscription_group: bool = True
+    default_topic_queue_nums: int = Field(default=8, ge=1, le=1024)
+    cluster_topic_enable: bool = True
+    broker_topic_enable: bool = True
+    trace_topic_enable: bool = False
+    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
+    enable_property_filter: bool = False
+
+    register_name_server_period: int = Field(default=30_000, ge=1000, description="ms")
+    register_broker_timeout_mills: int = Field(default=6_000, ge=100, description="ms")
+    force_register: bool = True
+
+    long_polling_enable: bool = True
+    short_polling_time_mills: int = Field(default=1_000, ge=1, description="ms")
+    # how often held pulls are re-checked even without a dispatch wake-up (upstream 5 s)
+    long_polling_check_interval: int = Field(default=5_000, ge=10, description="ms")
+    notify_consumer_ids_changed_enable: bool = True
+    channel_expired_timeout: int = Field(default=120_000, ge=1_000, description="ms")
+    client_channel_scan_interval: int = Field(default=10_000, ge=100, description="ms")
+    flush_consumer_offset_interval: int = Field(default=5_000, ge=100, description="ms")
+    slave_read_enable: bool = False
+    reject_transaction_message: bool = False
+
+    # 0 disables the Prometheus endpoint
+    metrics_port: int = Field(default=0, ge=0, le=65535)
+
+    @field_validator("broker_name", "broker_cluster_name")
+    @classmethod
+    def _non_empty(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        return value.strip()
+
+    @field_validator("namesrv_addr")
+    @classmethod
+    def _check_namesrv(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        for addr in namesrv_list(value):
+            host, sep, port = addr.rpartition(":")
+            if not sep or not host or not port.isdigit():
+                raise ValueError(f"{addr!r} is not host:port (list separated by ';')")
+        return value.strip()
+
+    @property
+    def broker_addr(self) -> str:
+        return f"{self.broker_ip1}:{self.listen_port}"
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        return namesrv_list(self.namesrv_addr or "")
+
+    @property
+    def is_writeable(self) -> bool:
+        return bool(self.broker_permission & PERM_WRITE)
+
+    @property
+    def is_readable(self) -> bool:
+        return bool(self.broker_permission & PERM_READ)
+
+
+def namesrv_list(text: str) -> list[str]:
+    """``"a:9876;b:9876"`` -> ``["a:9876", "b:9876"]`` (upstream separates with ';')."""
+    return [part.strip() for part in text.replace(",", ";").split(";") if part.strip()]
+
+
+def config_dir(store_root: Path) -> Path:
+    """Where topics.json and the other metadata files live (upstream ``<storePathRootDir>/config``)."""
+    return store_root / "config"
+
+
+__all__ = [
+    "MASTER_ID",
+    "PERM_INHERIT",
+    "BrokerConfig",
+    "config_dir",
+    "load_broker_configs",
+    "namesrv_list",
+]
+
+
+def load_broker_configs(
+    path: Path | None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, str] | None = None,
+) -> tuple[BrokerConfig, MessageStoreConfig]:
+    """One broker.conf (+ NAMESRV_ADDR / FERRYMQ_* environment + overrides) -> both models.
+
+    Keys known to neither model are logged and ignored, as RocketMQ does; a bad value raises
+    ConfigError naming the key, the value, its source and the reason.
+    """
+    file_values = load_properties(path) if path is not None else {}
+    source = str(path) if path is not None else "properties"
+    models: list[BaseModel] = []
+    unknown_everywhere: set[str] | None = None
+    for model_cls in (BrokerConfig, MessageStoreConfig):
+        values, origins, unknown = collect_values(model_cls, file_values, env, source=source)
+        keys = known_keys(model_cls)
+        for key, value in (overrides or {}).items():
+            alias = keys.get(key)
+            if alias is not None:
+                values[alias] = value
+                origins[alias] = "command line"
+        models.append(build_model(model_cls, values, origins))
+        unknown_set = set(unknown)
+        unknown_everywhere = (
+            unknown_set if unknown_everywhere is None else unknown_everywhere & unknown_set
+        )
+    if unknown_everywhere:
+        log.warning(
+            "ignoring unknown configuration keys: %s", ", ".join(sorted(unknown_everywhere))
+        )
+    broker, store = models
+    assert isinstance(broker, BrokerConfig) and isinstance(store, MessageStoreConfig)
+    return broker, store

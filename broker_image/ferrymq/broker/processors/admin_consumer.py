@@ -1,0 +1,178 @@
+"""Consumer administration: GET_ALL_CONSUMER_OFFSET (43), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200),
+GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), DELETE_SUBSCRIPTIONGROUP (207),
+GET_CONSUMER_CONNECTION_LIST (203), GET_PRODUCER_CONNECTION_LIST (204), GET_CONSUME_STATS (208),
+QUERY_TOPIC_CONSUME_BY_WHO (300)."""
+
+from __future__ import annotations
+
+import logging
+
+from ferrymq.broker.client_registry import ConsumerManager, ProducerManager
+from ferrymq.broker.config import BrokerConfig
+from ferrymq.broker.consumer_offsets import ConsumerOffsetManager
+from ferrymq.broker.processors.common import guarded
+from ferrymq.broker.store_port import MessageStorePort
+from ferrymq.broker.subscription_groups import SubscriptionGroupManager
+from ferrymq.broker.topic_config import TopicConfigManager
+from ferrymq.remoting.bodies import (
+    Connection,
+    ConsumerConnection,
+    ConsumeStats,
+    GroupList,
+    MessageQueue,
+    OffsetWrapper,
+    ProducerConnection,
+    SubscriptionGroupConfig,
+)
+from ferrymq.remoting.channel import Channel
+from ferrymq.remoting.codes import RequestCode, ResponseCode
+from ferrymq.remoting.command import RemotingCommand
+from ferrymq.remoting.headers import (
+    DeleteSubscriptionGroupRequestHeader,
+    GetConsumerConnectionListRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GetProducerConnectionListRequestHeader,
+    QueryTopicConsumeByWhoRequestHeader,
+)
+from ferrymq.remoting.server import RemotingServer
+
+log = logging.getLogger(__name__)
+
+
+class AdminConsumerProcessor:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store: MessageStorePort,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+        offsets: ConsumerOffsetManager,
+        consumers: ConsumerManager,
+        producers: ProducerManager,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.topics = topics
+        self.groups = groups
+        self.offsets = offsets
+        self.consumers = consumers
+        self.producers = producers
+
+    def register_to(self, server: RemotingServer) -> None:
+        table = {
+            RequestCode.GET_ALL_CONSUMER_OFFSET: self.all_consumer_offset,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_group,
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.all_groups,
+            RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_group,
+            RequestCode.GET_CONSUMER_CONNECTION_LIST: self.consumer_connections,
+            RequestCode.GET_PRODUCER_CONNECTION_LIST: self.producer_connections,
+            RequestCode.GET_CONSUME_STATS: self.consume_stats,
+            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.consumed_by_who,
+        }
+        for code, handler in table.items():
+            server.register(code, guarded(handler))
+
+    def all_consumer_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        return request.response(ResponseCode.SUCCESS, None, None, self.offsets.wrapper().encode())
+
+    def update_group(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        config = SubscriptionGroupConfig.decode(request.body_bytes())
+        if not config.group_name.strip():
+            return request.response(ResponseCode.SYSTEM_ERROR, "groupName must not be empty")
+        self.groups.update(config)
+        log.info("subscription group %s updated by %s", config.group_name, channel.remote_addr)
+        return request.response(ResponseCode.SUCCESS)
+
+    def all_groups(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        return request.response(ResponseCode.SUCCESS, None, None, self.groups.wrapper().encode())
+
+    def delete_group(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        h = DeleteSubscriptionGroupRequestHeader.from_ext(request.ext_fields)
+        self.groups.delete(h.group_name)
+        if h.clean_offset:
+            self.offsets.remove_group(h.group_name)
+        return request.response(ResponseCode.SUCCESS)
+
+    def consumer_connections(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        h = GetConsumerConnectionListRequestHeader.from_ext(request.ext_fields)
+        info = self.consumers.get(h.consumer_group)
+        if info is None or not info.channels:
+            return request.response(
+                ResponseCode.CONSUMER_NOT_ONLINE,
+                f"the consumer group[{h.consumer_group}] not online",
+            )
+        body = ConsumerConnection(
+            connection_set=[
+                Connection(
+                    client_id=c.client_id,
+                    client_addr=c.client_addr,
+                    language=c.language,
+                    version=c.version,
+                )
+                for c in info.channels.values()
+            ],
+            subscription_table=dict(info.subscription_table),
+            consume_type=info.consume_type,
+            message_model=info.message_model,
+            consume_from_where=info.consume_from_where,
+        )
+        return request.response(ResponseCode.SUCCESS, None, None, body.encode())
+
+    def producer_connections(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        h = GetProducerConnectionListRequestHeader.from_ext(request.ext_fields)
+        infos = self.producers.channels_of(h.producer_group)
+        if not infos:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR, f"the producer group[{h.producer_group}] not exist"
+            )
+        body = ProducerConnection(
+            connection_set=[
+                Connection(
+                    client_id=c.client_id,
+                    client_addr=c.client_addr,
+                    language=c.language,
+                    version=c.version,
+                )
+                for c in infos
+            ]
+        )
+        return request.response(ResponseCode.SUCCESS, None, None, body.encode())
+
+    def consume_stats(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        h = GetConsumeStatsRequestHeader.from_ext(request.ext_fields)
+        if h.topic:
+            topics = {h.topic}
+        else:
+            topics = self.offsets.topics_of_group(h.consumer_group)
+            info = self.consumers.get(h.consumer_group)
+            if info is not None:
+                topics |= set(info.subscription_table)
+        stats = ConsumeStats()
+        for topic in sorted(topics):
+            config = self.topics.get(topic)
+            if config is None:
+                continue
+            for qid in range(config.read_queue_nums):
+                mq = MessageQueue(topic=topic, broker_name=self.config.broker_name, queue_id=qid)
+                broker_offset = max(0, self.store.get_max_offset_in_queue(topic, qid))
+                consumer_offset = max(0, self.offsets.query_offset(h.consumer_group, topic, qid))
+                last = 0
+                if consumer_offset > 0:
+                    last = max(
+                        0,
+                        self.store.get_message_store_timestamp(topic, qid, consumer_offset - 1),
+                    )
+                stats.offset_table[mq] = OffsetWrapper(
+                    broker_offset=broker_offset,
+                    consumer_offset=consumer_offset,
+                    last_timestamp=last,
+                )
+        return request.response(ResponseCode.SUCCESS, None, None, stats.encode())
+
+    def consumed_by_who(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        h = QueryTopicConsumeByWhoRequestHeader.from_ext(request.ext_fields)
+        groups = set(self.consumers.groups_of_topic(h.topic)) | self.offsets.groups_of_topic(
+            h.topic
+        )
+        body = GroupList(group_list=sorted(groups))
+        return request.response(ResponseCode.SUCCESS, None, None, body.encode())

@@ -1,0 +1,267 @@
+"""PULL_MESSAGE (11) with long polling (upstream PullMessageProcessor + PullRequestHoldService).
+
+The handler is a coroutine: when nothing is there and the client allowed suspension, it waits in the
+hold service (woken by dispatch, re-checked every longPollingCheckInterval, bounded by the client's
+suspendTimeoutMillis) and then reads again. The response body is the stored records back to back,
+exactly as in the CommitLog (never re-encoded). Every response carries all four ext fields.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ferrymq.broker.client_registry import ConsumerManager
+from ferrymq.broker.config import MASTER_ID, BrokerConfig
+from ferrymq.broker.consumer_offsets import ConsumerOffsetManager
+from ferrymq.broker.long_polling import PullRequestHoldService
+from ferrymq.broker.processors.common import guarded_async
+from ferrymq.broker.store_port import MessageStorePort
+from ferrymq.broker.subscription_groups import SubscriptionGroupManager
+from ferrymq.broker.topic_config import TopicConfigManager
+from ferrymq.filter import FilterCompileError, FilterNotSupportedError, build_message_filter
+from ferrymq.remoting.bodies import PERM_READ, MessageModel
+from ferrymq.remoting.channel import Channel
+from ferrymq.remoting.codes import RequestCode, ResponseCode
+from ferrymq.remoting.command import RemotingCommand
+from ferrymq.remoting.headers import (
+    PULL_FLAG_COMMIT_OFFSET,
+    PULL_FLAG_SUBSCRIPTION,
+    PULL_FLAG_SUSPEND,
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+)
+from ferrymq.remoting.server import RemotingServer
+from ferrymq.store.results import GetMessageResult, GetMessageStatus
+
+log = logging.getLogger(__name__)
+
+_FILTER_CACHE_MAX = 1024
+
+
+def pull_response_code(status: GetMessageStatus, requested_offset: int) -> ResponseCode:
+    """Pure: the store's read status -> the pull response code (upstream composeResponseHeader)."""
+    if status is GetMessageStatus.FOUND:
+        return ResponseCode.SUCCESS
+    if status in (GetMessageStatus.MESSAGE_WAS_REMOVING, GetMessageStatus.NO_MATCHED_MESSAGE):
+        return ResponseCode.PULL_RETRY_IMMEDIATELY
+    if status in (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE):
+        return (
+            ResponseCode.PULL_OFFSET_MOVED if requested_offset != 0 else ResponseCode.PULL_NOT_FOUND
+        )
+    if status in (GetMessageStatus.OFFSET_FOUND_NULL, GetMessageStatus.OFFSET_OVERFLOW_ONE):
+        return ResponseCode.PULL_NOT_FOUND
+    # OFFSET_OVERFLOW_BADLY, OFFSET_TOO_SMALL
+    return ResponseCode.PULL_OFFSET_MOVED
+
+
+@dataclass(slots=True)
+class PullStats:
+    got_messages: int = 0
+    got_bytes: int = 0
+    held: int = 0
+
+
+class PullMessageProcessor:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store: MessageStorePort,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+        consumers: ConsumerManager,
+        offsets: ConsumerOffsetManager,
+        hold: PullRequestHoldService,
+        *,
+        is_master: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.topics = topics
+        self.groups = groups
+        self.consumers = consumers
+        self.offsets = offsets
+        self.hold = hold
+        self.is_master = is_master
+        self.stats = PullStats()
+        self._filters: dict[tuple[str, str], Any] = {}
+
+    def register_to(self, server: RemotingServer) -> None:
+        server.register(RequestCode.PULL_MESSAGE, guarded_async(self.process))
+
+    def _filter(self, expression_type: str | None, expression: str | None) -> Any:
+        key = (expression_type or "TAG", expression or "*")
+        cached = self._filters.get(key)
+        if cached is None:
+            cached = build_message_filter(
+                expression_type,
+                expression,
+                enable_property_filter=self.config.enable_property_filter,
+            )
+            if len(self._filters) >= _FILTER_CACHE_MAX:
+                self._filters.clear()
+            self._filters[key] = cached
+        return cached
+
+    def _refuse(self, request: RemotingCommand, code: int, remark: str) -> RemotingCommand:
+        # upstream answers errors with the header fields present too; some clients read them always
+        header = PullMessageResponseHeader(0, 0, 0, MASTER_ID)
+        return request.response(code, remark, header.to_ext())
+
+    async def process(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+        h = PullMessageRequestHeader.from_ext(request.ext_fields)
+        if not self.config.broker_permission & PERM_READ:
+            return self._refuse(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self.config.broker_ip1}] pulling message is forbidden",
+            )
+        group_config = self.groups.find(h.consumer_group)
+        if group_config is None:
+            return self._refuse(
+                request,
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{h.consumer_group}] does not exist",
+            )
+        if not group_config.consume_enable:
+            return self._refuse(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"subscription group no permission, {h.consumer_group}",
+            )
+        topic_config = self.topics.get(h.topic)
+        if topic_config is None:
+            return self._refuse(
+                request,
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"topic[{h.topic}] not exist, apply first please!",
+            )
+        if not topic_config.perm & PERM_READ:
+            return self._refuse(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"the topic[{h.topic}] pulling message is forbidden",
+            )
+        if h.queue_id < 0 or h.queue_id >= topic_config.read_queue_nums:
+            return self._refuse(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] "
+                f"topicConfig.readQueueNums:[{topic_config.read_queue_nums}] "
+                f"consumer:[{channel.remote_addr}]",
+            )
+
+        try:
+            message_filter = self._subscription_filter(h)
+        except _SubscriptionRefused as refused:
+            return self._refuse(request, refused.code, refused.remark)
+
+        suspend = bool(h.sys_flag & PULL_FLAG_SUSPEND)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0, h.suspend_timeout_millis) / 1000
+        check_s = self.config.long_polling_check_interval / 1000
+        while True:
+            result = self.store.get_message(
+                h.consumer_group,
+                h.topic,
+                h.queue_id,
+                h.queue_offset,
+                h.max_msg_nums,
+                message_filter,
+            )
+            code = pull_response_code(result.status, h.queue_offset)
+            remaining = deadline - loop.time()
+            if code != ResponseCode.PULL_NOT_FOUND or not suspend or remaining <= 0:
+                break
+            result.release()
+            self.stats.held += 1
+            if self.config.long_polling_enable:
+                await self.hold.hold(
+                    h.topic, h.queue_id, h.queue_offset, min(remaining, check_s), message_filter
+                )
+            else:
+                # short polling (upstream shortPollingTimeMills): one delayed re-check, then answer
+                await asyncio.sleep(min(remaining, self.config.short_polling_time_mills / 1000))
+                suspend = False
+            if self.hold.closed:
+                suspend = False
+
+        if h.sys_flag & PULL_FLAG_COMMIT_OFFSET and self.is_master():
+            self.offsets.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        return self._respond(request, result, code, group_config.which_broker_when_consume_slowly)
+
+    def _subscription_filter(self, h: PullMessageRequestHeader) -> Any:
+        if h.sys_flag & PULL_FLAG_SUBSCRIPTION:
+            try:
+                return self._filter(h.expression_type, h.subscription)
+            except FilterNotSupportedError as exc:
+                raise _SubscriptionRefused(ResponseCode.SYSTEM_ERROR, str(exc)) from None
+            except FilterCompileError as exc:
+                raise _SubscriptionRefused(
+                    ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                    f"parse the consumer's subscription[{h.subscription}] failed: {exc}",
+                ) from None
+        group_info = self.consumers.get(h.consumer_group)
+        if group_info is None:
+            raise _SubscriptionRefused(
+                ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                f"the consumer's group info not exist: {h.consumer_group}",
+            )
+        if group_info.message_model is MessageModel.BROADCASTING:
+            group_config = self.groups.find(h.consumer_group)
+            if group_config is not None and not group_config.consume_broadcast_enable:
+                raise _SubscriptionRefused(
+                    ResponseCode.NO_PERMISSION,
+                    f"the consumer group[{h.consumer_group}] can not consume by broadcast way",
+                )
+        sub = group_info.find_subscription(h.topic)
+        if sub is None:
+            raise _SubscriptionRefused(
+                ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                f"the consumer's subscription not exist: group {h.consumer_group} topic {h.topic}",
+            )
+        if sub.sub_version < h.sub_version:
+            raise _SubscriptionRefused(
+                ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest"
+            )
+        try:
+            return self._filter(sub.expression_type, sub.sub_string)
+        except FilterCompileError as exc:
+            raise _SubscriptionRefused(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc)) from None
+
+    def _respond(
+        self,
+        request: RemotingCommand,
+        result: GetMessageResult,
+        code: ResponseCode,
+        slow_broker_id: int,
+    ) -> RemotingCommand:
+        suggest = slow_broker_id if result.suggest_pulling_from_slave else MASTER_ID
+        header = PullMessageResponseHeader(
+            next_begin_offset=result.next_begin_offset,
+            min_offset=result.min_offset,
+            max_offset=result.max_offset,
+            suggest_which_broker_id=suggest,
+        ).to_ext()
+        if code != ResponseCode.SUCCESS:
+            result.release()
+            return request.response(code, result.status.value, header)
+        try:
+            # one copy out of the mapped files (then released); the bytes are the stored records
+            body = result.body()
+        finally:
+            count = result.message_count
+            result.release()
+        self.stats.got_messages += count
+        self.stats.got_bytes += len(body)
+        return request.response(code, None, header, body)
+
+
+class _SubscriptionRefused(Exception):
+    def __init__(self, code: int, remark: str) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark

@@ -1,0 +1,267 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) (upstream SendMessageProcessor).
+
+Checks (broker writable, topic name, topic exists or is auto-created through TBW102 / as a retry
+topic, queue id in range, size), builds a MessageInner, awaits the store (which covers SYNC_FLUSH and
+replication waits) and maps the put status to a response code with ``send_response_code``.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ferrymq.broker.config import BrokerConfig
+from ferrymq.broker.processors.common import guarded_async
+from ferrymq.broker.store_port import MessageStorePort
+from ferrymq.broker.subscription_groups import SubscriptionGroupManager
+from ferrymq.broker.topic_config import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    TopicConfigManager,
+    check_topic_name,
+    dlq_topic,
+)
+from ferrymq.message import MessageConst, MessageInner, MessageSysFlag, decode_properties
+from ferrymq.remoting.bodies import PERM_READ, PERM_WRITE, TopicConfig
+from ferrymq.remoting.channel import Channel
+from ferrymq.remoting.codes import RequestCode, ResponseCode
+from ferrymq.remoting.command import RemotingCommand
+from ferrymq.remoting.headers import SendMessageRequestHeader, SendMessageResponseHeader
+from ferrymq.remoting.server import RemotingServer
+from ferrymq.store.results import PutMessageResult, PutMessageStatus
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_RECONSUME_TIMES = 16
+
+# store status -> (response code, remark when not OK); FLUSH_*/SLAVE_* still carry the msgId
+_PUT_STATUS: dict[PutMessageStatus, tuple[ResponseCode, str | None]] = {
+    PutMessageStatus.PUT_OK: (ResponseCode.SUCCESS, None),
+    PutMessageStatus.FLUSH_DISK_TIMEOUT: (ResponseCode.FLUSH_DISK_TIMEOUT, "flush disk timeout"),
+    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: (ResponseCode.FLUSH_SLAVE_TIMEOUT, "flush slave timeout"),
+    PutMessageStatus.SLAVE_NOT_AVAILABLE: (ResponseCode.SLAVE_NOT_AVAILABLE, "slave not available"),
+    PutMessageStatus.SERVICE_NOT_AVAILABLE: (
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        "service not available now: the store refuses writes (slave, shutting down or disk full)",
+    ),
+    PutMessageStatus.CREATE_MAPPED_FILE_FAILED: (
+        ResponseCode.SYSTEM_ERROR,
+        "create mapped file failed: disk full or no permission",
+    ),
+    PutMessageStatus.MESSAGE_ILLEGAL: (ResponseCode.MESSAGE_ILLEGAL, "the message is illegal"),
+    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: (
+        ResponseCode.MESSAGE_ILLEGAL,
+        "the message properties exceed 32767 bytes",
+    ),
+    PutMessageStatus.OS_PAGECACHE_BUSY: (ResponseCode.SYSTEM_BUSY, "[PC_SYNCHRONIZED] broker busy"),
+    PutMessageStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "unknown store error"),
+}
+
+
+def send_response_code(result: PutMessageResult) -> tuple[ResponseCode, str | None]:
+    """Pure: a put result -> (response code, remark)."""
+    code, remark = _PUT_STATUS.get(result.status, (ResponseCode.SYSTEM_ERROR, "unknown error"))
+    if result.remark and code != ResponseCode.SUCCESS:
+        remark = f"{remark}: {result.remark}" if remark else result.remark
+    return code, remark
+
+
+@dataclass(slots=True)
+class SendStats:
+    """Counters the metrics endpoint and GET_BROKER_RUNTIME_INFO read."""
+
+    put_messages: int = 0
+    put_bytes: int = 0
+    put_failures: int = 0
+
+
+def split_addr(addr: str) -> tuple[str, int]:
+    host, _, port = addr.rpartition(":")
+    try:
+        return (host or "0.0.0.0", int(port))
+    except ValueError:
+        return ("0.0.0.0", 0)
+
+
+class SendMessageProcessor:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store: MessageStorePort,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+        *,
+        max_message_size: int,
+        on_topic_created: Callable[[str], None] = lambda topic: None,
+        is_slave: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.topics = topics
+        self.groups = groups
+        self.max_message_size = max_message_size
+        self.on_topic_created = on_topic_created
+        self.is_slave = is_slave
+        self.stats = SendStats()
+
+    def register_to(self, server: RemotingServer) -> None:
+        handler = guarded_async(self.process)
+        for code in (
+            RequestCode.SEND_MESSAGE,
+            RequestCode.SEND_MESSAGE_V2,
+            RequestCode.SEND_BATCH_MESSAGE,
+        ):
+            server.register(code, handler)
+
+    async def process(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+        header = SendMessageRequestHeader.from_ext(request.ext_fields)
+        batch = request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch
+        refused = self._check(request, header)
+        if refused is not None:
+            return refused
+        body = request.body_bytes()
+        if len(body) > self.max_message_size:
+            return request.response(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"message body size {len(body)} exceeds maxMessageSize {self.max_message_size}",
+            )
+        config = self.topics.get(header.topic)
+        assert config is not None  # _check created or refused it
+        queue_id = header.queue_id
+        if queue_id < 0:
+            queue_id = random.randrange(max(1, config.write_queue_nums))
+
+        properties = decode_properties(header.properties or "")
+        topic = header.topic
+        reconsume_times = header.reconsume_times or 0
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and not batch:
+            dlq = self._retry_to_dlq(header, reconsume_times)
+            if dlq is not None:
+                topic, queue_id = dlq, 0
+        born_host = split_addr(channel.remote_addr)
+        inner = MessageInner.create(
+            topic,
+            queue_id,
+            body,
+            properties,
+            flag=header.flag,
+            sys_flag=header.sys_flag,
+            born_timestamp=header.born_timestamp or int(time.time() * 1000),
+            born_host=born_host,
+            reconsume_times=reconsume_times,
+        )
+        if batch:
+            result = await self.store.put_messages(inner)
+        else:
+            result = await self.store.put_message(inner)
+        return self._respond(request, result, queue_id, len(body))
+
+    def _check(
+        self, request: RemotingCommand, header: SendMessageRequestHeader
+    ) -> RemotingCommand | None:
+        if self.is_slave():
+            return request.response(
+                ResponseCode.SERVICE_NOT_AVAILABLE,
+                f"the broker {self.config.broker_name} is a slave: send to its master",
+            )
+        if not self.config.broker_permission & PERM_WRITE:
+            return request.response(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self.config.broker_ip1}] sending message is forbidden",
+            )
+        reason = check_topic_name(header.topic)
+        if reason is not None:
+            return request.response(ResponseCode.MESSAGE_ILLEGAL, reason)
+        if header.topic == header.default_topic or header.topic in (
+            "TBW102",
+            self.config.broker_cluster_name,
+        ):
+            return request.response(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"the topic[{header.topic}] is conflict with system reserved words",
+            )
+        config = self.topics.get(header.topic)
+        if config is None:
+            config = self._auto_create(header)
+        if config is None:
+            return request.response(
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"topic[{header.topic}] not exist, apply first please!",
+            )
+        if not config.perm & PERM_WRITE:
+            return request.response(
+                ResponseCode.NO_PERMISSION,
+                f"the topic[{header.topic}] sending message is forbidden",
+            )
+        valid = max(config.write_queue_nums, config.read_queue_nums)
+        if header.queue_id >= valid:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"request queueId[{header.queue_id}] is illegal, topic {header.topic} has "
+                f"{valid} queues, producer: {request.ext_fields.get('a', '')}",
+            )
+        return None
+
+    def _auto_create(self, header: SendMessageRequestHeader) -> TopicConfig | None:
+        topic = header.topic
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            group = self.groups.find(topic[len(RETRY_GROUP_TOPIC_PREFIX) :])
+            if group is None:
+                return None
+            config = self.topics.create_in_send_back(
+                topic, max(1, group.retry_queue_nums), PERM_READ | PERM_WRITE
+            )
+        elif topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+            config = self.topics.create_in_send_back(topic, 1, PERM_WRITE)
+        else:
+            created = self.topics.create_in_send(
+                topic, header.default_topic, header.default_topic_queue_nums
+            )
+            if created is None:
+                return None
+            config = created
+        if config is not None:
+            log.info("topic %s auto-created: %s", topic, config)
+            self.on_topic_created(topic)
+        return config
+
+    def _retry_to_dlq(self, header: SendMessageRequestHeader, reconsume_times: int) -> str | None:
+        """A retry message past its max reconsume times goes to the group's DLQ topic."""
+        group_name = header.topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+        group = self.groups.find(group_name)
+        max_times = header.max_reconsume_times
+        if max_times is None:
+            max_times = group.retry_max_times if group else DEFAULT_MAX_RECONSUME_TIMES
+        if reconsume_times < max_times:
+            return None
+        topic = dlq_topic(group_name)
+        if self.topics.get(topic) is None:
+            self.topics.create_in_send_back(topic, 1, PERM_WRITE)
+            self.on_topic_created(topic)
+        return topic
+
+    def _respond(
+        self, request: RemotingCommand, result: PutMessageResult, queue_id: int, size: int
+    ) -> RemotingCommand:
+        code, remark = send_response_code(result)
+        append = result.append_result
+        if not result.is_ok or append is None:
+            self.stats.put_failures += 1
+            return request.response(code, remark or "put failed")
+        self.stats.put_messages += append.msg_num
+        self.stats.put_bytes += size
+        msg_id = ",".join(append.msg_ids) if append.msg_ids else append.msg_id
+        header = SendMessageResponseHeader(
+            msg_id=msg_id, queue_id=queue_id, queue_offset=append.queue_offset
+        )
+        return request.response(code, remark, header.to_ext())
+
+
+def is_compressed(sys_flag: int) -> bool:
+    return bool(sys_flag & MessageSysFlag.COMPRESSED_FLAG)
+
+
+__all__ = ["MessageConst", "SendMessageProcessor", "send_response_code"]

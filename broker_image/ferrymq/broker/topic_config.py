@@ -1,0 +1,224 @@
+"""TopicConfigManager: the broker's topics (topics.json), system topics, and auto-creation through
+TBW102 (upstream TopicConfigManager + TopicValidator).
+
+Decisions are pure methods; saving is the caller's job (``snapshot()`` -> ConfigFile in a thread), and
+``changed`` tells the caller to persist and re-register with the NameServers.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+
+import orjson
+from ferrymq.remoting.bodies import (
+    PERM_INHERIT,
+    PERM_READ,
+    PERM_WRITE,
+    BodyError,
+    DataVersion,
+    TopicConfig,
+    TopicConfigSerializeWrapper,
+)
+
+log = logging.getLogger(__name__)
+
+AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+RMQ_SYS_TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+RMQ_SYS_TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+SCHEDULE_LEVELS = 18
+
+# the topic name is stored in a record with a signed one-byte length
+TOPIC_MAX_LENGTH = 127
+_VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+
+
+def check_topic_name(topic: str) -> str | None:
+    """None when ``topic`` is a legal name, else the reason (upstream TopicValidator)."""
+    if not topic or not topic.strip():
+        return "the topic name is empty"
+    if len(topic.encode()) > TOPIC_MAX_LENGTH:
+        return f"the topic name is longer than {TOPIC_MAX_LENGTH} bytes: {topic[:40]}..."
+    if not _VALID_TOPIC.match(topic):
+        return f"the topic name {topic!r} contains illegal characters; allowed: [%|a-zA-Z0-9_-]"
+    return None
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+def is_system_topic(topic: str) -> bool:
+    return topic in (
+        AUTO_CREATE_TOPIC_KEY_TOPIC,
+        SELF_TEST_TOPIC,
+        OFFSET_MOVED_EVENT,
+        SCHEDULE_TOPIC,
+        RMQ_SYS_TRANS_HALF_TOPIC,
+        RMQ_SYS_TRANS_OP_HALF_TOPIC,
+    )
+
+
+class TopicConfigManager:
+    def __init__(
+        self,
+        *,
+        cluster_name: str,
+        broker_name: str,
+        auto_create_topic_enable: bool,
+        default_topic_queue_nums: int,
+        cluster_topic_enable: bool = True,
+        broker_topic_enable: bool = True,
+        trace_topic: str | None = None,
+    ) -> None:
+        self.table: dict[str, TopicConfig] = {}
+        self.data_version = DataVersion(timestamp=_now_ms(), counter=0)
+        self.auto_create_topic_enable = auto_create_topic_enable
+        self._system: set[str] = set()
+        self._add_system(SELF_TEST_TOPIC, 1, 1)
+        if auto_create_topic_enable:
+            self._add_system(
+                AUTO_CREATE_TOPIC_KEY_TOPIC,
+                default_topic_queue_nums,
+                default_topic_queue_nums,
+                PERM_INHERIT | PERM_READ | PERM_WRITE,
+            )
+        if cluster_topic_enable:
+            self._add_system(cluster_name, 16, 16, PERM_INHERIT | PERM_READ | PERM_WRITE)
+        if broker_topic_enable:
+            self._add_system(broker_name, 1, 1, PERM_INHERIT | PERM_READ | PERM_WRITE)
+        self._add_system(OFFSET_MOVED_EVENT, 1, 1)
+        self._add_system(SCHEDULE_TOPIC, SCHEDULE_LEVELS, SCHEDULE_LEVELS)
+        self._add_system(RMQ_SYS_TRANS_HALF_TOPIC, 1, 1)
+        if trace_topic:
+            self._add_system(trace_topic, 1, 1)
+
+    def _add_system(
+        self, name: str, read: int, write: int, perm: int = PERM_READ | PERM_WRITE
+    ) -> None:
+        self.table[name] = TopicConfig(
+            topic_name=name, read_queue_nums=read, write_queue_nums=write, perm=perm
+        )
+        self._system.add(name)
+
+    # --- persistence --------------------------------------------------------------------------
+    def snapshot(self) -> bytes:
+        wrapper = self.wrapper()
+        return orjson.dumps(wrapper.to_json_obj(), option=orjson.OPT_INDENT_2)
+
+    def restore(self, data: bytes) -> None:
+        """Load topics.json; a system topic keeps its built-in settings unless the file changed it."""
+        try:
+            wrapper = TopicConfigSerializeWrapper.decode(data)
+        except BodyError as exc:
+            raise ValueError(f"topics.json unreadable: {exc}") from None
+        self.table.update(wrapper.topic_config_table)
+        self.data_version = wrapper.data_version
+
+    def wrapper(self) -> TopicConfigSerializeWrapper:
+        return TopicConfigSerializeWrapper(
+            topic_config_table={k: v.model_copy() for k, v in self.table.items()},
+            data_version=self.data_version.model_copy(),
+        )
+
+    def _bump(self) -> None:
+        self.data_version = DataVersion(timestamp=_now_ms(), counter=self.data_version.counter + 1)
+
+    # --- queries ------------------------------------------------------------------------------
+    def get(self, topic: str) -> TopicConfig | None:
+        return self.table.get(topic)
+
+    def is_order_topic(self, topic: str) -> bool:
+        config = self.table.get(topic)
+        return bool(config and config.order)
+
+    # --- changes ------------------------------------------------------------------------------
+    def update(self, config: TopicConfig) -> TopicConfig | None:
+        """Create or replace; returns the previous config."""
+        old = self.table.get(config.topic_name)
+        self.table[config.topic_name] = config
+        self._bump()
+        log.info("topic config %s: %s -> %s", config.topic_name, old, config)
+        return old
+
+    def delete(self, topic: str) -> TopicConfig | None:
+        old = self.table.pop(topic, None)
+        if old is not None:
+            self._bump()
+            log.info("topic %s deleted", topic)
+        return old
+
+    def create_in_send(
+        self,
+        topic: str,
+        default_topic: str,
+        client_default_queue_nums: int,
+        topic_sys_flag: int = 0,
+    ) -> TopicConfig | None:
+        """Auto-create ``topic`` from ``default_topic`` (TBW102) when that topic allows inheriting.
+
+        Returns the new config, or None when auto-creation is not allowed (the sender then gets
+        TOPIC_NOT_EXIST)."""
+        existing = self.table.get(topic)
+        if existing is not None:
+            return existing
+        template = self.table.get(default_topic)
+        if template is None:
+            return None
+        if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC and not self.auto_create_topic_enable:
+            return None
+        if not template.perm & PERM_INHERIT:
+            log.warning(
+                "default topic %s does not allow inheriting; %s not created", default_topic, topic
+            )
+            return None
+        queues = max(1, min(client_default_queue_nums, template.write_queue_nums))
+        config = TopicConfig(
+            topic_name=topic,
+            read_queue_nums=queues,
+            write_queue_nums=queues,
+            perm=template.perm & ~PERM_INHERIT,
+            topic_sys_flag=topic_sys_flag,
+        )
+        self.update(config)
+        return config
+
+    def create_in_send_back(
+        self, topic: str, queue_nums: int, perm: int, topic_sys_flag: int = 0
+    ) -> TopicConfig:
+        """Create a retry/DLQ topic on demand (upstream createTopicInSendMessageBackMethod)."""
+        existing = self.table.get(topic)
+        if existing is not None:
+            return existing
+        config = TopicConfig(
+            topic_name=topic,
+            read_queue_nums=queue_nums,
+            write_queue_nums=queue_nums,
+            perm=perm,
+            topic_sys_flag=topic_sys_flag,
+        )
+        self.update(config)
+        return config
+
+    def registration_wrapper(self, broker_permission: int) -> TopicConfigSerializeWrapper:
+        """What a registration carries: with a read-only/write-only broker, every topic's perm is
+        clamped to the broker's (upstream registerBrokerAll)."""
+        wrapper = self.wrapper()
+        if (broker_permission & (PERM_READ | PERM_WRITE)) != (PERM_READ | PERM_WRITE):
+            for config in wrapper.topic_config_table.values():
+                config.perm = broker_permission
+        return wrapper
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
