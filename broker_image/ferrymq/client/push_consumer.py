@@ -219,6 +219,7 @@ class PushConsumer:
             self._on_queue_removed,
         )
         self.rebalance.topics = list(self.subscriptions)
+        self.customize_services()
         self.instance.register_consumer(self)
         self.consume_service.start()
         await self.instance.start()
@@ -262,6 +263,10 @@ class PushConsumer:
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.shutdown()
+
+    def customize_services(self) -> None:
+        """Hook for variants (orderly consumption) to swap parts after they are built, before
+        anything runs; the plain push consumer keeps them."""
 
     # --- ConsumerMember -----------------------------------------------------------------------------
     def consumer_data(self) -> bodies.ConsumerData:
