@@ -224,10 +224,18 @@ def test_garbage_collector_deletes_owned_objects(core: k8s.CoreV1Api, k8s_namesp
 GROUP = "envtest.ferrymq.io"
 
 
-@pytest.fixture
-def widget_crd(k8s_client: k8s.ApiClient) -> Iterator[str]:
-    """A cluster-wide CRD with a schema and a status subresource; removed after the test."""
-    ext = k8s.ApiextensionsV1Api(k8s_client)
+@pytest.fixture(scope="module")
+def widget_crd(kube_api: KubeApi) -> Iterator[str]:
+    """A CRD with a schema and a status subresource, shared by this module's tests.
+
+    Module-scoped because a CRD deletion finishes asynchronously (its CRs are removed first), so
+    re-creating the same name right after a delete would conflict.
+    """
+    with kube_api.api_client() as c:
+        yield from _widget_crd(k8s.ApiextensionsV1Api(c))
+
+
+def _widget_crd(ext: k8s.ApiextensionsV1Api) -> Iterator[str]:
     name = f"widgets.{GROUP}"
     schema = {
         "type": "object",
