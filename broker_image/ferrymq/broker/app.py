@@ -30,6 +30,7 @@ from ferrymq.broker.processors.query_message import QueryMessageProcessor
 from ferrymq.broker.processors.queue_offsets import QueueOffsetProcessor
 from ferrymq.broker.processors.send import SendMessageProcessor
 from ferrymq.broker.register import BrokerRegistration, RegisterOutcome
+from ferrymq.broker.semantics import SemanticsConfig, SemanticsServices, load_semantics_config
 from ferrymq.broker.subscription_groups import SubscriptionGroupManager
 from ferrymq.broker.topic_config import TopicConfigManager
 from ferrymq.remoting.channel import Channel
@@ -49,8 +50,16 @@ def _starting(channel: Channel, request: RemotingCommand) -> RemotingCommand:
 
 
 class BrokerApp:
-    def __init__(self, config: BrokerConfig, store_config: MessageStoreConfig) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store_config: MessageStoreConfig,
+        semantics_config: SemanticsConfig | None = None,
+    ) -> None:
         self.config = config
+        # transaction/delay settings outside BrokerConfig: FERRYMQ_* environment when not given
+        self.semantics_config = semantics_config or load_semantics_config(None)
+        self.semantics: SemanticsServices | None = None
         self.store_config = store_config
         self.server = RemotingServer(config.bind_address, config.listen_port, name="broker")
         self.server.processors.register_default(_starting)
@@ -131,6 +140,8 @@ class BrokerApp:
         )
         await self.store.start()
         self._wire(self.store)
+        assert self.semantics is not None
+        await self.semantics.start()
         self.store.add_dispatch_listener(self.hold.on_dispatch)
         self.server.processors.register_default(not_supported)
         self.registration.start()
@@ -149,9 +160,24 @@ class BrokerApp:
     def _wire(self, store: MessageStore) -> None:
         """Every processor registration of the broker, in one place (upstream registerProcessor)."""
         cfg = self.config
+        self.semantics = SemanticsServices(
+            store=store,
+            store_host=(cfg.broker_ip1, cfg.listen_port),
+            config_dir=config_dir(self.store_config.store_path_root_dir),
+            delay_levels_ms=self.store_config.delay_levels_ms,
+            find_group=self.groups.find,
+            create_topic_in_send_back=self._create_topic_in_send_back,
+            producer_channels=self.producers.channels_of,
+            broker_writable=lambda: bool(cfg.broker_permission & 0x2) and not self.is_slave,
+            enable_property_filter=lambda: cfg.enable_property_filter,
+            reject_transaction_message=lambda: cfg.reject_transaction_message,
+            is_slave=lambda: self.is_slave,
+            config=self.semantics_config,
+        )
+        self.semantics.register(self.server)
         self.send = SendMessageProcessor(
             cfg,
-            store,
+            self.semantics.send_store,  # type: ignore[arg-type]
             self.topics,
             self.groups,
             max_message_size=self.store_config.max_message_size,
@@ -195,6 +221,13 @@ class BrokerApp:
         AdminConsumerProcessor(
             cfg, store, self.topics, self.groups, self.offsets, self.consumers, self.producers
         ).register_to(self.server)
+
+    def _create_topic_in_send_back(self, topic: str, queue_nums: int, perm: int) -> object:
+        known = self.topics.get(topic) is not None
+        config = self.topics.create_in_send_back(topic, queue_nums, perm)
+        if not known:
+            self.topics_changed()
+        return config
 
     def _every(self, interval_ms: int, job: Callable[[], Awaitable[None] | None]) -> None:
         async def loop() -> None:
@@ -325,6 +358,8 @@ class BrokerApp:
             with contextlib.suppress(Exception):
                 await task
         await self.server.stop()
+        if self.semantics is not None:
+            await self.semantics.shutdown()
         if self._persisting is not None:
             self.offsets.dirty = True
             self.groups.dirty = True
