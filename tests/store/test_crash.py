@@ -1,0 +1,103 @@
+"""kill -9 under SYNC_FLUSH: a child appends until SIGKILLed at a random moment (at least 20
+times per run, some during its start-up recovery). After each kill the store is reopened and
+every acknowledged message must be readable through its ConsumeQueue, intact; every record the
+queues serve must be whole and self-verifying (nothing unacknowledged is half-visible)."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ferrymq.store import record as rec
+from ferrymq.store.message_store import MessageStore
+
+from .crash_child import QUEUES, crash_config, parse_body
+from .helpers import read_queue
+
+CHILD = Path(__file__).with_name("crash_child.py")
+KILLS = 22
+
+
+def _run_child_and_kill(
+    root: Path, run: int, rng: random.Random
+) -> list[tuple[int, int, int, int, int]]:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(
+        [sys.executable, str(CHILD), str(root), str(run)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert proc.stdout is not None
+    try:
+        during_startup = run % 6 == 5
+        if during_startup:
+            time.sleep(rng.uniform(0.0, 0.6))  # the moment itself is what is random
+        else:
+            line = proc.stdout.readline()
+            if line != b"ready\n":
+                proc.kill()
+                raise AssertionError(
+                    f"child did not start: {line!r} {proc.stderr.read() if proc.stderr else b''!r}"
+                )
+            time.sleep(rng.uniform(0.01, 0.35))
+        os.kill(proc.pid, signal.SIGKILL)
+        out, _err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    acks = []
+    for line in out.decode().splitlines():
+        parts = line.split()
+        if parts and parts[0] == "ack" and len(parts) == 6:
+            acks.append(tuple(int(p) for p in parts[1:]))
+    return acks  # type: ignore[return-value]
+
+
+async def _verify(root: Path, acked: dict[tuple[int, int], tuple[int, int, int]]) -> int:
+    store = MessageStore(crash_config(root), ("127.0.0.1", 10911))
+    await store.start()
+    try:
+        visible: dict[tuple[int, int], int] = {}
+        for qid in range(QUEUES):
+            entries = read_queue(store, "CRASH", qid)
+            offsets = [o for o, _ in entries]
+            assert offsets == list(range(len(offsets))), f"queue {qid} has holes"
+            for queue_offset, raw in entries:
+                check = rec.check_record(raw, 0, len(raw), check_crc=True)
+                assert check.kind is rec.RecordKind.MESSAGE and check.record is not None
+                assert check.record.queue_offset == queue_offset
+                body = raw[check.record.body_pos : check.record.body_pos + check.record.body_len]
+                ident = parse_body(body)
+                assert ident is not None, "a served record does not verify"
+                visible[ident] = check.record.physical_offset
+        for ident, (offset, qid, queue_offset) in acked.items():
+            assert visible.get(ident) == offset, f"acknowledged message {ident} lost"
+            assert store.get_commit_log_offset_in_queue("CRASH", qid, queue_offset) == offset
+        return len(visible)
+    finally:
+        await store.shutdown()
+
+
+async def test_sigkill_during_sync_flush_appends(tmp_path: Path) -> None:
+    rng = random.Random(int.from_bytes(os.urandom(4), "big"))
+    root = tmp_path / "store"
+    acked: dict[tuple[int, int], tuple[int, int, int]] = {}
+    kills_while_appending = 0
+    for run in range(KILLS + KILLS // 5):
+        acks = _run_child_and_kill(root, run, rng)
+        if acks:
+            kills_while_appending += 1
+        for r, seq, offset, qid, queue_offset in acks:
+            acked[(r, seq)] = (offset, qid, queue_offset)
+        visible = await _verify(root, acked)
+        assert visible >= len(acked)
+    assert kills_while_appending >= 20
+    assert len(acked) > 100
