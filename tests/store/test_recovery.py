@@ -4,6 +4,7 @@ file, the reput-after-crash gap (digest RC4), and rebuilding ConsumeQueue/index 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import shutil
@@ -32,10 +33,8 @@ async def abandon(store: MessageStore) -> None:
         task = getattr(service, "_task", None) if service is not None else None
         if task is not None:
             task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await task
-            except asyncio.CancelledError:
-                pass
     store._running = False
     store._shutdown = True
     store.commit_log.mapped_file_queue.shutdown()
@@ -176,10 +175,8 @@ async def test_reput_gap_after_crash_is_closed(tmp_path: Path) -> None:
     await wait_dispatched(store)
     assert store.reput._task is not None
     store.reput._task.cancel()  # dispatch stops; appends go on
-    try:
+    with contextlib.suppress(asyncio.CancelledError):
         await store.reput._task
-    except asyncio.CancelledError:
-        pass
     store.reput._task = None
     rest = await fill(store, 60, rng)
     assert store.commit_log.mapped_file_queue.files[-1].file_from_offset > first[-1].end_offset
