@@ -19,6 +19,7 @@ so retries carry the same id.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import re
 import time
@@ -28,6 +29,7 @@ from typing import Self
 
 from ferrymq.client.allocate import MessageQueue
 from ferrymq.client.broker_api import SendResult, SendStatus
+from ferrymq.client.compression import compress_body
 from ferrymq.client.errors import (
     ClientStateError,
     MessageValidationError,
@@ -91,7 +93,8 @@ class Producer:
         default_topic_queue_nums: int = 4,
         send_latency_fault_enable: bool = False,
         client_async_semaphore: int = 65535,
-        body_transform: BodyTransform | None = None,
+        # bodies over 4 KiB are deflated with COMPRESSED_FLAG, as upstream; None sends them as is
+        body_transform: BodyTransform | None = compress_body,
     ) -> None:
         if not group:
             raise ValueError("producer group is empty")
@@ -228,9 +231,10 @@ class Producer:
         body, sys_flag = self._body(msg.body)
         addr = await self.instance.find_broker_addr(mq.broker_name, msg.topic)
         header = self._header(mq, msg, sys_flag, batch=False)
-        return await self.instance.broker.send_message(
+        result = await self.instance.broker.send_message(
             addr, mq.broker_name, header, body, timeout=timeout or self.send_msg_timeout
         )
+        return dataclasses.replace(result, msg_id=msg.uniq_key or result.msg_id)
 
     # --- internals ------------------------------------------------------------------------------
     def _track(self, task: asyncio.Task[SendResult], callback: SendCallback | None) -> None:
@@ -375,8 +379,8 @@ class Producer:
                 )
                 continue
             self.fault.update_fault_item(mq.broker_name, _now_ms() - started, False, _now_ms())
-            if batch:
-                result = _with_batch_ids(result, msgs)
+            # upstream SendResult: msgId is the client's UNIQ_KEY, offsetMsgId the broker's id
+            result = dataclasses.replace(result, msg_id=",".join(m.uniq_key or "" for m in msgs))
             if (
                 result.status is not SendStatus.SEND_OK
                 and self.retry_another_broker_when_not_store_ok
@@ -390,18 +394,6 @@ class Producer:
             f"send to topic {topic!r} failed after {attempts} attempt(s) in "
             f"{time.monotonic() - begin:.2f}s: {last_error or 'send timeout'}"
         ) from last_error
-
-
-def _with_batch_ids(result: SendResult, msgs: list[Message]) -> SendResult:
-    ids = ",".join(m.uniq_key or "" for m in msgs)
-    return SendResult(
-        result.status,
-        ids,
-        result.offset_msg_id,
-        result.queue,
-        result.queue_offset,
-        result.transaction_id,
-    )
 
 
 def _now_ms() -> int:
