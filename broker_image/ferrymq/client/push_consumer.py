@@ -150,11 +150,20 @@ class PushConsumer:
         return self.message_model is MessageModel.CLUSTERING
 
     # --- configuration before start ----------------------------------------------------------------
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: str = "*", expression_type: str = "TAG") -> None:
+        """``expression_type`` "SQL92" takes a property filter (the broker needs
+        enablePropertyFilter=true); a bad one raises FilterCompileError (a ValueError) here."""
         from ferrymq.client.producer import check_topic
 
         check_topic(topic)
-        self.subscriptions[topic] = build_subscription(topic, expression)
+        kind = expression_type.strip().upper()
+        if kind == "SQL92":
+            from ferrymq.filter import compile_sql92
+
+            compile_sql92(expression)
+        elif kind != "TAG":
+            raise ValueError(f"expression type {expression_type!r} is not TAG or SQL92")
+        self.subscriptions[topic] = build_subscription(topic, expression, kind)
         if self.rebalance is not None:
             self.rebalance.topics = list(self.subscriptions)
 
