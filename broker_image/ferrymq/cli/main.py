@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 
 from ferrymq.cli import admin as admin_cli
-from ferrymq.cli import broker, consume, namesrv, produce
+from ferrymq.cli import bench_cluster, broker, consume, namesrv, produce
 
 app = typer.Typer(
     name="ferrymq",
@@ -24,6 +24,7 @@ app.add_typer(bench_app, name="bench")
 app.command("produce")(produce.produce)
 app.command("consume")(consume.consume)
 app.add_typer(admin_cli.admin_app, name="admin")
+bench_cluster.register(bench_app)
 app.command("namesrv")(namesrv.namesrv)
 app.command("broker")(broker.broker)
 
