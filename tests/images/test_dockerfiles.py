@@ -6,6 +6,7 @@ check. These tests hold the files to hadolint-style rules and to what the chart 
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 import tomllib
@@ -56,23 +57,30 @@ def test_broker_image_runs_the_ferrymq_cli_on_the_rocketmq_ports() -> None:
     assert scripts["ferrymq"] == "ferrymq.cli.main:main"
 
 
-def test_operator_image_runs_the_operator_module() -> None:
+def operator_entrypoint() -> list[str]:
     entry = final_instruction(OPERATOR, "ENTRYPOINT")
-    assert entry is not None and entry.exec_form() == ["python", "-m", "ferrymq_operator"]
-    # No default args: all namespaces; the chart appends `--namespace NS` per watched namespace.
+    assert entry is not None
+    argv = entry.exec_form()
+    assert argv is not None
+    return argv
+
+
+def test_operator_image_runs_kopf_on_the_handlers_module() -> None:
+    argv = operator_entrypoint()
+    assert argv == ["kopf", "run", "--standalone", "-m", "ferrymq_operator.handlers"]
     cmd = final_instruction(OPERATOR, "CMD")
-    assert cmd is not None and cmd.exec_form() == []
+    assert cmd is not None
+    assert cmd.exec_form() == ["--all-namespaces", "--liveness=http://0.0.0.0:8080/healthz"]
     assert 8080 in exposed_ports(OPERATOR)
-    # The module the entrypoint runs exists and parses the arguments the chart passes.
+    assert importlib.util.find_spec("ferrymq_operator.handlers") is not None
+    # The entrypoint with its default args is a command kopf accepts.
+    kopf = Path(sys.executable).with_name("kopf")
     out = subprocess.run(
-        [sys.executable, "-m", "ferrymq_operator", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+        [kopf, *argv[1:], "--help"], capture_output=True, text=True, timeout=120, check=False
     )
     assert out.returncode == 0, out.stderr
-    assert "--namespace" in out.stdout and "--liveness" in out.stdout
+    for option in ("--all-namespaces", "--liveness", "--standalone", "--namespace"):
+        assert option in out.stdout
 
 
 @pytest.mark.parametrize("dockerfile", [BROKER, OPERATOR], ids=["broker", "operator"])
