@@ -1,0 +1,250 @@
+"""LocalCluster: one NameServer and N broker groups as local child processes running the same code
+as production (``python -m ferrymq.cli.main namesrv|broker``), for ``ferrymq local-cluster`` and for
+tests that need real processes.
+
+Children are started in order (NameServer first, its port read from its "ready on port" line), each
+writes to ``<data-dir>/logs/<name>.log``, and all are stopped by PID: SIGTERM (graceful: brokers
+unregister, flush and remove their abort files), then SIGKILL after a grace period.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_READY = re.compile(rb"ready on port (\d+)")
+
+
+class ClusterStartError(RuntimeError):
+    """A child did not come up; the message includes the tail of its log."""
+
+
+@dataclass(slots=True)
+class Child:
+    name: str
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    port: int = 0
+    conf_path: Path | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+@dataclass(slots=True)
+class BrokerSpec:
+    """One broker process: name, id and its broker.conf lines."""
+
+    group: str
+    broker_id: int
+    listen_port: int
+    conf: dict[str, str] = field(default_factory=dict)
+
+
+def broker_conf_text(values: dict[str, str]) -> str:
+    return "".join(f"{k}={v}\n" for k, v in values.items())
+
+
+class LocalCluster:
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        groups: int = 2,
+        cluster_name: str = "DefaultCluster",
+        host: str = "127.0.0.1",
+        namesrv_port: int = 9876,
+        broker_port: int = 10911,
+        flush_disk_type: str = "ASYNC_FLUSH",
+        mapped_file_size_commit_log: int | None = None,
+        extra_conf: dict[str, str] | None = None,
+        python: str = sys.executable,
+        start_timeout: float = 60.0,
+    ) -> None:
+        if groups < 1:
+            raise ValueError("at least one broker group is needed")
+        self.data_dir = data_dir.resolve()
+        self.groups = groups
+        self.cluster_name = cluster_name
+        self.host = host
+        self.namesrv_port = namesrv_port
+        self.broker_port = broker_port
+        self.flush_disk_type = flush_disk_type
+        self.mapped_file_size_commit_log = mapped_file_size_commit_log
+        self.extra_conf = dict(extra_conf or {})
+        self.python = python
+        self.start_timeout = start_timeout
+        self.namesrv: Child | None = None
+        self.brokers: list[Child] = []
+
+    # --- addresses --------------------------------------------------------------------------
+    @property
+    def namesrv_addr(self) -> str:
+        if self.namesrv is None:
+            raise RuntimeError("the cluster is not started")
+        return f"{self.host}:{self.namesrv.port}"
+
+    @property
+    def broker_addrs(self) -> list[str]:
+        return [f"{self.host}:{b.port}" for b in self.brokers]
+
+    @property
+    def children(self) -> list[Child]:
+        return ([self.namesrv] if self.namesrv else []) + self.brokers
+
+    def group_name(self, index: int) -> str:
+        return f"broker-{chr(ord('a') + index)}" if index < 26 else f"broker-{index}"
+
+    def broker_specs(self) -> list[BrokerSpec]:
+        specs = []
+        for i in range(self.groups):
+            # upstream convention: 10911, 10921, ... (0 = let the OS choose, for tests)
+            port = self.broker_port + 10 * i if self.broker_port else 0
+            specs.append(BrokerSpec(self.group_name(i), 0, port))
+        return specs
+
+    def broker_conf(self, spec: BrokerSpec) -> dict[str, str]:
+        conf = {
+            "brokerClusterName": self.cluster_name,
+            "brokerName": spec.group,
+            "brokerId": str(spec.broker_id),
+            "brokerIP1": self.host,
+            "bindAddress": self.host,
+            "listenPort": str(spec.listen_port),
+            "namesrvAddr": self.namesrv_addr,
+            "storePathRootDir": str(self.data_dir / f"{spec.group}-{spec.broker_id}" / "store"),
+            "flushDiskType": self.flush_disk_type,
+        }
+        if spec.listen_port:
+            conf["haListenPort"] = str(spec.listen_port + 1)
+        if self.mapped_file_size_commit_log:
+            conf["mappedFileSizeCommitLog"] = str(self.mapped_file_size_commit_log)
+        conf.update(self.extra_conf)
+        conf.update(spec.conf)
+        return conf
+
+    # --- lifecycle --------------------------------------------------------------------------
+    def _spawn(self, name: str, args: list[str]) -> Child:
+        logs = self.data_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        log_path = logs / f"{name}.log"
+        out = open(log_path, "wb")  # noqa: SIM115 - handed to the child, closed below
+        env = dict(os.environ)
+        env.pop("NAMESRV_ADDR", None)  # each child gets its address explicitly
+        try:
+            proc = subprocess.Popen(
+                [self.python, "-m", "ferrymq.cli.main", *args],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,  # Ctrl-C in the terminal reaches the supervisor only
+            )
+        finally:
+            out.close()
+        return Child(name, proc, log_path)
+
+    def _wait_ready(self, child: Child) -> None:
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            try:
+                match = _READY.search(child.log_path.read_bytes())
+            except OSError:
+                match = None
+            if match:
+                child.port = int(match.group(1))
+                return
+            if not child.alive():
+                raise ClusterStartError(
+                    f"{child.name} exited with code {child.proc.returncode}:\n{child.log_tail()}"
+                )
+            time.sleep(0.05)  # polling a child's log with a deadline
+        raise ClusterStartError(
+            f"{child.name} not ready within {self.start_timeout:.0f}s:\n{child.log_tail()}"
+        )
+
+    def start(self) -> None:
+        try:
+            self.namesrv = self._spawn(
+                "namesrv",
+                ["namesrv", "--listen-port", str(self.namesrv_port), "--bind", self.host],
+            )
+            self._wait_ready(self.namesrv)
+            for spec in self.broker_specs():
+                self.start_broker(spec)
+        except BaseException:
+            self.stop()
+            raise
+
+    def start_broker(self, spec: BrokerSpec) -> Child:
+        name = f"{spec.group}-{spec.broker_id}"
+        conf_dir = self.data_dir / "conf"
+        conf_dir.mkdir(parents=True, exist_ok=True)
+        conf_path = conf_dir / f"{name}.conf"
+        conf_path.write_text(broker_conf_text(self.broker_conf(spec)))
+        child = self._spawn(name, ["broker", "-c", str(conf_path)])
+        child.conf_path = conf_path
+        self.brokers.append(child)
+        self._wait_ready(child)
+        return child
+
+    def restart_broker(self, index: int, *, kill: bool = False) -> Child:
+        """Stop broker ``index`` (SIGTERM, or SIGKILL when ``kill``) and start it again on the
+        same data and port."""
+        old = self.brokers[index]
+        if kill:
+            old.proc.kill()
+            old.proc.wait(timeout=30)
+        else:
+            self._terminate([old])
+        assert old.conf_path is not None
+        conf = old.conf_path.read_text().replace("listenPort=0\n", f"listenPort={old.port}\n")
+        old.conf_path.write_text(conf)
+        child = self._spawn(old.name, ["broker", "-c", str(old.conf_path)])
+        child.conf_path = old.conf_path
+        self.brokers[index] = child
+        self._wait_ready(child)
+        return child
+
+    def _terminate(self, children: list[Child], grace: float = 20.0) -> None:
+        for child in children:
+            if child.alive():
+                child.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for child in children:
+            remaining = max(0.1, deadline - time.monotonic())
+            try:
+                child.proc.wait(timeout=remaining)
+            except subprocess.TimeoutExpired:
+                child.proc.kill()
+                child.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        """Brokers first (they unregister from the NameServer), then the NameServer."""
+        self._terminate(self.brokers)
+        if self.namesrv is not None:
+            self._terminate([self.namesrv])
+
+    def __enter__(self) -> LocalCluster:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
