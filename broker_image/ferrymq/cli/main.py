@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 
 from ferrymq.cli import admin as admin_cli
-from ferrymq.cli import bench_cluster, broker, consume, namesrv, produce
+from ferrymq.cli import bench_cluster, broker, consume, local_cluster, namesrv, produce
 
 app = typer.Typer(
     name="ferrymq",
@@ -17,7 +17,9 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-bench_app = typer.Typer(help="Benchmarks against a store or a running cluster.", no_args_is_help=True)
+bench_app = typer.Typer(
+    help="Benchmarks against a store or a running cluster.", no_args_is_help=True
+)
 app.add_typer(bench_app, name="bench")
 
 # --- registrations: one line each, e.g. app.command("namesrv")(namesrv.namesrv) ---
@@ -27,6 +29,7 @@ app.add_typer(admin_cli.admin_app, name="admin")
 bench_cluster.register(bench_app)
 app.command("namesrv")(namesrv.namesrv)
 app.command("broker")(broker.broker)
+app.command("local-cluster")(local_cluster.local_cluster)
 
 
 def main() -> None:
