@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import struct
 import time
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -23,7 +24,6 @@ from ferrymq.message import (
     Message,
     MessageInner,
     MessageSysFlag,
-    create_message_id,
     encode_properties,
     pack_host,
 )
@@ -35,6 +35,13 @@ from ferrymq.store.results import AppendMessageResult, AppendMessageStatus
 log = logging.getLogger(__name__)
 
 _I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+# One SEND_BATCH item (upstream MessageDecoder.encodeMessage): TOTALSIZE, MAGICCODE, BODYCRC,
+# FLAG, BODYLEN, then BODY, PROPERTIESLEN i16, PROPERTIES.
+_BATCH_ITEM = struct.Struct(">iiiii")
+_PROPS_LEN = struct.Struct(">h")
+# The record head without BODYLEN: a batch item's BODYLEN+BODY is copied as is after it.
+_HEAD_NO_BODYLEN = struct.Struct(rec.RECORD_HEAD.format[:-1])
 
 
 class AppendError(Exception):
@@ -76,6 +83,8 @@ class CommitLog:
         self.topic_queue_table: dict[str, int] = {}
         self.last_append_timestamp = 0
         self._born_ip_cache: dict[str, bytes] = {}
+        # msgId = hex(store ip + port) + hex(offset): the first half never changes.
+        self._msg_id_prefix = (self._store_ip + _U32.pack(self._store_port)).hex().upper()
 
     # --- offsets --------------------------------------------------------------------------
 
@@ -172,7 +181,7 @@ class CommitLog:
         if has_slot:
             self.topic_queue_table[key] = queue_offset + 1
         self.last_append_timestamp = store_ts
-        msg_id = create_message_id((self._store_ip, self._store_port), wrote_offset)
+        msg_id = f"{self._msg_id_prefix}{wrote_offset:016X}"
         return AppendMessageResult(
             AppendMessageStatus.PUT_OK,
             wrote_offset=wrote_offset,
@@ -239,7 +248,7 @@ class CommitLog:
                 topic=topic,
                 properties=props,
             )
-            msg_ids.append(create_message_id((self._store_ip, self._store_port), offset))
+            msg_ids.append(f"{self._msg_id_prefix}{offset:016X}")
             pos += size
             offset += size
         mf.advance(total, store_ts)
@@ -254,6 +263,127 @@ class CommitLog:
             store_timestamp=store_ts,
             queue_offset=queue_offset,
             msg_num=len(encoded),
+            msg_ids=msg_ids,
+        )
+
+    def put_batch_body(
+        self, batch: MessageInner, body: bytes | memoryview, now_ms: int | None = None
+    ) -> AppendMessageResult:
+        """Append a SEND_BATCH_MESSAGE body without building message objects (the hot path).
+
+        Each item's BODYLEN+BODY and PROPERTIESLEN+PROPERTIES bytes are copied straight into
+        the record, whose layout has them in the same order. Malformed bodies raise AppendError
+        before anything is written.
+        """
+        topic = batch.topic.encode("utf-8")
+        topic_len = len(topic)
+        if not topic:
+            raise AppendError(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED, "topic is empty")
+        if topic_len > rec.MAX_TOPIC_BYTES:
+            raise AppendError(
+                AppendMessageStatus.MESSAGE_SIZE_EXCEEDED,
+                f"topic is {topic_len} bytes; max {rec.MAX_TOPIC_BYTES}",
+            )
+        view = memoryview(body)
+        end = len(view)
+        # Pass 1: item boundaries, validated, so a bad body writes nothing.
+        items: list[tuple[int, int, int, int]] = []  # (item pos, flag, body len, props len)
+        total = 0
+        pos = 0
+        fixed = rec.MIN_RECORD_SIZE + topic_len
+        max_size = self.max_message_size
+        while pos < end:
+            if end - pos < 22:
+                raise AppendError(
+                    AppendMessageStatus.MESSAGE_SIZE_EXCEEDED,
+                    f"batch item at byte {pos} is truncated",
+                )
+            size, _magic, _crc, flag, body_len = _BATCH_ITEM.unpack_from(view, pos)
+            props_pos = pos + 20 + body_len
+            if body_len < 0 or props_pos + 2 > end:
+                raise AppendError(
+                    AppendMessageStatus.MESSAGE_SIZE_EXCEEDED,
+                    f"batch item at byte {pos} has bad body length {body_len}",
+                )
+            (props_len,) = _PROPS_LEN.unpack_from(view, props_pos)
+            if props_len < 0 or size != 22 + body_len + props_len or pos + size > end:
+                raise AppendError(
+                    AppendMessageStatus.MESSAGE_SIZE_EXCEEDED,
+                    f"batch item at byte {pos} declares {size} bytes; its fields disagree",
+                )
+            if body_len > max_size:
+                raise AppendError(
+                    AppendMessageStatus.MESSAGE_SIZE_EXCEEDED,
+                    f"body is {body_len} bytes; maxMessageSize is {max_size}",
+                )
+            items.append((pos, flag, body_len, props_len))
+            total += fixed + body_len + props_len
+            pos += size
+        if not items:
+            raise AppendError(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED, "batch has no messages")
+        if total > max_size:
+            raise AppendError(
+                AppendMessageStatus.MESSAGE_SIZE_EXCEEDED,
+                f"batch is {total} bytes encoded; max {max_size}",
+            )
+        store_ts = int(time.time() * 1000) if now_ms is None else now_ms
+        mf = self._file_for(total, store_ts)
+        buf = mf.buffer
+        wpos = mf.wrote_position
+        first_offset = mf.file_from_offset + wpos
+        key = queue_key(batch.topic, batch.queue_id)
+        has_slot = takes_queue_offset(batch.sys_flag)
+        queue_offset = self.topic_queue_table.get(key, 0) if has_slot else 0
+        born_ip = self._packed(batch.born_host[0])
+        born_port = batch.born_host[1]
+        queue_id = batch.queue_id
+        sys_flag = batch.sys_flag
+        born_ts = batch.born_timestamp
+        store_ip = self._store_ip
+        store_port = self._store_port
+        reconsume = batch.reconsume_times
+        prepared = batch.prepared_transaction_offset
+        topic_part = bytes([topic_len]) + topic
+        prefix = self._msg_id_prefix
+        pack_head = _HEAD_NO_BODYLEN.pack_into
+        crc32 = zlib.crc32
+        offset = first_offset
+        msg_ids: list[str] = []
+        qo = queue_offset
+        for ipos, flag, body_len, props_len in items:
+            size = fixed + body_len + props_len
+            body_start = ipos + 20
+            body_end = body_start + body_len
+            pack_head(
+                buf, wpos, size, rec.MESSAGE_MAGIC_CODE,
+                crc32(view[body_start:body_end]) & 0x7FFFFFFF,
+                queue_id, flag, qo, offset, sys_flag, born_ts, born_ip, born_port,
+                store_ts, store_ip, store_port, reconsume, prepared,
+            )  # fmt: skip
+            p = wpos + rec.BODY_LEN_POS
+            buf[p : p + 4 + body_len] = view[ipos + 16 : body_end]  # BODYLEN + BODY
+            p += 4 + body_len
+            buf[p : p + 1 + topic_len] = topic_part
+            p += 1 + topic_len
+            buf[p : p + 2 + props_len] = view[body_end : body_end + 2 + props_len]
+            msg_ids.append(f"{prefix}{offset:016X}")
+            wpos += size
+            offset += size
+            if has_slot:
+                qo += 1
+        view.release()
+        mf.advance(total, store_ts)
+        if has_slot:
+            self.topic_queue_table[key] = qo
+        self.last_append_timestamp = store_ts
+        return AppendMessageResult(
+            AppendMessageStatus.PUT_OK,
+            wrote_offset=first_offset,
+            wrote_bytes=total,
+            msg_id=",".join(msg_ids),
+            store_timestamp=store_ts,
+            queue_offset=queue_offset,
+            msg_num=len(items),
             msg_ids=msg_ids,
         )
 

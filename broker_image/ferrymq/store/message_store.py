@@ -23,10 +23,8 @@ from typing import Protocol
 from ferrymq.message import (
     Message,
     MessageConst,
-    MessageDecodeError,
     MessageExt,
     MessageInner,
-    decode_batch,
 )
 from ferrymq.store import record as rec
 from ferrymq.store import recovery
@@ -349,11 +347,14 @@ class MessageStore:
         if refused is not None:
             return refused
         if isinstance(batch, MessageInner):
-            header = batch
             try:
-                items = decode_batch(batch.body, batch.topic)
-            except MessageDecodeError as exc:
-                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=str(exc))
+                result = self.commit_log.put_batch_body(batch, batch.body)
+            except AppendError as exc:
+                return self._append_failed(exc)
+            except StoreFileError as exc:
+                return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, remark=str(exc))
+            # As upstream, the batch's own properties decide whether to wait for the disk.
+            return await self._after_append(result, batch.properties)
         else:
             if not batch:
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
@@ -391,6 +392,8 @@ class MessageStore:
         self._put_size_total += result.wrote_bytes
         self.reput.wakeup()
         wait = _wait_store_msg_ok(properties)
+        if self._group_commit is None and self._replica_waiter is None:
+            return PutMessageResult(PutMessageStatus.PUT_OK, result)
         waits: list[Awaitable[PutMessageStatus]] = []
         if self._group_commit is not None and wait:
             waits.append(self._wait_flush(result.end_offset))

@@ -212,9 +212,11 @@ class DecodedRecord:
     physical_offset: int
     sys_flag: int
     born_timestamp: int
-    born_host: tuple[str, int]
+    born_ip: bytes
+    born_port: int
     store_timestamp: int
-    store_host: tuple[str, int]
+    store_ip: bytes
+    store_port: int
     reconsume_times: int
     prepared_transaction_offset: int
     body_pos: int  # position of BODY within the buffer given to check_record
@@ -223,12 +225,23 @@ class DecodedRecord:
     properties: dict[str, str]
 
     @property
+    def born_host(self) -> tuple[str, int]:
+        """``(ip, port)`` of the producer (decoded on demand: dispatch never needs it)."""
+        return unpack_host(self.born_ip), self.born_port
+
+    @property
+    def store_host(self) -> tuple[str, int]:
+        return unpack_host(self.store_ip), self.store_port
+
+    @property
     def tags(self) -> str | None:
         return self.properties.get(MessageConst.PROPERTY_TAGS)
 
     @property
     def keys(self) -> list[str]:
-        raw = self.properties.get(MessageConst.PROPERTY_KEYS, "")
+        raw = self.properties.get(MessageConst.PROPERTY_KEYS)
+        if not raw:
+            return []
         return [k for k in raw.split(MessageConst.KEY_SEPARATOR) if k]
 
     @property
@@ -307,11 +320,15 @@ def check_record(
         )
     mv = memoryview(buf)  # type: ignore[arg-type]
     try:
-        if check_crc and body_crc(mv[body_pos:tpos]) != crc:
+        if check_crc and zlib.crc32(mv[body_pos:tpos]) & 0x7FFFFFFF != crc:
             return RecordCheck(RecordKind.INVALID, 0, reason="body CRC mismatch")
         try:
-            topic = bytes(mv[tpos + 1 : ppos]).decode("utf-8")
-            props_text = bytes(mv[ppos + 2 : ppos + 2 + props_len]).decode("utf-8")
+            topic = str(mv[tpos + 1 : ppos], "utf-8")
+            properties = (
+                decode_properties(str(mv[ppos + 2 : ppos + 2 + props_len], "utf-8"))
+                if props_len
+                else {}
+            )
         except UnicodeDecodeError:
             return RecordCheck(RecordKind.INVALID, 0, reason="topic or properties not UTF-8")
     finally:
@@ -325,15 +342,17 @@ def check_record(
         physical_offset=physical_offset,
         sys_flag=sys_flag,
         born_timestamp=born_ts,
-        born_host=(unpack_host(born_ip), born_port),
+        born_ip=born_ip,
+        born_port=born_port,
         store_timestamp=store_ts,
-        store_host=(unpack_host(store_ip), store_port),
+        store_ip=store_ip,
+        store_port=store_port,
         reconsume_times=reconsume,
         prepared_transaction_offset=prepared,
         body_pos=body_pos,
         body_len=body_len,
         topic=topic,
-        properties=decode_properties(props_text),
+        properties=properties,
     )
     return RecordCheck(RecordKind.MESSAGE, total, record)
 
@@ -367,7 +386,7 @@ def decode_message_ext(
             body = zlib.decompress(body)
         except zlib.error as exc:
             raise ValueError(f"record at byte {pos}: compressed body does not inflate") from exc
-    offset_id = create_message_id(r.store_host, r.physical_offset)
+    offset_id = create_message_id((r.store_ip, r.store_port), r.physical_offset)
     return MessageExt(
         topic=r.topic,
         body=body,
