@@ -10,6 +10,13 @@ import pytest
 pyspark = pytest.importorskip("pyspark")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # pyspark 4.x warns on every pandas conversion under pandas 3; it is noise for these tests.
+    config.addinivalue_line(
+        "filterwarnings", "ignore:PySpark does not yet fully support pandas:FutureWarning"
+    )
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     from ferrymq_spark.session import build_session

@@ -97,14 +97,10 @@ def mqs(topic: str, broker: str, *ids: int) -> frozenset[MQ]:
 def averagely(
     strategy: str, group: str, cid: str, mq_all: list[MQ], cid_all: list[str]
 ) -> list[MQ]:
-    """Reference AVG used only to test the audit plumbing (the real one is the client's)."""
-    if strategy != "AVG":
-        raise KeyError(strategy)
-    i, n, c = cid_all.index(cid), len(mq_all), len(cid_all)
-    mod = n % c
-    size = (n // c + 1) if i < mod else max(1, n // c) if n > c else 1
-    start = i * size if i < mod else i * size + mod
-    return [mq_all[(start + k) % n] for k in range(min(size, n - start))] if start < n else []
+    """The client's own strategies (ferrymq.client.allocate), as the audit job uses them."""
+    from ferrymq.client.allocate import allocate
+
+    return allocate(strategy, group, cid, mq_all, cid_all)
 
 
 def view(owned: dict[str, frozenset[MQ]], cids: tuple[str, ...] = ("c1", "c2")) -> rules.TopicView:

@@ -2,8 +2,10 @@
 
 Layout (upstream ``ConsumeQueue``): ``consumequeue/<topic>/<queueId>/<start byte offset>`` files of
 20-byte units ``commitLogOffset:int64 | size:int32 | tagsCode:int64``; the entry index is the
-queue offset. Files are preallocated, so the valid data ends at the first unit whose size is not
-positive (upstream recovery's ``offset >= 0 && size > 0`` test). A partition is one file.
+queue offset. Files are preallocated, so the valid data ends at the first unit never written
+(upstream recovery's ``offset >= 0 && size > 0`` test); filler units (size 0x7FFFFFFF) are
+skipped. A partition is one file. The unit layout and its validity test are the store's
+(:mod:`ferrymq.store.consume_queue`).
 """
 
 from __future__ import annotations
@@ -25,13 +27,6 @@ SCHEMA = (
 )
 
 
-def _unit() -> Any:
-    """The 20-byte unit struct, owned by the store's ConsumeQueue module."""
-    from ferrymq.store.consume_queue import CQ_UNIT
-
-    return CQ_UNIT
-
-
 @dataclass(frozen=True)
 class QueueFilePartition(InputPartition):  # type: ignore[misc]
     """One ConsumeQueue file of one (topic, queueId)."""
@@ -43,21 +38,37 @@ class QueueFilePartition(InputPartition):  # type: ignore[misc]
 
 
 def scan_queue_file(part: QueueFilePartition) -> Iterator[tuple[Any, ...]]:
-    """Rows of one ConsumeQueue file up to its first empty unit."""
-    unit = _unit()
+    """Rows of one ConsumeQueue file up to its first never-written unit; filler units skipped."""
+    from ferrymq.store.consume_queue import (
+        BLANK_UNIT_SIZE,
+        CQ_STORE_UNIT_SIZE,
+        is_valid_unit,
+        iter_units,
+    )
+
     with open(part.path, "rb") as fh:
         try:
             mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
         except ValueError:
             return
+    view = memoryview(mm)
     try:
-        usable = len(mm) - len(mm) % unit.size
-        first = part.file_from_offset // unit.size
-        for i, (offset, size, tags_code) in enumerate(unit.iter_unpack(mm[:usable])):
-            if offset < 0 or size <= 0:
+        first = part.file_from_offset // CQ_STORE_UNIT_SIZE
+        for pos, offset, size, tags_code in iter_units(view):
+            if size == BLANK_UNIT_SIZE:
+                continue
+            if not is_valid_unit(offset, size):
                 return
-            yield (part.topic, part.queue_id, first + i, offset, size, tags_code)
+            yield (
+                part.topic,
+                part.queue_id,
+                first + pos // CQ_STORE_UNIT_SIZE,
+                offset,
+                size,
+                tags_code,
+            )
     finally:
+        view.release()
         mm.close()
 
 
