@@ -10,6 +10,7 @@ import typer
 
 from ferrymq.cli import admin as admin_cli
 from ferrymq.cli import bench_cluster, broker, consume, local_cluster, namesrv, produce
+from ferrymq.cli import report as report_cli
 
 app = typer.Typer(
     name="ferrymq",
@@ -26,6 +27,7 @@ app.add_typer(bench_app, name="bench")
 app.command("produce")(produce.produce)
 app.command("consume")(consume.consume)
 app.add_typer(admin_cli.admin_app, name="admin")
+app.add_typer(report_cli.report_app, name="report")
 bench_cluster.register(bench_app)
 app.command("namesrv")(namesrv.namesrv)
 app.command("broker")(broker.broker)
