@@ -1,0 +1,132 @@
+"""The CommitLog and ConsumeQueue data sources read back a store written by MessageStore exactly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from spark_store_factory import Put, write_store
+
+pytestmark = pytest.mark.spark
+
+TOPICS = ("OrderT", "PayT")
+
+
+def plan(n: int) -> list[tuple[str, int, int]]:
+    # bodies from 0 to ~3 KiB so 64 KiB files roll with blank records of many sizes
+    return [(TOPICS[i % 2], i % 3, (i * 37) % 3000) for i in range(n)]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Put]]:
+    root = tmp_path_factory.mktemp("store")
+    puts = write_store(root, plan(400))
+    return root, puts
+
+
+def test_commitlog_rows_equal_what_was_put(spark, store) -> None:  # type: ignore[no-untyped-def]
+    root, puts = store
+    files = sorted((root / "commitlog").iterdir())
+    assert len(files) > 3, "the test store must span several segments"
+    df = spark.read.format("ferrymq-commitlog").load(str(root))
+    assert df.rdd.getNumPartitions() == len(files)
+    rows = sorted(df.collect(), key=lambda r: r.physicalOffset)
+    assert len(rows) == len(puts)
+    for row, put in zip(rows, puts, strict=True):
+        assert (row.topic, row.queueId, row.queueOffset, row.physicalOffset) == (
+            put.topic,
+            put.queue_id,
+            put.queue_offset,
+            put.physical_offset,
+        )
+        assert row.storeTimestamp == put.store_timestamp
+        assert row.bodySize == put.body_size
+        assert row.tags == put.tags
+        assert tuple(row.keys) == put.keys
+        assert row.uniqKey == put.uniq_key
+        assert row.reconsumeTimes == 0 and row.sysFlag == 0
+    # per queue the offsets are 0..n-1 with no gap
+    for topic in TOPICS:
+        for qid in range(3):
+            offs = [r.queueOffset for r in rows if r.topic == topic and r.queueId == qid]
+            assert offs == list(range(len(offs)))
+
+
+def test_commitlog_with_crc_check_and_sql(spark, store) -> None:  # type: ignore[no-untyped-def]
+    root, puts = store
+    df = (
+        spark.read.format("ferrymq-commitlog")
+        .option("checkCrc", "true")
+        .load(str(root / "commitlog"))
+    )
+    df.createOrReplaceTempView("cl")
+    got = {
+        (r.topic, r.tags): r.n
+        for r in spark.sql("select topic, tags, count(*) n from cl group by topic, tags").collect()
+    }
+    want: dict[tuple[str, str | None], int] = {}
+    for p in puts:
+        want[(p.topic, p.tags)] = want.get((p.topic, p.tags), 0) + 1
+    assert got == want
+
+
+def test_consumequeue_matches_commitlog(spark, store) -> None:  # type: ignore[no-untyped-def]
+    root, puts = store
+    cq = spark.read.format("ferrymq-consumequeue").load(str(root))
+    rows = {(r.topic, r.queueId, r.queueOffset): r for r in cq.collect()}
+    assert len(rows) == len(puts)
+    cl_sizes = {
+        r.physicalOffset: r.storeSize
+        for r in spark.read.format("ferrymq-commitlog").load(str(root)).collect()
+    }
+    for p in puts:
+        r = rows[(p.topic, p.queue_id, p.queue_offset)]
+        assert r.commitLogOffset == p.physical_offset
+        assert r.size == cl_sizes[p.physical_offset]
+    one = spark.read.format("ferrymq-consumequeue").option("topic", "PayT").load(str(root))
+    assert one.count() == sum(1 for p in puts if p.topic == "PayT")
+
+
+def _copy_store(src: Path, dst: Path) -> Path:
+    import shutil
+
+    shutil.copytree(src / "commitlog", dst / "commitlog")
+    return dst
+
+
+def test_torn_tail_in_newest_file_ends_the_scan(spark, store, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    root, puts = store
+    copy = _copy_store(root, tmp_path)
+    newest = sorted((copy / "commitlog").iterdir())[-1]
+    last = puts[-1]
+    start = int(newest.name)
+    with open(newest, "r+b") as fh:  # tear the last record: clobber its magic code
+        fh.seek(last.physical_offset - start + 4)
+        fh.write(b"\xde\xad\xbe\xef")
+    df = spark.read.format("ferrymq-commitlog").load(str(copy))
+    assert df.count() == len(puts) - 1
+    with pytest.raises(Exception, match=r"invalid record at byte"):
+        spark.read.format("ferrymq-commitlog").option("onInvalid", "fail").load(str(copy)).count()
+
+
+def test_damage_in_an_older_file_fails_with_its_name(spark, store, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    root, puts = store
+    copy = _copy_store(root, tmp_path)
+    first = sorted((copy / "commitlog").iterdir())[0]
+    victim = next(p for p in puts if p.physical_offset > 0 and p.physical_offset < 20_000)
+    with open(first, "r+b") as fh:
+        fh.seek(victim.physical_offset + 4)
+        fh.write(b"\x00\x00\x00\x01")
+    with pytest.raises(Exception, match=first.name):
+        spark.read.format("ferrymq-commitlog").load(str(copy)).count()
+    kept = spark.read.format("ferrymq-commitlog").option("onInvalid", "stop").load(str(copy))
+    assert kept.count() < len(puts)
+
+
+def test_bad_options_are_named(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(Exception, match="batchSize"):
+        spark.read.format("ferrymq-commitlog").option("batchSize", "lots").load(
+            str(tmp_path)
+        ).count()
+    with pytest.raises(Exception, match="is not a directory"):
+        spark.read.format("ferrymq-commitlog").load(str(tmp_path / "missing")).count()
