@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import struct
 import time
-import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -40,8 +39,12 @@ _U32 = struct.Struct(">I")
 # FLAG, BODYLEN, then BODY, PROPERTIESLEN i16, PROPERTIES.
 _BATCH_ITEM = struct.Struct(">iiiii")
 _PROPS_LEN = struct.Struct(">h")
-# The record head without BODYLEN: a batch item's BODYLEN+BODY is copied as is after it.
-_HEAD_NO_BODYLEN = struct.Struct(rec.RECORD_HEAD.format[:-1])
+# The record head without BODYLEN (a batch item's BODYLEN+BODY is copied as is after it),
+# split into the fields that vary per record and those fixed for a whole batch.
+_HEAD_VARYING = struct.Struct(">iIiiiqq")  # TOTALSIZE .. PHYSICALOFFSET
+_HEAD_CONSTANT = struct.Struct(">iq4siq4siiq")  # SYSFLAG .. PREPAREDTRANSACTIONOFFSET
+assert _HEAD_VARYING.size == rec.SYS_FLAG_POS
+assert _HEAD_VARYING.size + _HEAD_CONSTANT.size == rec.BODY_LEN_POS
 
 
 class AppendError(Exception):
@@ -181,16 +184,15 @@ class CommitLog:
         if has_slot:
             self.topic_queue_table[key] = queue_offset + 1
         self.last_append_timestamp = store_ts
-        msg_id = f"{self._msg_id_prefix}{wrote_offset:016X}"
         return AppendMessageResult(
             AppendMessageStatus.PUT_OK,
             wrote_offset=wrote_offset,
             wrote_bytes=size,
-            msg_id=msg_id,
             store_timestamp=store_ts,
             queue_offset=queue_offset,
             msg_num=1,
-            msg_ids=[msg_id],
+            msg_id_prefix=self._msg_id_prefix,
+            record_offsets=[wrote_offset],
         )
 
     def put_messages(
@@ -225,7 +227,7 @@ class CommitLog:
         queue_offset = self.topic_queue_table.get(key, 0) if has_slot else 0
         born_ip = self._packed(batch.born_host[0])
         buf = mf.buffer
-        msg_ids: list[str] = []
+        offsets: list[int] = []
         offset = first_offset
         for i, (item, props, size) in enumerate(encoded):
             rec.encode_record_into(
@@ -248,7 +250,7 @@ class CommitLog:
                 topic=topic,
                 properties=props,
             )
-            msg_ids.append(f"{self._msg_id_prefix}{offset:016X}")
+            offsets.append(offset)
             pos += size
             offset += size
         mf.advance(total, store_ts)
@@ -259,11 +261,11 @@ class CommitLog:
             AppendMessageStatus.PUT_OK,
             wrote_offset=first_offset,
             wrote_bytes=total,
-            msg_id=",".join(msg_ids),
             store_timestamp=store_ts,
             queue_offset=queue_offset,
             msg_num=len(encoded),
-            msg_ids=msg_ids,
+            msg_id_prefix=self._msg_id_prefix,
+            record_offsets=offsets,
         )
 
     def put_batch_body(
@@ -271,9 +273,12 @@ class CommitLog:
     ) -> AppendMessageResult:
         """Append a SEND_BATCH_MESSAGE body without building message objects (the hot path).
 
-        Each item's BODYLEN+BODY and PROPERTIESLEN+PROPERTIES bytes are copied straight into
-        the record, whose layout has them in the same order. Malformed bodies raise AppendError
-        before anything is written.
+        One pass validates each item and encodes its record as parts (head, then the item's own
+        BODYLEN+BODY and PROPERTIESLEN+PROPERTIES bytes, which the record lays out in the same
+        order around the topic); one copy puts the whole batch into the map. A malformed body
+        raises AppendError before anything is written. When the batch does not fit in the
+        current file, the file is closed with a blank record and the batch re-encoded for the
+        next one (physical offsets change).
         """
         topic = batch.topic.encode("utf-8")
         topic_len = len(topic)
@@ -284,56 +289,62 @@ class CommitLog:
                 AppendMessageStatus.MESSAGE_SIZE_EXCEEDED,
                 f"topic is {topic_len} bytes; max {rec.MAX_TOPIC_BYTES}",
             )
-        view = memoryview(body)
-        end = len(view)
-        # Pass 1: item boundaries, validated, so a bad body writes nothing.
-        items: list[tuple[int, int, int, int]] = []  # (item pos, flag, body len, props len)
-        total = 0
-        pos = 0
-        fixed = rec.MIN_RECORD_SIZE + topic_len
-        max_size = self.max_message_size
-        while pos < end:
-            if end - pos < 22:
-                raise AppendError(
-                    AppendMessageStatus.MESSAGE_SIZE_EXCEEDED,
-                    f"batch item at byte {pos} is truncated",
-                )
-            size, _magic, _crc, flag, body_len = _BATCH_ITEM.unpack_from(view, pos)
-            props_pos = pos + 20 + body_len
-            if body_len < 0 or props_pos + 2 > end:
-                raise AppendError(
-                    AppendMessageStatus.MESSAGE_SIZE_EXCEEDED,
-                    f"batch item at byte {pos} has bad body length {body_len}",
-                )
-            (props_len,) = _PROPS_LEN.unpack_from(view, props_pos)
-            if props_len < 0 or size != 22 + body_len + props_len or pos + size > end:
-                raise AppendError(
-                    AppendMessageStatus.MESSAGE_SIZE_EXCEEDED,
-                    f"batch item at byte {pos} declares {size} bytes; its fields disagree",
-                )
-            if body_len > max_size:
-                raise AppendError(
-                    AppendMessageStatus.MESSAGE_SIZE_EXCEEDED,
-                    f"body is {body_len} bytes; maxMessageSize is {max_size}",
-                )
-            items.append((pos, flag, body_len, props_len))
-            total += fixed + body_len + props_len
-            pos += size
-        if not items:
-            raise AppendError(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED, "batch has no messages")
-        if total > max_size:
-            raise AppendError(
-                AppendMessageStatus.MESSAGE_SIZE_EXCEEDED,
-                f"batch is {total} bytes encoded; max {max_size}",
-            )
         store_ts = int(time.time() * 1000) if now_ms is None else now_ms
-        mf = self._file_for(total, store_ts)
-        buf = mf.buffer
-        wpos = mf.wrote_position
-        first_offset = mf.file_from_offset + wpos
         key = queue_key(batch.topic, batch.queue_id)
         has_slot = takes_queue_offset(batch.sys_flag)
         queue_offset = self.topic_queue_table.get(key, 0) if has_slot else 0
+        view = memoryview(body)
+        try:
+            mfq = self.mapped_file_queue
+            mf = mfq.get_or_create_last_mapped_file(0)
+            first_offset = mf.file_from_offset + mf.wrote_position
+            data, offsets = self._encode_batch(
+                batch, topic, view, first_offset, store_ts, queue_offset, has_slot
+            )
+            total = len(data)
+            if mf.free_space < total + rec.END_FILE_MIN_BLANK_LENGTH:
+                mf = self._file_for(total, store_ts)
+                first_offset = mf.file_from_offset + mf.wrote_position
+                data, offsets = self._encode_batch(
+                    batch, topic, view, first_offset, store_ts, queue_offset, has_slot
+                )
+        except OSError as exc:
+            raise StoreFileError(f"cannot create a CommitLog file: {exc}") from exc
+        finally:
+            view.release()
+        wpos = mf.wrote_position
+        mf.buffer[wpos : wpos + total] = data
+        mf.advance(total, store_ts)
+        if has_slot:
+            self.topic_queue_table[key] = queue_offset + len(offsets)
+        self.last_append_timestamp = store_ts
+        return AppendMessageResult(
+            AppendMessageStatus.PUT_OK,
+            wrote_offset=first_offset,
+            wrote_bytes=total,
+            store_timestamp=store_ts,
+            queue_offset=queue_offset,
+            msg_num=len(offsets),
+            msg_id_prefix=self._msg_id_prefix,
+            record_offsets=offsets,
+        )
+
+    def _encode_batch(
+        self,
+        batch: MessageInner,
+        topic: bytes,
+        view: memoryview,
+        first_offset: int,
+        store_ts: int,
+        queue_offset: int,
+        has_slot: bool,
+    ) -> tuple[bytes, list[int]]:
+        """The records of a batch body, back to back, for ``first_offset``; validates items."""
+        topic_len = len(topic)
+        topic_part = bytes([topic_len]) + topic
+        fixed = rec.MIN_RECORD_SIZE + topic_len
+        max_size = self.max_message_size
+        end = len(view)
         born_ip = self._packed(batch.born_host[0])
         born_port = batch.born_host[1]
         queue_id = batch.queue_id
@@ -343,49 +354,74 @@ class CommitLog:
         store_port = self._store_port
         reconsume = batch.reconsume_times
         prepared = batch.prepared_transaction_offset
-        topic_part = bytes([topic_len]) + topic
-        prefix = self._msg_id_prefix
-        pack_head = _HEAD_NO_BODYLEN.pack_into
-        crc32 = zlib.crc32
-        offset = first_offset
-        msg_ids: list[str] = []
-        qo = queue_offset
-        for ipos, flag, body_len, props_len in items:
-            size = fixed + body_len + props_len
-            body_start = ipos + 20
-            body_end = body_start + body_len
-            pack_head(
-                buf, wpos, size, rec.MESSAGE_MAGIC_CODE,
-                crc32(view[body_start:body_end]) & 0x7FFFFFFF,
-                queue_id, flag, qo, offset, sys_flag, born_ts, born_ip, born_port,
-                store_ts, store_ip, store_port, reconsume, prepared,
-            )  # fmt: skip
-            p = wpos + rec.BODY_LEN_POS
-            buf[p : p + 4 + body_len] = view[ipos + 16 : body_end]  # BODYLEN + BODY
-            p += 4 + body_len
-            buf[p : p + 1 + topic_len] = topic_part
-            p += 1 + topic_len
-            buf[p : p + 2 + props_len] = view[body_end : body_end + 2 + props_len]
-            msg_ids.append(f"{prefix}{offset:016X}")
-            wpos += size
-            offset += size
-            if has_slot:
-                qo += 1
-        view.release()
-        mf.advance(total, store_ts)
-        if has_slot:
-            self.topic_queue_table[key] = qo
-        self.last_append_timestamp = store_ts
-        return AppendMessageResult(
-            AppendMessageStatus.PUT_OK,
-            wrote_offset=first_offset,
-            wrote_bytes=total,
-            msg_id=",".join(msg_ids),
-            store_timestamp=store_ts,
-            queue_offset=queue_offset,
-            msg_num=len(items),
-            msg_ids=msg_ids,
+        unpack_item = _BATCH_ITEM.unpack_from
+        unpack_props = _PROPS_LEN.unpack_from
+        pack_head = _HEAD_VARYING.pack
+        # SYSFLAG..PREPAREDTRANSACTIONOFFSET are the same for every record of the batch.
+        head_tail = _HEAD_CONSTANT.pack(
+            sys_flag,
+            born_ts,
+            born_ip,
+            born_port,
+            store_ts,
+            store_ip,
+            store_port,
+            reconsume,
+            prepared,
         )
+        crc32 = rec.crc32
+        magic = rec.MESSAGE_MAGIC_CODE
+        parts: list[bytes | memoryview] = []
+        add = parts.append
+        offsets: list[int] = []
+        add_offset = offsets.append
+        offset = first_offset
+        qo = queue_offset
+        step = 1 if has_slot else 0
+        pos = 0
+        while pos < end:
+            if end - pos < 22:
+                raise AppendError(
+                    AppendMessageStatus.MESSAGE_SIZE_EXCEEDED,
+                    f"batch item at byte {pos} is truncated",
+                )
+            item_size, _magic, _crc, flag, body_len = unpack_item(view, pos)
+            body_end = pos + 20 + body_len
+            if body_len < 0 or body_len > max_size or body_end + 2 > end:
+                raise AppendError(
+                    AppendMessageStatus.MESSAGE_SIZE_EXCEEDED,
+                    f"batch item at byte {pos} has bad body length {body_len} "
+                    f"(maxMessageSize {max_size})",
+                )
+            (props_len,) = unpack_props(view, body_end)
+            if props_len < 0 or item_size != 22 + body_len + props_len or pos + item_size > end:
+                raise AppendError(
+                    AppendMessageStatus.MESSAGE_SIZE_EXCEEDED,
+                    f"batch item at byte {pos} declares {item_size} bytes; its fields disagree",
+                )
+            size = fixed + body_len + props_len
+            add(pack_head(
+                size, magic, crc32(view[pos + 20 : body_end]) & 0x7FFFFFFF,
+                queue_id, flag, qo, offset,
+            ))  # fmt: skip
+            add(head_tail)
+            add(view[pos + 16 : body_end])  # BODYLEN + BODY
+            add(topic_part)
+            add(view[body_end : pos + item_size])  # PROPERTIESLEN + PROPERTIES
+            add_offset(offset)
+            offset += size
+            qo += step
+            pos += item_size
+        if not offsets:
+            raise AppendError(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED, "batch has no messages")
+        data = b"".join(parts)
+        parts.clear()
+        if len(data) > max_size:
+            raise AppendError(
+                AppendMessageStatus.MESSAGE_SIZE_EXCEEDED,
+                f"batch is {len(data)} bytes encoded; max {max_size}",
+            )
+        return data, offsets
 
     def append_data(self, start_offset: int, data: bytes | memoryview) -> bool:
         """Slave side: append raw CommitLog bytes exactly at ``start_offset`` (= max offset).

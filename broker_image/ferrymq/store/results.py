@@ -49,20 +49,36 @@ class AppendMessageStatus(enum.Enum):
 
 @dataclass(slots=True)
 class AppendMessageResult:
-    """Where an append landed. For a batch, offsets are those of the first message."""
+    """Where an append landed. For a batch, offsets are those of the first message.
+
+    msgIds are built on demand from the store host prefix and the record offsets (upstream
+    also computes them lazily): the append path only records offsets.
+    """
 
     status: AppendMessageStatus
     wrote_offset: int = 0
     wrote_bytes: int = 0
-    msg_id: str = ""
     store_timestamp: int = 0
     queue_offset: int = 0
     msg_num: int = 1
-    msg_ids: list[str] = field(default_factory=list)
+    msg_id_prefix: str = ""  # upper-case hex of store IPv4 + port
+    record_offsets: list[int] = field(default_factory=list)
 
     @property
     def end_offset(self) -> int:
         return self.wrote_offset + self.wrote_bytes
+
+    @property
+    def msg_ids(self) -> list[str]:
+        """One offset msgId per stored message."""
+        prefix = self.msg_id_prefix
+        return [f"{prefix}{offset:016X}" for offset in self.record_offsets]
+
+    @property
+    def msg_id(self) -> str:
+        """The msgId of a single message; for a batch, all of them joined by commas (as the
+        SEND_BATCH_MESSAGE response carries them)."""
+        return ",".join(self.msg_ids)
 
 
 @dataclass(slots=True)
