@@ -17,6 +17,7 @@ from ferrymq.client import (
     PushConsumer,
 )
 from ferrymq.client.allocate import MessageQueue
+from ferrymq.client.errors import NoPermissionError
 from ferrymq.client.pull_consumer import PullConsumer
 from ferrymq.message import MessageInner
 
@@ -102,7 +103,7 @@ async def test_message_failing_16_times_lands_in_the_dlq_and_nowhere_else(tmp_pa
         dlq_config = cluster.broker.topics.get("%DLQ%fragile-g")
         assert dlq_config is not None and dlq_config.perm == 2  # write-only: no consumer reads it
         async with PullConsumer("dlq-reader", cluster.namesrv_addr) as reader:
-            with pytest.raises(Exception, match="forbidden|permission|NO_PERMISSION|16"):
+            with pytest.raises(NoPermissionError, match="forbidden"):
                 await reader.pull(MessageQueue("%DLQ%fragile-g", "broker-s", 0), "*", 0, 32)
         dead = store.look_message_by_offset(
             store.get_commit_log_offset_in_queue("%DLQ%fragile-g", 0, 0)
