@@ -96,6 +96,16 @@ def model_schema(model: type[BaseModel]) -> dict[str, Any]:
     return structural(raw, raw.get("$defs", {}))
 
 
+def without_defaults(node: Any) -> Any:
+    """Drop every ``default`` (the status is written whole by the operator; the API server must
+    not invent values there, and 1.20 rejects an empty-string default as null)."""
+    if isinstance(node, dict):
+        return {k: without_defaults(v) for k, v in node.items() if k != "default"}
+    if isinstance(node, list):
+        return [without_defaults(v) for v in node]
+    return node
+
+
 def crd(
     kind: str,
     plural: str,
@@ -144,7 +154,7 @@ def crd(
                                 "kind": {"type": "string"},
                                 "metadata": {"type": "object"},
                                 "spec": spec_schema,
-                                "status": model_schema(status_model),
+                                "status": without_defaults(model_schema(status_model)),
                             },
                         }
                     },

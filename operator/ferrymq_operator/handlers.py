@@ -51,6 +51,15 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     memo.locks = {}
 
 
+@kopf.on.login()
+def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    """In-cluster service account, else $KUBECONFIG read now (not at library import)."""
+    info: kopf.ConnectionInfo | None = kopf.login_with_service_account(
+        **kwargs
+    ) or kopf.login_with_kubeconfig(**kwargs)
+    return info
+
+
 @kopf.on.cleanup()
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     ctx: Context | None = memo.get("ctx")

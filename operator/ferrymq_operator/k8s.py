@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,7 +70,9 @@ def api_client_from(kubeconfig: str | None) -> k8s_client.ApiClient:
             return k8s_client.ApiClient(configuration)
         except k8s_config.ConfigException:
             pass
-    api_client: k8s_client.ApiClient = k8s_config.new_client_from_config(config_file=kubeconfig)
+    # The client reads $KUBECONFIG once at import; read it now so a later setting counts.
+    path = kubeconfig or os.environ.get("KUBECONFIG") or None
+    api_client: k8s_client.ApiClient = k8s_config.new_client_from_config(config_file=path)
     return api_client
 
 

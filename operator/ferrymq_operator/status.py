@@ -188,8 +188,14 @@ def compute(
             message = f"waiting for {_listed(waiting)} ({ready}/{desired} ready)"
         conditions.append(_cond(PROGRESSING, True, reason, message))
     else:
-        reason = "ReconcileFailed" if failure is not None else "Complete"
-        conditions.append(_cond(PROGRESSING, False, reason, ""))
+        if failure is not None:
+            conditions.append(
+                _cond(PROGRESSING, False, "ReconcileFailed", "stopped: see ReconcileFailed")
+            )
+        else:
+            conditions.append(
+                _cond(PROGRESSING, False, "Complete", "every StatefulSet matches the spec")
+            )
 
     if degraded and workloads and not pods_settled:
         if masters_down:
@@ -200,7 +206,7 @@ def compute(
             reason, message = "PodsUnavailable", f"not ready: {_listed(not_ready) or 'unknown'}"
         conditions.append(_cond(DEGRADED, True, reason, message))
     else:
-        conditions.append(_cond(DEGRADED, False, "AsDesired", ""))
+        conditions.append(_cond(DEGRADED, False, "AsDesired", "no pod is missing or unready"))
 
     if failure is not None:
         conditions.append(_cond(RECONCILE_FAILED, True, failure.reason, failure.message))
@@ -231,6 +237,8 @@ def compute(
 
 
 def _cond(kind: str, status: bool, reason: str, message: str) -> Condition:
+    # Never an empty message: Kubernetes 1.20 (as built here) decodes "" in a custom resource as null.
+    message = message or reason
     return Condition(
         type=kind, status="True" if status else "False", reason=reason, message=message
     )

@@ -191,6 +191,11 @@ class Cluster:
         result: dict[str, Any] = obj.to_dict()
         return result
 
+    def delete_child(self, api_version: str, kind: str, name: str) -> None:
+        """Delete through the dynamic client (the typed client cannot parse some delete answers)."""
+        resource = self.dynamic.resources.get(api_version=api_version, kind=kind)
+        resource.delete(name=name, namespace=self.ns)
+
     def pods(self, selector: str) -> list[Any]:
         items: list[Any] = self.core.list_namespaced_pod(self.ns, label_selector=selector).items
         return items

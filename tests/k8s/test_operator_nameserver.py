@@ -117,8 +117,8 @@ def test_nameserver_children_status_and_recovery(cluster: Cluster, operator: Kop
 
     # Children deleted by hand come back (new uid).
     old_uid = cluster.configmap("routes-namesrv-config").metadata.uid
-    cluster.core.delete_namespaced_config_map("routes-namesrv-config", cluster.ns)
-    cluster.core.delete_namespaced_service("routes-namesrv", cluster.ns)
+    cluster.delete_child("v1", "ConfigMap", "routes-namesrv-config")
+    cluster.delete_child("v1", "Service", "routes-namesrv")
     wait_for(
         "the ConfigMap to be recreated",
         lambda: (
@@ -128,7 +128,7 @@ def test_nameserver_children_status_and_recovery(cluster: Cluster, operator: Kop
     )
     wait_for("the client Service to be recreated", lambda: cluster.service("routes-namesrv"))
     sts_uid = cluster.statefulset("routes-namesrv").metadata.uid
-    cluster.apps.delete_namespaced_stateful_set("routes-namesrv", cluster.ns)
+    cluster.delete_child("apps/v1", "StatefulSet", "routes-namesrv")
     wait_for(
         "the StatefulSet to be recreated",
         lambda: (
@@ -180,10 +180,8 @@ def test_invalid_spec_sets_reconcile_failed_then_recovers(
         ),
     )
 
-    cluster.custom.patch_namespaced_custom_object(
-        "ferrymq.io", "v1alpha1", cluster.ns, "nameservers", "badconf",
-        [{"op": "remove", "path": "/spec/config/listenPort"}],
-    )  # fmt: skip
+    # A merge patch with null removes the key.
+    cluster.patch_spec("nameservers", "badconf", {"config": {"listenPort": None}})
     wait_for("the StatefulSet after the fix", lambda: cluster.statefulset("badconf-namesrv"))
     cond = cluster.wait_condition("nameservers", "badconf", "ReconcileFailed", "False")
     assert cond["observedGeneration"] == 2

@@ -289,3 +289,12 @@ def test_manifests_pass_kubernetes_schema(broker_owner: Owner, groups: int) -> N
     }
     for obj in build(broker_owner, **spec).values():
         kubernetes_validate.validate(obj, "1.25.0", strict=True)
+
+
+def test_every_port_names_its_protocol(broker_owner: Owner) -> None:
+    """Server-side apply on Kubernetes < 1.21 needs the list-map key `protocol` on every port."""
+    for obj in build(broker_owner).values():
+        if obj["kind"] == "Service":
+            assert all(p["protocol"] == "TCP" for p in obj["spec"]["ports"])
+        if obj["kind"] == "StatefulSet":
+            assert all(p["protocol"] == "TCP" for p in container(obj)["ports"])

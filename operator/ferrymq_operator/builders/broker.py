@@ -88,9 +88,19 @@ def headless_service(owner: Owner) -> dict[str, Any]:
             "publishNotReadyAddresses": True,
             "selector": names.selector_labels(owner, names.COMPONENT_BROKER),
             "ports": [
-                {"name": "broker", "port": names.BROKER_PORT, "targetPort": "broker"},
-                {"name": "ha", "port": names.BROKER_HA_PORT, "targetPort": "ha"},
-                {"name": "fast", "port": names.BROKER_FAST_PORT, "targetPort": "fast"},
+                {
+                    "name": "broker",
+                    "port": names.BROKER_PORT,
+                    "targetPort": "broker",
+                    "protocol": "TCP",
+                },
+                {"name": "ha", "port": names.BROKER_HA_PORT, "targetPort": "ha", "protocol": "TCP"},
+                {
+                    "name": "fast",
+                    "port": names.BROKER_FAST_PORT,
+                    "targetPort": "fast",
+                    "protocol": "TCP",
+                },
             ],
         },
     }

@@ -38,7 +38,14 @@ def headless_service(owner: Owner) -> dict[str, Any]:
             # Brokers must resolve every NameServer while pods start, not only the ready ones.
             "publishNotReadyAddresses": True,
             "selector": names.selector_labels(owner, names.COMPONENT_NAMESRV),
-            "ports": [{"name": "namesrv", "port": names.NAMESRV_PORT, "targetPort": "namesrv"}],
+            "ports": [
+                {
+                    "name": "namesrv",
+                    "port": names.NAMESRV_PORT,
+                    "targetPort": "namesrv",
+                    "protocol": "TCP",
+                }
+            ],
         },
     }
 
@@ -53,7 +60,14 @@ def client_service(owner: Owner) -> dict[str, Any]:
         "spec": {
             "type": "ClusterIP",
             "selector": names.selector_labels(owner, names.COMPONENT_NAMESRV),
-            "ports": [{"name": "namesrv", "port": names.NAMESRV_PORT, "targetPort": "namesrv"}],
+            "ports": [
+                {
+                    "name": "namesrv",
+                    "port": names.NAMESRV_PORT,
+                    "targetPort": "namesrv",
+                    "protocol": "TCP",
+                }
+            ],
         },
     }
 
