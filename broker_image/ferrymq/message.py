@@ -21,6 +21,7 @@ Only the standard library is imported here: the client and the Spark executors i
 from __future__ import annotations
 
 import ipaddress
+import operator
 import socket
 import struct
 from collections.abc import Iterable, Mapping, Sequence
@@ -219,16 +220,29 @@ def decode_message_id(msg_id: str) -> tuple[str, int, int]:
 # --- Java hash ------------------------------------------------------------------------------------
 
 
+_HASH_TABLE_LEN = 512
+# 31**k mod 2**32 for k = _HASH_TABLE_LEN-1 .. 0: the tail of length n weights n characters.
+_POWERS_OF_31 = tuple(pow(31, k, 1 << 32) for k in range(_HASH_TABLE_LEN - 1, -1, -1))
+
+
 def java_string_hash(text: str) -> int:
-    """``String.hashCode()`` of Java: ``h = 31*h + c`` over UTF-16 code units, signed int32."""
-    h = 0
+    """``String.hashCode()`` of Java: ``h = 31*h + c`` over UTF-16 code units, signed int32.
+
+    Computed as ``sum(c_i * 31**(n-1-i)) mod 2**32`` with a precomputed power table, so the
+    per-character work runs in C (sum/map) rather than in a Python loop.
+    """
     if text.isascii():
-        for ch in text.encode("ascii"):
-            h = (31 * h + ch) & 0xFFFFFFFF
+        units: bytes | list[int] = text.encode("ascii")
     else:
-        units = text.encode("utf-16-be")
-        for i in range(0, len(units), 2):
-            h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
+        raw = text.encode("utf-16-be")
+        units = [(raw[i] << 8) | raw[i + 1] for i in range(0, len(raw), 2)]
+    n = len(units)
+    if n <= _HASH_TABLE_LEN:
+        h: int = sum(map(operator.mul, units, _POWERS_OF_31[_HASH_TABLE_LEN - n :])) & 0xFFFFFFFF
+    else:
+        h = 0
+        for unit in units:
+            h = (31 * h + unit) & 0xFFFFFFFF
     return h - 0x100000000 if h & 0x80000000 else h
 
 

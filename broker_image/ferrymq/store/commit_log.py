@@ -379,39 +379,44 @@ class CommitLog:
         qo = queue_offset
         step = 1 if has_slot else 0
         pos = 0
-        while pos < end:
-            if end - pos < 22:
-                raise AppendError(
-                    AppendMessageStatus.MESSAGE_SIZE_EXCEEDED,
-                    f"batch item at byte {pos} is truncated",
-                )
-            item_size, _magic, _crc, flag, body_len = unpack_item(view, pos)
-            body_end = pos + 20 + body_len
-            if body_len < 0 or body_len > max_size or body_end + 2 > end:
-                raise AppendError(
-                    AppendMessageStatus.MESSAGE_SIZE_EXCEEDED,
-                    f"batch item at byte {pos} has bad body length {body_len} "
-                    f"(maxMessageSize {max_size})",
-                )
-            (props_len,) = unpack_props(view, body_end)
-            if props_len < 0 or item_size != 22 + body_len + props_len or pos + item_size > end:
-                raise AppendError(
-                    AppendMessageStatus.MESSAGE_SIZE_EXCEEDED,
-                    f"batch item at byte {pos} declares {item_size} bytes; its fields disagree",
-                )
-            size = fixed + body_len + props_len
-            add(pack_head(
-                size, magic, crc32(view[pos + 20 : body_end]) & 0x7FFFFFFF,
-                queue_id, flag, qo, offset,
-            ))  # fmt: skip
-            add(head_tail)
-            add(view[pos + 16 : body_end])  # BODYLEN + BODY
-            add(topic_part)
-            add(view[body_end : pos + item_size])  # PROPERTIESLEN + PROPERTIES
-            add_offset(offset)
-            offset += size
-            qo += step
-            pos += item_size
+        delta = fixed - 22  # record size - batch item size
+        try:
+            while pos < end:
+                # A short buffer makes unpack_from raise struct.error (handled below).
+                item_size, _magic, _crc, flag, body_len = unpack_item(view, pos)
+                body_end = pos + 20 + body_len
+                (props_len,) = unpack_props(view, body_end)
+                if (
+                    item_size != 22 + body_len + props_len
+                    or body_len < 0
+                    or props_len < 0
+                    or pos + item_size > end
+                    or body_len > max_size
+                ):
+                    raise AppendError(
+                        AppendMessageStatus.MESSAGE_SIZE_EXCEEDED,
+                        f"batch item at byte {pos} is malformed: size {item_size}, body length "
+                        f"{body_len}, properties length {props_len}, {end - pos} bytes left "
+                        f"(maxMessageSize {max_size})",
+                    )
+                size = item_size + delta
+                add(pack_head(
+                    size, magic, crc32(view[pos + 20 : body_end]) & 0x7FFFFFFF,
+                    queue_id, flag, qo, offset,
+                ))  # fmt: skip
+                add(head_tail)
+                add(view[pos + 16 : body_end])  # BODYLEN + BODY
+                add(topic_part)
+                add(view[body_end : pos + item_size])  # PROPERTIESLEN + PROPERTIES
+                add_offset(offset)
+                offset += size
+                qo += step
+                pos += item_size
+        except struct.error as exc:
+            raise AppendError(
+                AppendMessageStatus.MESSAGE_SIZE_EXCEEDED,
+                f"batch item at byte {pos} is truncated ({end - pos} bytes left)",
+            ) from exc
         if not offsets:
             raise AppendError(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED, "batch has no messages")
         data = b"".join(parts)

@@ -148,6 +148,17 @@ class ConsumeQueue:
             return True
         mfq = self.mapped_file_queue
         expect = cq_offset * CQ_STORE_UNIT_SIZE
+        last = mfq.get_last_mapped_file()
+        if (
+            last is not None
+            and last.file_from_offset + last.wrote_position == expect
+            and last.wrote_position < last.file_size
+        ):
+            # The common case: the next unit of the current file.
+            CQ_UNIT.pack_into(last.buffer, last.wrote_position, offset, size, tags_code)
+            last.wrote_position += CQ_STORE_UNIT_SIZE
+            self.max_physic_offset = offset + size
+            return True
         if mfq.is_empty():
             mf = mfq.get_or_create_last_mapped_file(expect)
             if expect > mf.file_from_offset:

@@ -81,6 +81,25 @@ def request_from_record(r: rec.DecodedRecord, delay_levels_ms: list[int]) -> Dis
     )
 
 
+def request_from_fields(fields: rec.DispatchFields, delay_levels_ms: list[int]) -> DispatchRequest:
+    size, queue_id, queue_offset, phy, sys_flag, store_ts, prepared, topic, props = fields
+    raw_keys = props.get(MessageConst.PROPERTY_KEYS)
+    return DispatchRequest(
+        topic=topic,
+        queue_id=queue_id,
+        commit_log_offset=phy,
+        msg_size=size,
+        tags_code=compute_tags_code(topic, props, store_ts, delay_levels_ms),
+        store_timestamp=store_ts,
+        consume_queue_offset=queue_offset,
+        keys=[k for k in raw_keys.split(MessageConst.KEY_SEPARATOR) if k] if raw_keys else [],
+        uniq_key=props.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+        sys_flag=sys_flag,
+        prepared_transaction_offset=prepared,
+        properties=props,
+    )
+
+
 class BuildConsumeQueue:
     """Dispatcher: one ConsumeQueue unit per non-transactional / committed message."""
 
@@ -160,12 +179,12 @@ class ReputService:
                 end = sel.size
                 advance_file = False
                 while pos < end:
-                    check = rec.check_record(buf, pos, end, check_crc=False)
-                    if check.kind is rec.RecordKind.MESSAGE and check.record is not None:
-                        request = request_from_record(check.record, self.delay_levels_ms)
+                    kind, size, fields = rec.parse_for_dispatch(buf, pos, end)
+                    if fields is not None:
+                        request = request_from_fields(fields, self.delay_levels_ms)
                         for dispatcher in self.dispatchers:
                             dispatcher.dispatch(request)
-                        pos += check.size
+                        pos += size
                         self.reput_from_offset = sel.start_offset + pos
                         done += 1
                         self.dispatched_messages += 1
@@ -173,15 +192,14 @@ class ReputService:
                             self._notify(request)
                         if max_records is not None and done >= max_records:
                             return done
-                    elif check.kind is rec.RecordKind.BLANK:
+                    elif kind is rec.RecordKind.BLANK:
                         advance_file = True
                         break
                     else:
                         log.error(
-                            "reput stopped at CommitLog offset %d: %s %s",
+                            "reput stopped at CommitLog offset %d: %s record",
                             sel.start_offset + pos,
-                            check.kind.value,
-                            check.reason,
+                            kind.value,
                         )
                         return done
                 if advance_file:

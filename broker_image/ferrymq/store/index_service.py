@@ -33,6 +33,7 @@ class IndexService:
         self.hash_slot_num = hash_slot_num
         self.index_num = index_num
         self.files: list[IndexFile] = []
+        self._end_phy_offset: int | None = None  # cache; None = recompute from the files
 
     def load(self, last_exit_ok: bool, index_checkpoint_ms: int) -> None:
         """Map the files; after a crash, drop those holding entries newer than the checkpoint
@@ -53,6 +54,7 @@ class IndexService:
                 f.destroy()
                 continue
             self.files.append(f)
+        self._end_phy_offset = None
 
     def drop_beyond(self, phy_offset: int) -> None:
         """Drop files with entries at or beyond a recovered CommitLog end (cut tail)."""
@@ -60,14 +62,18 @@ class IndexService:
             self.files.pop().destroy()
         if phy_offset <= 0:
             self.destroy_all()
+        self._end_phy_offset = None
 
     @property
     def end_phy_offset(self) -> int:
         """CommitLog offset of the last record indexed (-1 when there is no index)."""
-        for f in reversed(self.files):
-            if f.index_count > 1:
-                return f.end_phy_offset
-        return -1
+        if self._end_phy_offset is None:
+            self._end_phy_offset = -1
+            for f in reversed(self.files):
+                if f.index_count > 1:
+                    self._end_phy_offset = f.end_phy_offset
+                    break
+        return self._end_phy_offset
 
     def _writable_file(self, now_ms: int) -> IndexFile:
         last = self.files[-1] if self.files else None
@@ -103,11 +109,13 @@ class IndexService:
             return
         all_keys = ([uniq_key] if uniq_key else []) + keys
         for key in all_keys:
-            full = build_key(topic, key)
+            full = f"{topic}#{key}"
             f = self._writable_file(store_timestamp)
             if not f.put_key(full, commit_log_offset, store_timestamp):
                 f = self._writable_file(store_timestamp)
                 f.put_key(full, commit_log_offset, store_timestamp)
+        if all_keys:
+            self._end_phy_offset = commit_log_offset
 
     def query_offsets(
         self, topic: str, key: str, max_num: int, begin: int, end: int
@@ -137,6 +145,7 @@ class IndexService:
                 break
             self.files.pop(0)
             deleted += 1
+            self._end_phy_offset = None
         return deleted
 
     def flush(self) -> int:
@@ -151,6 +160,7 @@ class IndexService:
         for f in self.files:
             f.destroy()
         self.files = []
+        self._end_phy_offset = None
 
     def shutdown(self) -> None:
         for f in self.files:

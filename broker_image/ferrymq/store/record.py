@@ -365,6 +365,56 @@ def check_record(
     return RecordCheck(RecordKind.MESSAGE, total, record)
 
 
+DispatchFields = tuple[int, int, int, int, int, int, int, str, dict[str, str]]
+"""``(size, queue_id, queue_offset, physical_offset, sys_flag, store_timestamp,
+prepared_transaction_offset, topic, properties)``."""
+
+
+def parse_for_dispatch(
+    buf: memoryview, pos: int, limit: int
+) -> tuple[RecordKind, int, DispatchFields | None]:
+    """The fields dispatch needs, with the same structural checks as :func:`check_record` but
+    no CRC and no objects beyond the result (the reput hot path)."""
+    if limit - pos < BLANK_HEAD.size:
+        return RecordKind.END, 0, None
+    total, magic = BLANK_HEAD.unpack_from(buf, pos)
+    if magic != MESSAGE_MAGIC_CODE:
+        if magic == BLANK_MAGIC_CODE and BLANK_HEAD.size <= total <= limit - pos:
+            return RecordKind.BLANK, total, None
+        return (RecordKind.END if total == 0 and magic == 0 else RecordKind.INVALID), 0, None
+    if total < MIN_RECORD_SIZE or total > limit - pos:
+        return RecordKind.INVALID, 0, None
+    (
+        _t, _m, _crc, queue_id, _flag, queue_offset, physical_offset, sys_flag,
+        _born_ts, _born_ip, _born_port, store_ts, _store_ip, _store_port, _reconsume,
+        prepared, body_len,
+    ) = RECORD_HEAD.unpack_from(buf, pos)  # fmt: skip
+    tpos = pos + BODY_POS + body_len
+    end = pos + total
+    if body_len < 0 or tpos + 3 > end:
+        return RecordKind.INVALID, 0, None
+    topic_len = buf[tpos]
+    ppos = tpos + 1 + topic_len
+    if topic_len == 0 or topic_len > MAX_TOPIC_BYTES or ppos + 2 > end:
+        return RecordKind.INVALID, 0, None
+    props_len = (buf[ppos] << 8) | buf[ppos + 1]
+    if ppos + 2 + props_len != end:
+        return RecordKind.INVALID, 0, None
+    try:
+        topic = str(buf[tpos + 1 : ppos], "utf-8")
+        properties = decode_properties(str(buf[ppos + 2 : end], "utf-8")) if props_len else {}
+    except UnicodeDecodeError:
+        return RecordKind.INVALID, 0, None
+    return (
+        RecordKind.MESSAGE,
+        total,
+        (
+            total, queue_id, queue_offset, physical_offset, sys_flag, store_ts, prepared,
+            topic, properties,
+        ),
+    )  # fmt: skip
+
+
 def decode_message_ext(
     buf: bytes | bytearray | memoryview | object,
     pos: int = 0,
