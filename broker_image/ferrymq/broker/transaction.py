@@ -186,11 +186,11 @@ def _check_body(record: DecodedRecord, view: memoryview) -> bytes:
         physical_offset=record.physical_offset,
         sys_flag=record.sys_flag,
         born_timestamp=record.born_timestamp,
-        born_ip=pack_host(record.born_host[0]),
-        born_port=record.born_host[1],
+        born_ip=record.born_ip,
+        born_port=record.born_port,
         store_timestamp=record.store_timestamp,
-        store_ip=pack_host(record.store_host[0]),
-        store_port=record.store_host[1],
+        store_ip=record.store_ip,
+        store_port=record.store_port,
         reconsume_times=record.reconsume_times,
         prepared_transaction_offset=record.prepared_transaction_offset,
         body=body,
@@ -472,7 +472,8 @@ class TransactionService:
             physical_offset=ar.wrote_offset,
             properties=props,
             store_timestamp=ar.store_timestamp,
-            store_host=self.store_host,
+            store_ip=pack_host(self.store_host[0]),
+            store_port=self.store_host[1],
         )
         return renewed, view
 

@@ -10,11 +10,22 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
+from ferrymq.client.allocate import MessageQueue
 from ferrymq.message import Message, java_string_hash
 
-__all__ = ["MessageQueueSelector", "select_by_hash", "select_by_key", "select_by_random"]
+if TYPE_CHECKING:
+    from ferrymq.client.broker_api import SendResult
+    from ferrymq.client.producer import Producer
+
+__all__ = [
+    "MessageQueueSelector",
+    "select_by_hash",
+    "select_by_key",
+    "select_by_random",
+    "send_orderly",
+]
 
 Q = TypeVar("Q")
 
@@ -61,3 +72,16 @@ def select_by_key(queues: Sequence[Q], message: Message, arg: object) -> Q:
     """Hash by ``arg`` when given, else by the message's first KEYS entry (else its topic)."""
     key = arg if arg is not None else (message.keys[0] if message.keys else message.topic)
     return select_by_hash(queues, message, key)
+
+
+async def send_orderly(
+    producer: Producer,
+    msg: Message,
+    arg: object,
+    selector: MessageQueueSelector[MessageQueue] = select_by_hash,
+) -> SendResult:
+    """Upstream ``send(msg, selector, arg)``: send to the queue the selector picks among the
+    topic's writable queues (same key, same queue), with no retry on another queue (that would
+    break the order)."""
+    info = await producer.instance.publish_info(msg.topic, producer.default_topic_queue_nums)
+    return await producer.send_to_queue(msg, selector(info.queues, msg, arg))

@@ -112,6 +112,7 @@ class TransactionProducer:
         self.group = group
         self.checker = checker
         self._checks: set[asyncio.Task[None]] = set()
+        self._announced: set[str] = set()
         self.checks_answered = 0
 
     async def start(self) -> None:
@@ -181,6 +182,11 @@ class TransactionProducer:
         addr = await self.producer.instance.find_broker_addr(
             result.queue.broker_name, result.queue.topic
         )
+        if addr not in self._announced:
+            # check-backs go to producers the broker knows: announce this group to a new broker
+            # now rather than at the next 30 s heartbeat
+            self._announced.add(addr)
+            await self.producer.instance.send_heartbeat_to_all_brokers()
         request = RemotingCommand.request(RequestCode.END_TRANSACTION, header.to_ext(), oneway=True)
         try:
             await self.producer.instance.remoting.invoke_oneway(addr, request)

@@ -6,6 +6,7 @@ oneway (the channel then drops the response); a slave refuses it, as it cannot w
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from ferrymq.broker.transaction import TransactionService
@@ -16,6 +17,8 @@ from ferrymq.remoting.headers import EndTransactionRequestHeader, HeaderError
 from ferrymq.remoting.server import RemotingServer
 
 __all__ = ["EndTransactionProcessor"]
+
+log = logging.getLogger(__name__)
 
 
 class EndTransactionProcessor:
@@ -39,4 +42,13 @@ class EndTransactionProcessor:
         except HeaderError as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
         outcome = await self.service.end_transaction(header)
+        if outcome.code != ResponseCode.SUCCESS:
+            # clients send END_TRANSACTION oneway: the log is the only place this shows
+            log.warning(
+                "END_TRANSACTION from %s (group %s, offset %d) refused: %s",
+                channel.remote_addr,
+                header.producer_group,
+                header.commit_log_offset,
+                outcome.remark,
+            )
         return request.response(outcome.code, outcome.remark)
