@@ -7,7 +7,10 @@ are not run with --wait; the tests check the objects the API server stored.
 
 from __future__ import annotations
 
+import base64
 import secrets
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +18,7 @@ from typing import Any, TypeVar
 
 import pytest
 import yaml
-from k8s.control_plane import KubeApi
+from k8s.control_plane import KubeApi, free_port, write_kubeconfig
 from kubernetes import client as k8s
 
 from chart.helm import CHART, by_kind, documents, run, template
@@ -174,3 +177,104 @@ def test_the_1_20_server_refuses_the_offline_pdb(
     )
     assert out.returncode != 0
     assert 'no matches for kind "PodDisruptionBudget" in version "policy/v1"' in out.stderr
+
+
+def service_account_kubeconfig(
+    kube_api: KubeApi, core: k8s.CoreV1Api, namespace: str, account: str, path: Path
+) -> Path:
+    """A kubeconfig holding the ServiceAccount's token (1.20: from its token Secret)."""
+
+    def token() -> str | None:
+        sa = core.read_namespaced_service_account(account, namespace)
+        for ref in sa.secrets or []:
+            secret = core.read_namespaced_secret(str(ref.name), namespace)
+            if secret.type == "kubernetes.io/service-account-token" and secret.data:
+                return base64.b64decode(secret.data["token"]).decode()
+        return None
+
+    write_kubeconfig(path, kube_api.server, kube_api.ca_file, wait_for("the SA token", token))
+    return path
+
+
+@pytest.mark.parametrize("watch", ["one-namespace", "all-namespaces"])
+def test_operator_reconciles_with_only_the_charts_rbac(
+    helm_bin: Path,
+    kube_api: KubeApi,
+    k8s_client: k8s.ApiClient,
+    k8s_namespace: str,
+    tmp_path: Path,
+    watch: str,
+) -> None:
+    """Least privilege that still works: the operator, authenticated as the chart's ServiceAccount
+    and started with the chart's own args, reconciles a NameServer without a single 403.
+
+    The operator runs as a local process (kopf run, as the image's entrypoint) rather than as the
+    Deployment's Pod, since there is no kubelet; the liveness endpoint moves to a free loopback port.
+    """
+    release = release_name()
+    extra = ["--set", f"watchNamespaces={{{k8s_namespace}}}"] if watch == "one-namespace" else []
+    run([helm_bin, "install", release, CHART, "-n", k8s_namespace, *extra], env=kube_api.env())
+    docs = documents(
+        run([helm_bin, "get", "manifest", release, "-n", k8s_namespace], env=kube_api.env()).stdout
+    )
+    [deployment] = by_kind(docs, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    args = [a for a in pod["containers"][0]["args"] if not a.startswith("--liveness")]
+    core = k8s.CoreV1Api(k8s_client)
+    kubeconfig = service_account_kubeconfig(
+        kube_api, core, k8s_namespace, pod["serviceAccountName"], tmp_path / "sa-kubeconfig"
+    )
+    env = kube_api.env()
+    env["KUBECONFIG"] = str(kubeconfig)
+    env.update({e["name"]: e["value"] for e in pod["containers"][0].get("env", [])})
+    log_path = tmp_path / "operator.log"
+    argv = [
+        str(Path(sys.executable).with_name("kopf")),
+        "run", "--standalone", "-m", "ferrymq_operator.handlers",
+        *args,
+        f"--liveness=http://127.0.0.1:{free_port()}/healthz",
+    ]  # fmt: skip
+    custom = k8s.CustomObjectsApi(k8s_client)
+    apps = k8s.AppsV1Api(k8s_client)
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            custom.create_namespaced_custom_object(
+                "ferrymq.io",
+                "v1alpha1",
+                k8s_namespace,
+                "nameservers",
+                {
+                    "apiVersion": "ferrymq.io/v1alpha1",
+                    "kind": "NameServer",
+                    "metadata": {"name": "rbac"},
+                    "spec": {"replicas": 1},
+                },
+            )
+
+            def statefulset() -> bool:
+                assert proc.poll() is None, log_path.read_text()
+                names = [
+                    getattr(s.metadata, "name", "")
+                    for s in apps.list_namespaced_stateful_set(k8s_namespace).items
+                ]
+                return "rbac-namesrv" in names
+
+            def status_written() -> bool:
+                got = custom.get_namespaced_custom_object(
+                    "ferrymq.io", "v1alpha1", k8s_namespace, "nameservers", "rbac"
+                )
+                assert isinstance(got, dict)
+                return bool((got.get("status") or {}).get("conditions"))
+
+            wait_for("the operator to create the StatefulSet", statefulset, timeout=90)
+            wait_for("the operator to write status conditions", status_written, timeout=90)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=30)
+    output = log_path.read_text()
+    assert "Forbidden" not in output and "403" not in output, output

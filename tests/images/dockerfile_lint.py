@@ -203,6 +203,13 @@ def check(dockerfile: Path, context: Path) -> list[Finding]:
                     )
                 if "rm -rf /var/lib/apt/lists" not in shell:
                     findings.append(Finding("DL3009", ins.line, "apt lists not removed"))
+            if (
+                re.search(r"\buseradd\b", shell)
+                and re.search(r"(-u|--uid)[ =]?\d{5,}", shell)
+                and not re.search(r"\s(-l|--no-log-init)\b", shell)
+            ):
+                # A high uid makes lastlog/faillog huge sparse files in the layer.
+                findings.append(Finding("DL3046", ins.line, "useradd with a high uid without -l"))
             if re.search(r"(^|[;&|]\s*)(sudo)\b", shell):
                 findings.append(Finding("DL3004", ins.line, "do not use sudo"))
         if ins.keyword == "COPY" and "--from=" not in ins.args:

@@ -111,6 +111,7 @@ BAD = """\
 FROM python:latest AS build
 ADD . /src
 RUN pip install /src && apt-get install -y curl
+RUN useradd --uid 10001 app
 FROM debian
 COPY missing.txt /x
 CMD python -m thing
@@ -128,6 +129,7 @@ def test_checks_catch_a_bad_dockerfile(tmp_path: Path) -> None:
         "DL3042",  # pip cache
         "DL3015",  # recommends
         "DL3009",  # apt lists
+        "DL3046",  # useradd high uid without -l
         "COPY-SRC",  # missing.txt
         "DL3002",  # no USER
         "DL3025",  # shell-form CMD
