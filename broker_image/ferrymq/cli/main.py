@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 
 from ferrymq.cli import admin as admin_cli
-from ferrymq.cli import bench_cluster, broker, consume, local_cluster, namesrv, produce
+from ferrymq.cli import bench_cluster, bench_store, broker, consume, local_cluster, namesrv, produce
 from ferrymq.cli import report as report_cli
 
 app = typer.Typer(
@@ -32,6 +32,7 @@ bench_cluster.register(bench_app)
 app.command("namesrv")(namesrv.namesrv)
 app.command("broker")(broker.broker)
 app.command("local-cluster")(local_cluster.local_cluster)
+bench_app.command("store")(bench_store.bench_store)
 
 
 def main() -> None:
