@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from ferrymq.store.json_file import JsonFileError, read_json, write_json, write_json_async
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from ferrymq.properties import ConfigError, load_config, load_properties
 from ferrymq.store.config import FlushDiskType, MessageStoreConfig
 
