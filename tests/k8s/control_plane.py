@@ -184,6 +184,7 @@ class KubeApi:
     workdir: Path
     bin_dir: Path
     _procs: list[_Proc] = field(default_factory=list, repr=False)
+    _scratch: list[Path] = field(default_factory=list, repr=False)
 
     def configuration(self) -> k8s_client.Configuration:
         conf = k8s_client.Configuration()
@@ -287,14 +288,43 @@ def _wait_default_service_account(api: KubeApi, deadline: float) -> None:
     )
 
 
+START_ATTEMPTS = 3
+
+
 @contextmanager
 def running_control_plane(
     workdir: Path, cache: Path | None = None, start_timeout: float = 120.0
 ) -> Iterator[KubeApi]:
-    """Starts etcd, kube-apiserver and kube-controller-manager; stops them on exit."""
+    """Starts etcd, kube-apiserver and kube-controller-manager; stops them on exit.
+
+    Ports are picked free just before the processes bind them; another process on a shared machine
+    can take one in between, so a start that fails with "address already in use" is retried.
+    """
     reason = skip_reason(CONTROL_PLANE_BINARIES, cache)
     if reason:
         raise ControlPlaneError(reason)
+    for attempt in range(1, START_ATTEMPTS + 1):
+        try:
+            api = start_control_plane(workdir / f"attempt-{attempt}", cache, start_timeout)
+        except ControlPlaneError as exc:
+            if "address already in use" in str(exc) and attempt < START_ATTEMPTS:
+                continue
+            raise
+        try:
+            yield api
+        finally:
+            stop_control_plane(api)
+        return
+
+
+def stop_control_plane(api: KubeApi) -> None:
+    _stop(api._procs)
+    for path in api._scratch:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def start_control_plane(workdir: Path, cache: Path | None, start_timeout: float) -> KubeApi:
+    """Starts the three processes and waits until Pods can be admitted; cleans up on failure."""
     bin_dir = (cache or cache_dir()) / "bin"
     workdir.mkdir(parents=True, exist_ok=True)
     pki = make_pki(workdir / "pki")
@@ -320,6 +350,7 @@ def running_control_plane(
     etcd_data = Path(
         tempfile.mkdtemp(prefix="ferrymq-etcd-", dir=shm if os.access(shm, os.W_OK) else workdir)
     )
+    api._scratch.append(etcd_data)
     deadline = time.monotonic() + start_timeout
     try:
         etcd_url = f"http://127.0.0.1:{etcd_client}"
@@ -395,7 +426,7 @@ def running_control_plane(
             )
         )
         _wait_default_service_account(api, deadline)
-        yield api
-    finally:
-        _stop(api._procs)
-        shutil.rmtree(etcd_data, ignore_errors=True)
+    except BaseException:
+        stop_control_plane(api)
+        raise
+    return api

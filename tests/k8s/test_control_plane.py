@@ -6,6 +6,8 @@ that need a Ready Pod mark it Ready through the Pod status subresource, as a kub
 
 from __future__ import annotations
 
+import os
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -15,6 +17,7 @@ from typing import Any, TypeVar
 import pytest
 from kubernetes import client as k8s
 
+from k8s import control_plane
 from k8s.control_plane import KubeApi, skip_reason
 from k8s.fixtures import namespace_name
 
@@ -332,3 +335,33 @@ def test_server_side_validation_rejects_bad_custom_resources(
         )
     assert exc.value.status == 422
     assert field in str(exc.value.body)
+
+
+def test_start_retries_when_a_picked_port_is_taken(
+    kube_api: KubeApi, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real collision: the first port handed to etcd is held by a listening socket here.
+
+    ``kube_api`` is only requested so this test skips (or fails in CI) like the others when the
+    binaries are missing; it starts a second, private control plane.
+    """
+    picks: list[int] = []
+    real_free_port = control_plane.free_port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+
+        def free_port() -> int:
+            picks.append(taken.getsockname()[1] if not picks else real_free_port())
+            return picks[-1]
+
+        monkeypatch.setattr(control_plane, "free_port", free_port)
+        with control_plane.running_control_plane(tmp_path) as api, api.api_client() as c:
+            assert k8s.VersionApi(c).get_code().minor == "20"
+            assert api.workdir == tmp_path / "attempt-2"
+            pids = list(api.pids().values())
+    etcd_log = (tmp_path / "attempt-1" / "etcd.log").read_text()
+    assert "address already in use" in etcd_log
+    for pid in pids:  # stopped on exit
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
