@@ -7,6 +7,7 @@ and tests that need ready pods mark them Ready through the Pod status subresourc
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -49,7 +50,8 @@ def install_crds(api_client: k8s.ApiClient) -> list[str]:
         names.append(name)
         try:
             existing = ext.read_custom_resource_definition(name)
-            body["metadata"]["resourceVersion"] = existing.metadata.resourceVersion
+            assert existing.metadata is not None
+            body["metadata"]["resourceVersion"] = existing.metadata.resource_version
             ext.replace_custom_resource_definition(name, body)
         except k8s.ApiException as exc:
             if exc.status != 404:
@@ -58,7 +60,8 @@ def install_crds(api_client: k8s.ApiClient) -> list[str]:
 
     def established() -> bool:
         for name in names:
-            conds = ext.read_custom_resource_definition(name).status.conditions or []
+            status = ext.read_custom_resource_definition(name).status
+            conds = (status.conditions if status else None) or []
             if not any(c.type == "Established" and c.status == "True" for c in conds):
                 return False
         return True
@@ -96,7 +99,7 @@ class Cluster:
         self.custom = k8s.CustomObjectsApi(api_client)
         self.apps = k8s.AppsV1Api(api_client)
         self.core = k8s.CoreV1Api(api_client)
-        self.dynamic = DynamicClient(api_client)
+        self.dynamic = DynamicClient(api_client)  # type: ignore[no-untyped-call]
         self.api_client = api_client
 
     # --- custom resources ---
@@ -109,26 +112,25 @@ class Cluster:
             "metadata": {"name": name},
             "spec": spec,
         }
-        created: dict[str, Any] = self.custom.create_namespaced_custom_object(
-            GROUP, VERSION, self.ns, plural, body
-        )
+        created = self.custom.create_namespaced_custom_object(GROUP, VERSION, self.ns, plural, body)
+        assert isinstance(created, dict)
         return created
 
     def get(self, plural: str, name: str) -> dict[str, Any] | None:
         try:
-            got: dict[str, Any] = self.custom.get_namespaced_custom_object(
-                GROUP, VERSION, self.ns, plural, name
-            )
+            got = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.ns, plural, name)
         except k8s.ApiException as exc:
             if exc.status == 404:
                 return None
             raise
+        assert isinstance(got, dict)
         return got
 
     def patch_spec(self, plural: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-        patched: dict[str, Any] = self.custom.patch_namespaced_custom_object(
+        patched = self.custom.patch_namespaced_custom_object(
             GROUP, VERSION, self.ns, plural, name, {"spec": spec}
         )
+        assert isinstance(patched, dict)
         return patched
 
     def delete(self, plural: str, name: str) -> None:
@@ -155,7 +157,7 @@ class Cluster:
 
     # --- children ---
 
-    def statefulset(self, name: str) -> Any | None:
+    def statefulset(self, name: str) -> Any:
         try:
             return self.apps.read_namespaced_stateful_set(name, self.ns)
         except k8s.ApiException as exc:
@@ -163,7 +165,7 @@ class Cluster:
                 return None
             raise
 
-    def configmap(self, name: str) -> Any | None:
+    def configmap(self, name: str) -> Any:
         try:
             return self.core.read_namespaced_config_map(name, self.ns)
         except k8s.ApiException as exc:
@@ -171,7 +173,7 @@ class Cluster:
                 return None
             raise
 
-    def service(self, name: str) -> Any | None:
+    def service(self, name: str) -> Any:
         try:
             return self.core.read_namespaced_service(name, self.ns)
         except k8s.ApiException as exc:
@@ -220,7 +222,7 @@ class Cluster:
 
     def wait_pods_and_mark_ready(self, names: list[str]) -> None:
         for name in names:
-            wait_for(f"pod {name}", lambda n=name: self._pod_exists(n))
+            wait_for(f"pod {name}", functools.partial(self._pod_exists, name))
             self.mark_ready(name)
 
     def _pod_exists(self, name: str) -> bool:

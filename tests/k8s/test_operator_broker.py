@@ -6,6 +6,7 @@ No kubelet runs here: the tests mark pods Ready through the Pod status subresour
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 
 import javaproperties
@@ -34,6 +35,10 @@ def broker_conf(
     return conf
 
 
+def gone(cluster: Cluster, sts: str) -> bool:
+    return cluster.statefulset(sts) is None
+
+
 def group_pods(name: str, group: int, replicas: int) -> list[str]:
     return [f"{name}-broker-{group}-{i}" for i in range(replicas)]
 
@@ -55,13 +60,13 @@ def test_broker_lifecycle(cluster: Cluster, operator: KopfRunner) -> None:
     for group in range(2):
         sts = wait_for(
             f"StatefulSet of group {group}",
-            lambda g=group: cluster.statefulset(f"orders-broker-{g}"),
+            functools.partial(cluster.statefulset, f"orders-broker-{group}"),
         )
         assert sts.spec.replicas == 2
         assert sts.spec.service_name == "orders-broker-hs"
         assert sts.spec.volume_claim_templates[0].spec.resources.requests["storage"] == "1Gi"
         assert (
-            wait_for("PDB", lambda g=group: cluster.pdb(f"orders-broker-{g}"))["spec"][
+            wait_for("PDB", functools.partial(cluster.pdb, f"orders-broker-{group}"))["spec"][
                 "maxUnavailable"
             ]
             == 1
@@ -149,7 +154,7 @@ def test_broker_lifecycle(cluster: Cluster, operator: KopfRunner) -> None:
     for group in range(3):
         wait_for(
             f"group {group} collected",
-            lambda g=group: cluster.statefulset(f"orders-broker-{g}") is None,
+            functools.partial(gone, cluster, f"orders-broker-{group}"),
         )
     assert cluster.statefulset("routes-namesrv") is not None
 
@@ -197,7 +202,7 @@ def test_several_clusters_side_by_side(cluster: Cluster, operator: KopfRunner) -
         "brokers", "beta", {"nameServerRef": {"name": "ns-b"}, "groups": 2, "replicasPerGroup": 1}
     )
     for sts in ("alpha-broker-0", "beta-broker-0", "beta-broker-1", "ns-a-namesrv", "ns-b-namesrv"):
-        wait_for(sts, lambda s=sts: cluster.statefulset(s))
+        wait_for(sts, functools.partial(cluster.statefulset, sts))
     assert broker_conf(cluster, 0, 0, name="alpha")["namesrvAddr"].startswith("ns-a-namesrv-0.")
     assert broker_conf(cluster, 1, 0, name="beta")["namesrvAddr"].startswith("ns-b-namesrv-0.")
     assert broker_conf(cluster, 0, 0, name="alpha")["brokerClusterName"] == "alpha"

@@ -34,10 +34,11 @@ def test_crds_are_served_with_printer_columns_and_short_names(
     with kube_api.api_client() as api_client:
         ext = k8s.ApiextensionsV1Api(api_client)
         broker = ext.read_custom_resource_definition("brokers.ferrymq.io")
-        columns = [c.name for c in broker.spec.versions[0].additional_printer_columns]
+        columns = [c.name for c in broker.spec.versions[0].additional_printer_columns or []]
         assert columns == ["Ready", "Groups", "Phase", "Age"]
-        assert "fmqb" in broker.spec.names.short_names
-        assert broker.spec.versions[0].subresources.status is not None
+        assert "fmqb" in (broker.spec.names.short_names or [])
+        subresources = broker.spec.versions[0].subresources
+        assert subresources is not None and subresources.status is not None
 
 
 @pytest.mark.parametrize(

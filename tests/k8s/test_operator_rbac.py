@@ -73,6 +73,8 @@ def service_account_kubeconfig(
         def token() -> str | None:
             sa = core.read_namespaced_service_account(account, k8s_namespace)
             for ref in sa.secrets or []:
+                if ref.name is None:
+                    continue
                 secret = core.read_namespaced_secret(ref.name, k8s_namespace)
                 if secret.data and "token" in secret.data:
                     return base64.b64decode(secret.data["token"]).decode()

@@ -281,7 +281,7 @@ def test_longest_name_fits_kubernetes_limits() -> None:
 
 @pytest.mark.parametrize("groups", [1, 3])
 def test_manifests_pass_kubernetes_schema(broker_owner: Owner, groups: int) -> None:
-    spec = {
+    spec: dict[str, Any] = {
         "groups": groups,
         "resources": {"requests": {"cpu": "500m"}},
         "tolerations": [{"key": "k", "operator": "Exists"}],

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import jsonschema
+import jsonschema  # type: ignore[import-untyped]
 import pytest
 import yaml
 from ferrymq_operator import crdgen, models
@@ -93,7 +93,9 @@ def test_schema_accepts_a_full_broker() -> None:
         },
     }
     assert not list(validator.iter_errors(body))
-    models.parse_broker_spec(body["spec"])  # the operator accepts it too
+    spec = body["spec"]
+    assert isinstance(spec, dict)
+    models.parse_broker_spec(spec)  # the operator accepts it too
 
 
 @pytest.mark.parametrize(
