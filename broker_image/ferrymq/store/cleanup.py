@@ -34,7 +34,9 @@ def disk_used_ratio(path: Path) -> float:
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     usage = shutil.disk_usage(probe)
-    return (usage.total - usage.free) / usage.total if usage.total else 0.0
+    # Blocks in use over all blocks, as upstream (Java File.getFreeSpace counts reserved blocks
+    # as free); root-reserved space does not count as used.
+    return usage.used / usage.total if usage.total else 0.0
 
 
 @dataclass(slots=True, frozen=True)

@@ -52,7 +52,11 @@ class CommitLogDispatcher(Protocol):
 
 
 def compute_tags_code(
-    topic: str, properties: dict[str, str], store_timestamp: int, delay_levels_ms: list[int]
+    topic: str,
+    properties: dict[str, str],
+    store_timestamp: int,
+    delay_levels_ms: list[int],
+    tags_cache: dict[str, int] | None = None,
 ) -> int:
     """The ConsumeQueue tags code: Java hash of TAGS; for the delay topic, the delivery time
     (upstream: the schedule service scans its queues by this value)."""
@@ -61,7 +65,18 @@ def compute_tags_code(
         if raw and raw.isdigit() and int(raw) > 0 and delay_levels_ms:
             level = min(int(raw), len(delay_levels_ms))
             return store_timestamp + delay_levels_ms[level - 1]
-    return tags_string_to_tags_code(properties.get(MessageConst.PROPERTY_TAGS))
+    tags = properties.get(MessageConst.PROPERTY_TAGS)
+    if not tags:
+        return 0
+    if tags_cache is None:
+        return tags_string_to_tags_code(tags)
+    # A broker sees few distinct tags; hashing each once saves a loop per message.
+    code = tags_cache.get(tags)
+    if code is None:
+        if len(tags_cache) >= 4096:
+            tags_cache.clear()
+        code = tags_cache[tags] = tags_string_to_tags_code(tags)
+    return code
 
 
 def request_from_record(r: rec.DecodedRecord, delay_levels_ms: list[int]) -> DispatchRequest:
@@ -81,7 +96,11 @@ def request_from_record(r: rec.DecodedRecord, delay_levels_ms: list[int]) -> Dis
     )
 
 
-def request_from_fields(fields: rec.DispatchFields, delay_levels_ms: list[int]) -> DispatchRequest:
+def request_from_fields(
+    fields: rec.DispatchFields,
+    delay_levels_ms: list[int],
+    tags_cache: dict[str, int] | None = None,
+) -> DispatchRequest:
     size, queue_id, queue_offset, phy, sys_flag, store_ts, prepared, topic, props = fields
     raw_keys = props.get(MessageConst.PROPERTY_KEYS)
     return DispatchRequest(
@@ -89,7 +108,7 @@ def request_from_fields(fields: rec.DispatchFields, delay_levels_ms: list[int]) 
         queue_id=queue_id,
         commit_log_offset=phy,
         msg_size=size,
-        tags_code=compute_tags_code(topic, props, store_ts, delay_levels_ms),
+        tags_code=compute_tags_code(topic, props, store_ts, delay_levels_ms, tags_cache),
         store_timestamp=store_ts,
         consume_queue_offset=queue_offset,
         keys=[k for k in raw_keys.split(MessageConst.KEY_SEPARATOR) if k] if raw_keys else [],
@@ -152,6 +171,7 @@ class ReputService:
         self.delay_levels_ms = delay_levels_ms
         self.reput_from_offset = 0
         self.dispatched_messages = 0
+        self._tags_cache: dict[str, int] = {}
         self._wake = asyncio.Event()
         self._stopped = False
         self._task: asyncio.Task[None] | None = None
@@ -181,7 +201,9 @@ class ReputService:
                 while pos < end:
                     kind, size, fields = rec.parse_for_dispatch(buf, pos, end)
                     if fields is not None:
-                        request = request_from_fields(fields, self.delay_levels_ms)
+                        request = request_from_fields(
+                            fields, self.delay_levels_ms, self._tags_cache
+                        )
                         for dispatcher in self.dispatchers:
                             dispatcher.dispatch(request)
                         pos += size

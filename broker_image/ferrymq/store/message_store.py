@@ -430,12 +430,16 @@ class MessageStore:
 
     def append_to_commit_log(self, start_offset: int, data: bytes | memoryview) -> bool:
         """Slave: append raw CommitLog bytes at exactly ``start_offset``; dispatch follows."""
+        was_empty = self.commit_log.mapped_file_queue.is_empty()
         try:
             ok = self.commit_log.append_data(start_offset, data)
         except StoreFileError:
             log.exception("slave append at %d failed", start_offset)
             return False
         if ok:
+            if was_empty:
+                # An empty slave starts where the master's data starts, maybe mid-file.
+                self.reput.reput_from_offset = start_offset
             self.reput.wakeup()
             if self._group_commit is not None:
                 self._group_commit.wakeup()
