@@ -118,16 +118,25 @@ class HAConnection:
         self.next_transfer_from = -1
         self.close_reason = ""
         self._first_report = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def close(self) -> None:
+        """Stop both directions; :meth:`run` then closes the socket and returns."""
+        for task in self._tasks:
+            task.cancel()
 
     async def run(self) -> None:
         """Serve the slave until either direction ends; then close the socket."""
-        tasks = [
+        tasks = self._tasks = [
             asyncio.create_task(self._read_loop(), name=f"ha-read {self.peer}"),
             asyncio.create_task(self._write_loop(), name=f"ha-write {self.peer}"),
         ]
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
+                if task.cancelled():
+                    self.close_reason = self.close_reason or "master shutting down"
+                    continue
                 exc = task.exception()
                 if isinstance(exc, HAProtocolError | OSError | ConnectionError):
                     self.close_reason = self.close_reason or str(exc) or type(exc).__name__
@@ -225,7 +234,7 @@ class HAMaster:
         self.connections: list[HAConnection] = []
         self.refusals: deque[Refusal] = deque(maxlen=32)
         self._server: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._handlers: set[asyncio.Future[None]] = set()
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(
@@ -257,22 +266,24 @@ class HAMaster:
         )
         log.info("HA: slave connected from %s", conn.peer)
         self.connections.append(conn)
-        task = asyncio.current_task()
-        if task is not None:
-            self._tasks.add(task)  # type: ignore[arg-type]
+        done = asyncio.get_running_loop().create_future()
+        self._handlers.add(done)
         try:
             await conn.run()
         finally:
             self.connections.remove(conn)
-            if task is not None:
-                self._tasks.discard(task)  # type: ignore[arg-type]
+            self._handlers.discard(done)
+            done.set_result(None)
 
     async def shutdown(self) -> None:
         if self._server is not None:
             self._server.close()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        # Close connections rather than cancel the stream handlers: asyncio's stream protocol
+        # logs a cancelled handler task as an error.
+        for conn in list(self.connections):
+            conn.close()
+        if self._handlers:
+            await asyncio.wait(list(self._handlers), timeout=5)
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)
