@@ -71,7 +71,7 @@ REFLECT2_DEB=/usr/share/gocode/src/github.com/modern-go/reflect2
 [ -d "$REFLECT2_DEB" ] || fail "$REFLECT2_DEB missing (golang-github-modern-go-reflect2-dev)"
 
 if [ ! -x "$BIN/etcd" ] || ! cmp -s "$ETCD_SRC" "$BIN/etcd"; then
-  install -m 0755 "$ETCD_SRC" "$BIN/etcd"
+  install -m 0755 "$ETCD_SRC" "$BIN/etcd.tmp" && mv -f "$BIN/etcd.tmp" "$BIN/etcd"
 fi
 
 # ---------------------------------------------------------------- 2. Kubernetes source
@@ -128,7 +128,8 @@ SRC
   for b in kube-apiserver kube-controller-manager; do
     out=$(find "$tree/_output" -type f -name "$b" -perm -u+x | head -n1)
     [ -n "$out" ] || fail "$b not found under $tree/_output after the build"
-    install -m 0755 "$out" "$BIN/$b"
+    # Copy then rename: an interrupted copy never leaves a truncated binary that looks provisioned.
+    install -m 0755 "$out" "$BIN/$b.tmp" && mv -f "$BIN/$b.tmp" "$BIN/$b"
   done
 fi
 
@@ -176,11 +177,12 @@ fi
 
 # ---------------------------------------------------------------- 5. verify + report
 step=verify
-"$BIN/etcd" --version >/dev/null 2>&1 || fail "$BIN/etcd does not run"
-"$BIN/kube-apiserver" --version >/dev/null 2>&1 || fail "$BIN/kube-apiserver does not run"
-"$BIN/kube-controller-manager" --version >/dev/null 2>&1 || fail "$BIN/kube-controller-manager does not run"
-"$BIN/helm" version --short >/dev/null 2>&1 || fail "$BIN/helm does not run"
-"$BIN/kubectl" version --client >/dev/null 2>&1 || fail "$BIN/kubectl does not run"
+broken() { fail "$BIN/$1 does not run; delete it and run this script again to rebuild it"; }
+"$BIN/etcd" --version >/dev/null 2>&1 || broken etcd
+"$BIN/kube-apiserver" --version >/dev/null 2>&1 || broken kube-apiserver
+"$BIN/kube-controller-manager" --version >/dev/null 2>&1 || broken kube-controller-manager
+"$BIN/helm" version --short >/dev/null 2>&1 || broken helm
+"$BIN/kubectl" version --client >/dev/null 2>&1 || broken kubectl
 
 cat >"$CACHE/env.sh" <<ENV
 # Written by scripts/k8s-control-plane.sh; source it to get the paths.
