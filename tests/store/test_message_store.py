@@ -384,3 +384,39 @@ def test_config_errors_name_the_key(tmp_path: Path) -> None:
 def test_store_refuses_ipv6_store_host(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="IPv4"):
         MessageStore(small_config(tmp_path), ("::1", 10911))
+
+
+async def test_group_commit_serves_concurrent_puts_with_few_fsyncs(tmp_path: Path) -> None:
+    store = await open_store(small_config(tmp_path, flushDiskType="SYNC_FLUSH"))
+    try:
+        results = await asyncio.gather(
+            *(store.put_message(msg(body=b"g%d" % i)) for i in range(200))
+        )
+        assert all(r.status is PutMessageStatus.PUT_OK for r in results)
+        ends = [r.append_result.end_offset for r in results if r.append_result]
+        assert store.flushed_offset >= max(ends)
+        info = store.runtime_info()
+        # Every put was acknowledged after an fsync covering it, with far fewer fsyncs than puts.
+        assert int(info["groupCommitRequests"]) == 200
+        assert 1 <= int(info["groupCommitFlushes"]) < 200
+    finally:
+        await store.shutdown()
+
+
+async def test_async_flush_and_checkpoint_on_shutdown(tmp_path: Path) -> None:
+    from ferrymq.store.checkpoint import StoreCheckpoint
+
+    from .helpers import wait_until
+
+    cfg = small_config(tmp_path, flushCommitLogLeastPages=0, flushIntervalCommitLog=20)
+    store = await open_store(cfg)
+    assert cfg.abort_path.exists()
+    r = await store.put_message(msg())
+    assert r.append_result is not None
+    await wait_until(lambda: store.flushed_offset == store.max_phy_offset)
+    await store.shutdown()
+    assert not cfg.abort_path.exists()
+    cp = StoreCheckpoint(cfg.checkpoint_path)
+    assert cp.physic_msg_timestamp == r.append_result.store_timestamp
+    assert cp.logics_msg_timestamp == r.append_result.store_timestamp
+    assert cfg.checkpoint_path.stat().st_size == 4096

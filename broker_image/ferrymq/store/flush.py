@@ -69,6 +69,8 @@ class GroupCommitService(_Service):
         self._requests_write: list[tuple[int, asyncio.Future[bool]]] = []
         self._requests_read: list[tuple[int, asyncio.Future[bool]]] = []
         self.flush_errors = 0
+        self.flushes = 0  # fsync rounds (each serves every request queued before it)
+        self.requests_served = 0
 
     def put_request(self, next_offset: int) -> asyncio.Future[bool]:
         """A future resolved True once ``next_offset`` is on disk (False on an IO error)."""
@@ -89,11 +91,13 @@ class GroupCommitService(_Service):
         if requests or self.mfq.flushed_where < self.mfq.get_max_offset():
             try:
                 await asyncio.to_thread(self.mfq.flush, 0)
+                self.flushes += 1
             except OSError:
                 ok = False
                 self.flush_errors += 1
                 log.exception("CommitLog flush failed")
         flushed = self.mfq.flushed_where
+        self.requests_served += len(requests)
         for next_offset, fut in requests:
             if not fut.done():
                 fut.set_result(ok and flushed >= next_offset)

@@ -727,6 +727,9 @@ class MessageStore:
             "logicsMsgTimestamp": str(self.checkpoint.logics_msg_timestamp),
             "indexMsgTimestamp": str(self.checkpoint.index_msg_timestamp),
         }
+        if self._group_commit is not None:
+            info["groupCommitFlushes"] = str(self._group_commit.flushes)
+            info["groupCommitRequests"] = str(self._group_commit.requests_served)
         info.update(self.recovery_stats)
         return info
 
