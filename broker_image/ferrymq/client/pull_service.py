@@ -88,9 +88,12 @@ class PullService:
         self._tasks: dict[MessageQueue, asyncio.Task[None]] = {}
         # brokerId the broker suggested for the next pull of each queue (slave reads)
         self._suggested: dict[MessageQueue, int] = {}
+        self._closed = False
         self.pulled = 0
 
     def start_queue(self, mq: MessageQueue, pq: ProcessQueue, next_offset: int) -> None:
+        if self._closed:
+            return
         old = self._tasks.pop(mq, None)
         if old is not None:
             old.cancel()
@@ -109,6 +112,7 @@ class PullService:
             await asyncio.gather(task, return_exceptions=True)
 
     async def shutdown(self) -> None:
+        self._closed = True
         tasks = list(self._tasks.values())
         self._tasks.clear()
         for task in tasks:

@@ -254,6 +254,7 @@ class PushConsumer:
             return
         self._state = "shutting down"
         assert self.pull_service and self.consume_service and self.rebalance and self.offset_store
+        await self.rebalance.stop()
         await self.pull_service.shutdown()
         await self.consume_service.shutdown()
         await self.persist_offsets()

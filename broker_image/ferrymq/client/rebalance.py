@@ -12,6 +12,7 @@ The start offset decision is the pure :func:`start_offset_rule`; its lookups are
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
 from collections.abc import Awaitable, Callable
@@ -103,9 +104,19 @@ class Rebalance:
         self.on_remove = on_remove
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
         self.topics: list[str] = []
+        # the periodic run, a broker's notification and start() may ask at the same time; one
+        # at a time, or a queue could be added twice while its start offset is being looked up
+        self._lock = asyncio.Lock()
+        self.stopped = False
 
     async def do_rebalance(self) -> bool:
         """Rebalance every subscribed topic; True when this consumer's queue set changed."""
+        async with self._lock:
+            if self.stopped:
+                return False
+            return await self._do_rebalance()
+
+    async def _do_rebalance(self) -> bool:
         changed = False
         for topic in list(self.topics):
             try:
@@ -149,6 +160,8 @@ class Rebalance:
             # a stale cached offset from an earlier ownership must not win over the broker's
             self.offset_store.remove_offset(mq)
             offset = await self.compute_pull_from_where(mq)
+            if self.stopped:
+                break
             if offset < 0:
                 log.warning(
                     "%s: cannot start %s yet (no usable offset); next rebalance retries",
@@ -195,6 +208,12 @@ class Rebalance:
             return -1
         return offset
 
+    async def stop(self) -> None:
+        """No rebalance after this; waits for one in progress to finish."""
+        async with self._lock:
+            self.stopped = True
+
     async def release_all(self) -> None:
-        for mq in list(self.process_queues):
-            await self._remove(mq)
+        async with self._lock:
+            for mq in list(self.process_queues):
+                await self._remove(mq)
