@@ -157,11 +157,11 @@ async def test_bench_commands_report_json(cluster: LocalCluster, tmp_path: Path)
 
 
 async def test_bad_input_exits_non_zero_with_a_message(tmp_path: Path) -> None:
-    rc, out, err = await ferrymq("produce", "-n", "127.0.0.1:1", "--topic", "T")
+    rc, _, err = await ferrymq("produce", "-n", "127.0.0.1:1", "--topic", "T")
     assert rc == 1 and "NameServer 127.0.0.1:1" in err and "Traceback" not in err
-    rc, out, err = await ferrymq("produce", "-n", "127.0.0.1:1", "--topic", "bad topic")
+    rc, _, err = await ferrymq("produce", "-n", "127.0.0.1:1", "--topic", "bad topic")
     assert rc == 2 and "--topic" in err
-    rc, out, err = await ferrymq("consume", "-n", "nonsense", "--topic", "T", "--group", "g")
+    rc, _, err = await ferrymq("consume", "-n", "nonsense", "--topic", "T", "--group", "g")
     assert rc == 2 and "not host:port" in err
-    rc, _out, err = await ferrymq("produce", "-n", "127.0.0.1:1", "--topic", "T", "--mode", "fast")
+    rc, _, err = await ferrymq("produce", "-n", "127.0.0.1:1", "--topic", "T", "--mode", "fast")
     assert rc == 2 and "--mode" in err
