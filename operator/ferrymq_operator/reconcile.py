@@ -17,6 +17,7 @@ from ferrymq_operator.builders import broker as broker_builder
 from ferrymq_operator.builders import names
 from ferrymq_operator.builders import namesrv as namesrv_builder
 from ferrymq_operator.builders.names import Owner
+from ferrymq_operator.claims import claims_to_delete
 from ferrymq_operator.settings import OperatorSettings
 from ferrymq_operator.status import Failure, WorkloadObservation, compute, observe_statefulset
 
@@ -293,6 +294,27 @@ async def sync_topics(
     return synced, ("copying topics to new groups: " + "; ".join(notes)) if notes else None
 
 
+async def delete_removed_claims(
+    ctx: Context, owner: Owner, spec: models.BrokerSpec, result: Result
+) -> None:
+    """Opt-in: delete the store claims of slaves removed by lowering replicasPerGroup."""
+    selector = _selector(names.selector_labels(owner, names.COMPONENT_BROKER))
+    claims = await ctx.kube.list("v1", "PersistentVolumeClaim", owner.namespace, selector)
+    pods = await ctx.kube.list("v1", "Pod", owner.namespace, selector)
+    doomed = claims_to_delete(
+        owner.name,
+        [c["metadata"]["name"] for c in claims],
+        [p["metadata"]["name"] for p in pods],
+        spec.groups,
+        spec.replicas_per_group,
+    )
+    for claim in doomed:
+        if await ctx.kube.delete("v1", "PersistentVolumeClaim", owner.namespace, claim):
+            result.events.append(
+                ("Normal", "ClaimDeleted", f"deleted PersistentVolumeClaim {claim} (scale-down)")
+            )
+
+
 def broker_admin_address(owner: Owner, group: int, domain: str) -> str:
     return names.broker_pod_address(owner.name, owner.namespace, group, 0, domain)
 
@@ -318,6 +340,9 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
     else:
         objects = broker_builder.desired(owner, spec, addr, ctx.versions.pdb)
         failure = await _apply_all(ctx.kube, objects, result)
+
+    if failure is None and spec.storage.delete_claim_on_scale_down:
+        await delete_removed_claims(ctx, owner, spec, result)
 
     existing = await existing_groups(ctx.kube, owner)
     failure = failure or scale_in_failure(owner, spec.groups, existing)

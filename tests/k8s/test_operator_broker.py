@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import javaproperties
 import pytest
 from kopf.testing import KopfRunner
+from kubernetes import client as k8s
 
 from k8s.control_plane import KubeApi
 from k8s.operator_env import Cluster, ferrymq_crds, operator, wait_for
@@ -212,3 +213,49 @@ def test_several_clusters_side_by_side(cluster: Cluster, operator: KopfRunner) -
     cluster.wait_condition("nameservers", "ns-a", "Ready", "True")
     assert (cluster.condition("brokers", "beta", "Ready") or {}).get("status") == "False"
     assert (cluster.condition("nameservers", "ns-b", "Ready") or {}).get("status") == "False"
+
+
+def test_slave_claims_deleted_on_scale_down_only_when_opted_in(
+    cluster: Cluster, operator: KopfRunner
+) -> None:
+    cluster.create("nameservers", "routes", {"replicas": 1})
+    for name, opt_in in (("keep", False), ("drop", True)):
+        cluster.create(
+            "brokers",
+            name,
+            {
+                "nameServerRef": {"name": "routes"},
+                "replicasPerGroup": 3,
+                "storage": {"size": "1Gi", "deleteClaimOnScaleDown": opt_in},
+            },
+        )
+    claims = {name: [f"store-{name}-broker-0-{i}" for i in range(3)] for name in ("keep", "drop")}
+    for name in ("keep", "drop"):
+        # The StatefulSet controller creates one claim per pod from the volumeClaimTemplate.
+        wait_for(f"{name}'s 3 claims", functools.partial(claims_present, cluster, claims[name]))
+        cluster.patch_spec("brokers", name, {"replicasPerGroup": 1})
+    wait_for(
+        "the removed slaves' claims of 'drop' to be deleted",
+        functools.partial(claims_gone, cluster, claims["drop"][1:]),
+    )
+    assert claims_present(cluster, claims["drop"][:1])  # the master's claim stays
+    assert claims_present(cluster, claims["keep"])  # no opt-in: every claim stays
+    assert any(e.reason == "ClaimDeleted" for e in cluster.events_for("drop"))
+
+
+def claim_state(cluster: Cluster, name: str) -> str:
+    try:
+        pvc = cluster.core.read_namespaced_persistent_volume_claim(name, cluster.ns)
+    except k8s.ApiException as exc:
+        if exc.status == 404:
+            return "gone"
+        raise
+    return "deleting" if pvc.metadata and pvc.metadata.deletion_timestamp else "present"
+
+
+def claims_present(cluster: Cluster, names: list[str]) -> bool:
+    return all(claim_state(cluster, n) == "present" for n in names)
+
+
+def claims_gone(cluster: Cluster, names: list[str]) -> bool:
+    return all(claim_state(cluster, n) != "present" for n in names)

@@ -56,8 +56,8 @@ batch/v1beta1
 
 {{/*
 Rules for the namespaced resources the operator manages; used by the ClusterRole (all namespaces)
-or by one Role per watched namespace. No delete verbs: children are removed by the garbage
-collector through their ownerReferences.
+or by one Role per watched namespace. The only delete verb is on PersistentVolumeClaims (opt-in
+deleteClaimOnScaleDown); children are removed by the garbage collector through ownerReferences.
 */}}
 {{- define "ferrymq-operator.namespacedRules" -}}
 - apiGroups: ["ferrymq.io"]
@@ -78,6 +78,10 @@ collector through their ownerReferences.
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get", "list", "watch"]
+# Only with a Broker's storage.deleteClaimOnScaleDown: claims of removed slaves.
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims"]
+  verbs: ["get", "list", "delete"]
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create", "patch"]
