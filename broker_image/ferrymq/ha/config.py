@@ -1,16 +1,22 @@
-"""HAConfig: the replication settings, read once from the broker's MessageStoreConfig.
+"""Replication settings: :class:`HASettings` (the broker.conf keys) and :class:`HAConfig` (runtime).
 
 Upstream keeps these in ``MessageStoreConfig`` (haListenPort, haSendHeartbeatInterval,
-haHousekeepingInterval, haTransferBatchSize, haMaxGapNotInSync, haMasterAddress, brokerRole,
-syncFlushTimeout); the services here take this small frozen copy at construction instead of
-reaching into the big settings object on every turn of a loop.
+haHousekeepingInterval, haTransferBatchSize, haMaxGapNotInSync, haMasterAddress, plus brokerRole
+and syncFlushTimeout); the services here take a small frozen HAConfig at construction instead of
+reaching into a big settings object on every turn of a loop.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
+
+from ferrymq.properties import build_model, collect_values, load_properties
 
 # upstream defaults (MessageStoreConfig 4.x)
 DEFAULT_HA_LISTEN_PORT = 10912
@@ -71,33 +77,74 @@ class HAConfig:
             if not ok:
                 raise HAConfigError(f"{key}: {reason}")
 
-    @classmethod
-    def from_store_config(cls, store_config: Any, **overrides: Any) -> HAConfig:
-        """Build from a ``MessageStoreConfig`` (snake_case attributes); missing fields keep defaults."""
 
-        def pick(name: str, default: Any) -> Any:
-            value = getattr(store_config, name, None)
-            return default if value is None else value
+class HASettings(BaseModel):
+    """The HA keys of ``broker.conf`` (upstream MessageStoreConfig names), validated with clear errors.
 
-        role_value = pick("broker_role", Role.ASYNC_MASTER)
-        role = Role(getattr(role_value, "value", role_value))
-        master = pick("ha_master_address", None)
-        values: dict[str, Any] = {
-            "role": role,
-            "listen_port": int(pick("ha_listen_port", DEFAULT_HA_LISTEN_PORT)),
-            "heartbeat_interval_s": int(
-                pick("ha_send_heartbeat_interval", DEFAULT_HEARTBEAT_INTERVAL_MS)
+    Read from the same broker.conf and ``FERRYMQ_<key>`` environment as the broker's other settings.
+    ``haListenPort`` unset means the broker's listenPort + 1, as upstream BrokerStartup does.
+    """
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    ha_listen_port: int | None = Field(default=None, ge=0, le=65535)
+    ha_send_heartbeat_interval: int = Field(default=DEFAULT_HEARTBEAT_INTERVAL_MS, ge=1)
+    ha_housekeeping_interval: int = Field(default=DEFAULT_HOUSEKEEPING_INTERVAL_MS, ge=1)
+    ha_transfer_batch_size: int = Field(default=DEFAULT_TRANSFER_BATCH_SIZE, ge=1, le=64 << 20)
+    ha_max_gap_not_in_sync: int = Field(default=DEFAULT_MAX_GAP_NOT_IN_SYNC, ge=1)
+    ha_master_address: str | None = None
+    # ferrymq: how often a slave copies the master's metadata (upstream: fixed 10 s)
+    ha_slave_sync_interval: int = Field(default=DEFAULT_SLAVE_SYNC_INTERVAL_MS, ge=100)
+
+    def with_default_port(self, broker_listen_port: int) -> HASettings:
+        """Settle an unset haListenPort from the *configured* listenPort (0 stays 0: any port)."""
+        if self.ha_listen_port is not None:
+            return self
+        port = broker_listen_port + 1 if broker_listen_port else 0
+        return self.model_copy(update={"ha_listen_port": port})
+
+    @model_validator(mode="after")
+    def _check_intervals(self) -> HASettings:
+        if self.ha_housekeeping_interval <= self.ha_send_heartbeat_interval:
+            raise ValueError(
+                f"haHousekeepingInterval ({self.ha_housekeeping_interval} ms) must be longer than "
+                f"haSendHeartbeatInterval ({self.ha_send_heartbeat_interval} ms), or idle "
+                "replication links are cut between heartbeats"
             )
-            / 1000,
-            "housekeeping_interval_s": int(
-                pick("ha_housekeeping_interval", DEFAULT_HOUSEKEEPING_INTERVAL_MS)
-            )
-            / 1000,
-            "transfer_batch_size": int(pick("ha_transfer_batch_size", DEFAULT_TRANSFER_BATCH_SIZE)),
-            "max_gap_not_in_sync": int(pick("ha_max_gap_not_in_sync", DEFAULT_MAX_GAP_NOT_IN_SYNC)),
-            "sync_flush_timeout_s": int(pick("sync_flush_timeout", DEFAULT_SYNC_FLUSH_TIMEOUT_MS))
-            / 1000,
-            "master_ha_address": str(master) if master else None,
-        }
-        values.update(overrides)
-        return cls(**values)
+        if self.ha_master_address is not None:
+            host, sep, port = self.ha_master_address.strip().rpartition(":")
+            if not sep or not host or not port.isdigit():
+                raise ValueError(f"haMasterAddress {self.ha_master_address!r} is not host:port")
+        return self
+
+
+def load_ha_settings(path: Path | None, env: Mapping[str, str] | None = None) -> HASettings:
+    """HASettings from a broker.conf (+ ``FERRYMQ_*`` environment); ConfigError names bad keys."""
+    file_values = load_properties(path) if path is not None else {}
+    values, origins, _ = collect_values(
+        HASettings, file_values, env, source=str(path) if path else "properties"
+    )
+    return build_model(HASettings, values, origins)
+
+
+def ha_config_for(
+    settings: HASettings,
+    *,
+    role: Role,
+    sync_flush_timeout_ms: int,
+    listen_host: str,
+) -> HAConfig:
+    """The runtime HAConfig of one broker from its settings and store role."""
+    port = settings.ha_listen_port or 0
+    return HAConfig(
+        role=role,
+        listen_host=listen_host or "0.0.0.0",
+        listen_port=port,
+        heartbeat_interval_s=settings.ha_send_heartbeat_interval / 1000,
+        housekeeping_interval_s=settings.ha_housekeeping_interval / 1000,
+        transfer_batch_size=settings.ha_transfer_batch_size,
+        max_gap_not_in_sync=settings.ha_max_gap_not_in_sync,
+        sync_flush_timeout_s=sync_flush_timeout_ms / 1000,
+        master_ha_address=settings.ha_master_address,
+        slave_sync_interval_s=settings.ha_slave_sync_interval / 1000,
+    )

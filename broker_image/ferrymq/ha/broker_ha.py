@@ -1,0 +1,158 @@
+"""Replication inside one broker process: what ``broker/app.py`` starts, feeds and stops.
+
+- Every role gets an :class:`~ferrymq.ha.service.HAService` over the broker's MessageStore.
+- A master publishes its HA address in registrations (``haServerAddr``); under SYNC_MASTER it
+  installs the replica waiter on the store, and every master wakes its HA writers on dispatch.
+- A slave follows the master that the NameServer names in its registration answer (HA address
+  for the CommitLog stream, broker address for :class:`~ferrymq.ha.slave_sync.SlaveSynchronize`),
+  and copies topic configs, consumer offsets, delay offsets and subscription groups every 10 s
+  into the broker's managers (:class:`ManagerSyncTargets`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from ferrymq.ha.config import HASettings, Role, ha_config_for
+from ferrymq.ha.service import HAService
+from ferrymq.ha.slave_sync import SlaveSynchronize
+from ferrymq.ha.store_adapter import CommitLogReplication
+from ferrymq.remoting.bodies import (
+    ConsumerOffsetSerializeWrapper,
+    SubscriptionGroupWrapper,
+    TopicConfigSerializeWrapper,
+)
+from ferrymq.remoting.client import RemotingClient
+from ferrymq.store.message_store import MessageStore
+
+log = logging.getLogger(__name__)
+
+
+class ManagerSyncTargets:
+    """Applies what a slave copied to the broker's managers (upstream SlaveSynchronize bodies).
+
+    The managers are the broker's own (TopicConfigManager, ConsumerOffsetManager,
+    SubscriptionGroupManager, ScheduleMessageService); their periodic persistence writes the files.
+    """
+
+    def __init__(
+        self,
+        *,
+        topics: Any,
+        offsets: Any,
+        groups: Any,
+        schedule: Callable[[], Any],
+        on_topics_changed: Callable[[], None],
+    ) -> None:
+        self._topics = topics
+        self._offsets = offsets
+        self._groups = groups
+        self._schedule = schedule
+        self._on_topics_changed = on_topics_changed
+        self._saves: set[asyncio.Task[None]] = set()
+
+    def replace_topic_configs(self, wrapper: TopicConfigSerializeWrapper) -> None:
+        # Upstream clears and copies: a topic deleted on the master goes from the slave too.
+        self._topics.table.clear()
+        self._topics.table.update(wrapper.topic_config_table)
+        self._topics.data_version = wrapper.data_version
+        self._on_topics_changed()
+
+    def merge_consumer_offsets(self, wrapper: ConsumerOffsetSerializeWrapper) -> None:
+        # putAll, as upstream: the master's progress wins for every queue it knows.
+        for key, table in wrapper.offset_table.items():
+            self._offsets.offset_table.setdefault(key, {}).update(table)
+        self._offsets.dirty = True
+
+    def replace_delay_offsets(self, raw_json: bytes) -> None:
+        schedule = self._schedule()
+        if schedule is None:
+            return
+        data = orjson.loads(raw_json)
+        table = data.get("offsetTable", {}) if isinstance(data, dict) else {}
+        schedule.offsets = {int(k): int(v) for k, v in table.items()}
+        task = asyncio.get_running_loop().create_task(schedule.persist())
+        self._saves.add(task)
+        task.add_done_callback(self._saves.discard)
+
+    def replace_subscription_groups(self, wrapper: SubscriptionGroupWrapper) -> None:
+        self._groups.table.clear()
+        self._groups.table.update(wrapper.subscription_group_table)
+        self._groups.data_version = wrapper.data_version
+        self._groups.dirty = True
+
+
+class BrokerHA:
+    def __init__(
+        self,
+        *,
+        store: MessageStore,
+        settings: HASettings,
+        role: Role,
+        sync_flush_timeout_ms: int,
+        bind_host: str,
+        advertised_ip: str,
+        client: RemotingClient,
+        targets: ManagerSyncTargets,
+    ) -> None:
+        self.config = ha_config_for(
+            settings,
+            role=role,
+            sync_flush_timeout_ms=sync_flush_timeout_ms,
+            listen_host=bind_host,
+        )
+        self._store = store
+        self._advertised_ip = advertised_ip
+        self.service = HAService(self.config, CommitLogReplication.for_store(store))
+        self.slave_sync: SlaveSynchronize | None = None
+        if role is Role.SLAVE:
+            self.slave_sync = SlaveSynchronize(
+                client, targets, interval_s=self.config.slave_sync_interval_s
+            )
+
+    async def start(self) -> None:
+        await self.service.start()
+        store = self._store
+        if self.config.role.is_master:
+            store.add_dispatch_listener(self.service.notify_new_data)
+        if self.config.role is Role.SYNC_MASTER:
+            store.set_replica_waiter(self.service.wait_for_replica)
+        if self.slave_sync is not None:
+            self.slave_sync.start()
+
+    async def shutdown(self) -> None:
+        if self.config.role is Role.SYNC_MASTER:
+            self._store.set_replica_waiter(None)
+        if self.slave_sync is not None:
+            await self.slave_sync.shutdown()
+        await self.service.shutdown()
+
+    def ha_server_addr(self) -> str | None:
+        """What a master registers as haServerAddr (slaves register none)."""
+        if not self.config.role.is_master:
+            return None
+        return f"{self._advertised_ip}:{self.service.listen_port}"
+
+    def on_register_result(self, ha_server_addr: str | None, master_addr: str | None) -> None:
+        """A slave learns (or loses) its master from each registration answer."""
+        if self.config.role is not Role.SLAVE:
+            return
+        # As upstream, a missing master (killed, not yet expired or restarted) leaves the last
+        # address in place: the HA client keeps retrying it every 5 s and resumes the moment the
+        # master is back, without waiting for the next 30 s registration round.
+        if ha_server_addr and self.config.master_ha_address is None:
+            self.service.update_master_address(ha_server_addr)
+        if master_addr and self.slave_sync is not None:
+            self.slave_sync.set_master_addr(master_addr)
+
+    def runtime_info(self) -> dict[str, str]:
+        info = self.service.runtime_info()
+        if self.slave_sync is not None:
+            info["haSlaveSyncMaster"] = self.slave_sync.master_addr or ""
+            info["haSlaveSyncRounds"] = str(self.slave_sync.rounds)
+        return info
