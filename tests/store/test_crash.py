@@ -27,34 +27,40 @@ def _run_child_and_kill(
     root: Path, run: int, rng: random.Random
 ) -> list[tuple[int, int, int, int, int]]:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen(
-        [sys.executable, str(CHILD), str(root), str(run)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-    )
-    assert proc.stdout is not None
-    try:
-        during_startup = run % 6 == 5
-        if during_startup:
-            time.sleep(rng.uniform(0.0, 0.6))  # the moment itself is what is random
-        else:
-            line = proc.stdout.readline()
-            if line != b"ready\n":
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root.parent / f"child-{run}.stderr", "w+b") as err:
+        proc = subprocess.Popen(
+            [sys.executable, str(CHILD), str(root), str(run)],
+            stdout=subprocess.PIPE,
+            stderr=err,  # a file, not a pipe: a chatty child can never block on it
+            env=env,
+        )
+        assert proc.stdout is not None
+        seen: list[bytes] = []
+        try:
+            if run % 6 == 5:
+                # Killed at a random moment of start-up (often inside its own recovery).
+                time.sleep(rng.uniform(0.0, 0.6))
+            else:
+                line = proc.stdout.readline()
+                if line != b"ready\n":
+                    proc.kill()
+                    proc.wait()
+                    err.seek(0)
+                    raise AssertionError(f"child did not start: {line!r} {err.read()!r}")
+                # The first acknowledgement makes this kill land mid-appending; then a random
+                # amount of appending happens before the kill.
+                seen.append(proc.stdout.readline())
+                time.sleep(rng.uniform(0.0, 0.3))
+            os.kill(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
                 proc.kill()
-                raise AssertionError(
-                    f"child did not start: {line!r} {proc.stderr.read() if proc.stderr else b''!r}"
-                )
-            time.sleep(rng.uniform(0.01, 0.35))
-        os.kill(proc.pid, signal.SIGKILL)
-        out, _err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+                proc.wait()
     assert proc.returncode == -signal.SIGKILL
     acks = []
-    for line in out.decode().splitlines():
+    for line in (b"".join(seen) + out).decode().splitlines():
         parts = line.split()
         if parts and parts[0] == "ack" and len(parts) == 6:
             acks.append(tuple(int(p) for p in parts[1:]))
@@ -87,7 +93,9 @@ async def _verify(root: Path, acked: dict[tuple[int, int], tuple[int, int, int]]
 
 
 async def test_sigkill_during_sync_flush_appends(tmp_path: Path) -> None:
-    rng = random.Random(int.from_bytes(os.urandom(4), "big"))
+    seed = int.from_bytes(os.urandom(4), "big")
+    rng = random.Random(seed)
+    print(f"crash test seed {seed}")  # shown on failure, to replay the kill moments
     root = tmp_path / "store"
     acked: dict[tuple[int, int], tuple[int, int, int]] = {}
     kills_while_appending = 0
