@@ -57,6 +57,21 @@ def pull_request(
     return RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext())
 
 
+async def pull_all(
+    client: RemotingClient, addr: str, topic: str, queue_id: int, count: int
+) -> tuple[RemotingCommand, list[bytes]]:
+    """Pull from offset 0 until ``count`` messages are dispatched (sends are acked before dispatch)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 5
+    while True:
+        resp = await client.invoke(addr, pull_request(topic, queue_id, 0, suspend_ms=1000))
+        bodies = [m.body for m in decode_messages(resp.body_bytes())] if resp.code == 0 else []
+        if len(bodies) >= count:
+            return resp, bodies
+        assert loop.time() < deadline, f"only {len(bodies)} of {count} messages dispatched"
+        await asyncio.sleep(0.01)
+
+
 async def test_send_auto_creates_topic_and_pull_returns_records(
     broker: BrokerApp, client: RemotingClient
 ) -> None:
@@ -67,8 +82,7 @@ async def test_send_auto_creates_topic_and_pull_returns_records(
     resp = await client.invoke(broker.addr, send_request("T1", b"world", 0, v2=False))
     assert resp.code == ResponseCode.SUCCESS and resp.ext_fields["queueOffset"] == "1"
 
-    pulled = await client.invoke(broker.addr, pull_request("T1", 0, 0))
-    assert pulled.code == ResponseCode.SUCCESS, pulled.remark
+    pulled, _ = await pull_all(client, broker.addr, "T1", 0, 2)
     assert {k: pulled.ext_fields[k] for k in ("nextBeginOffset", "minOffset", "maxOffset")} == {
         "nextBeginOffset": "2",
         "minOffset": "0",
@@ -101,6 +115,7 @@ async def test_send_auto_creates_topic_and_pull_returns_records(
 
 async def test_long_poll_wakes_on_arrival(broker: BrokerApp, client: RemotingClient) -> None:
     assert (await client.invoke(broker.addr, send_request("LP", b"first"))).code == 0
+    await pull_all(client, broker.addr, "LP", 0, 1)
     loop = asyncio.get_running_loop()
     held = asyncio.ensure_future(
         client.invoke(broker.addr, pull_request("LP", 0, 1, suspend_ms=10_000), timeout=15)
@@ -126,6 +141,7 @@ async def test_held_pull_times_out_with_not_found(
     broker: BrokerApp, client: RemotingClient
 ) -> None:
     assert (await client.invoke(broker.addr, send_request("TO", b"x"))).code == 0
+    await pull_all(client, broker.addr, "TO", 0, 1)
     resp = await client.invoke(broker.addr, pull_request("TO", 0, 1, suspend_ms=200))
     assert resp.code == ResponseCode.PULL_NOT_FOUND
     assert resp.ext_fields["nextBeginOffset"] == "1" and resp.ext_fields["maxOffset"] == "1"
@@ -142,8 +158,8 @@ async def test_batch_send(broker: BrokerApp, client: RemotingClient) -> None:
     )
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     assert len(resp.ext_fields["msgId"].split(",")) == 5
-    pulled = await client.invoke(broker.addr, pull_request("B", 1, 0))
-    assert [m.body for m in decode_messages(pulled.body_bytes())] == [b"m%d" % i for i in range(5)]
+    _, bodies = await pull_all(client, broker.addr, "B", 1, 5)
+    assert bodies == [b"m%d" % i for i in range(5)]
 
 
 async def test_bad_sends_get_clear_errors(broker: BrokerApp, client: RemotingClient) -> None:

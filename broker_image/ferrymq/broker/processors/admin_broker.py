@@ -73,13 +73,15 @@ def apply_runtime_update(config: BrokerConfig, text: str) -> list[str]:
             raise ValueError(f"unknown broker config key '{key}'")
         if key not in RUNTIME_UPDATABLE:
             raise ValueError(f"broker config key '{key}' cannot change at runtime; restart needed")
-        updates[fields_by_alias[key]] = value
+        updates[key] = value
     try:
-        candidate = config.model_validate({**config.model_dump(), **updates})
+        # validated by upstream (alias) names, so an error names the key the admin typed
+        candidate = config.model_validate({**config.model_dump(by_alias=True), **updates})
     except ValidationError as exc:
         err = exc.errors()[0]
         key = ".".join(str(p) for p in err.get("loc", ()))
         raise ValueError(f"broker config key '{key}': {err.get('msg')}") from None
+    updates = {fields_by_alias[k]: v for k, v in updates.items()}
     changed = []
     for name in updates:
         new = getattr(candidate, name)
