@@ -33,6 +33,8 @@ from ferrymq.broker.register import BrokerRegistration, RegisterOutcome
 from ferrymq.broker.semantics import SemanticsConfig, SemanticsServices, load_semantics_config
 from ferrymq.broker.subscription_groups import SubscriptionGroupManager
 from ferrymq.broker.topic_config import TopicConfigManager
+from ferrymq.ha.broker_ha import BrokerHA, ManagerSyncTargets
+from ferrymq.ha.config import HASettings, Role
 from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import ResponseCode
@@ -55,8 +57,12 @@ class BrokerApp:
         config: BrokerConfig,
         store_config: MessageStoreConfig,
         semantics_config: SemanticsConfig | None = None,
+        ha_settings: HASettings | None = None,
     ) -> None:
         self.config = config
+        # haListenPort defaults to the configured listenPort + 1 (upstream BrokerStartup)
+        self.ha_settings = (ha_settings or HASettings()).with_default_port(config.listen_port)
+        self.ha: BrokerHA | None = None
         # transaction/delay settings outside BrokerConfig: FERRYMQ_* environment when not given
         self.semantics_config = semantics_config or load_semantics_config(None)
         self.semantics: SemanticsServices | None = None
@@ -117,12 +123,16 @@ class BrokerApp:
         return self.store_config.broker_role is BrokerRole.SLAVE
 
     def _ha_server_addr(self) -> str | None:
+        if self.ha is not None:
+            return self.ha.ha_server_addr()
         ha_port = getattr(self.store_config, "ha_listen_port", None)
         if ha_port is None:
             return None
         return f"{self.config.broker_ip1}:{ha_port}"
 
     def _on_register_result(self, outcome: RegisterOutcome) -> None:
+        if self.ha is not None:
+            self.ha.on_register_result(outcome.ha_server_addr, outcome.master_addr)
         if outcome.master_addr and outcome.master_addr != self.master_addr:
             log.info("master of %s is %s", self.config.broker_name, outcome.master_addr)
             self.master_addr = outcome.master_addr
@@ -144,6 +154,7 @@ class BrokerApp:
         await self.semantics.start()
         self.store.add_dispatch_listener(self.hold.on_dispatch)
         self.server.processors.register_default(not_supported)
+        await self._start_ha(self.store)
         self.registration.start()
         self._every(self.config.flush_consumer_offset_interval, self.persist_metadata)
         self._every(self.config.client_channel_scan_interval, self._scan_channels)
@@ -221,6 +232,26 @@ class BrokerApp:
         AdminConsumerProcessor(
             cfg, store, self.topics, self.groups, self.offsets, self.consumers, self.producers
         ).register_to(self.server)
+
+    async def _start_ha(self, store: MessageStore) -> None:
+        """HA integration: replication service per brokerRole (see ferrymq.ha.broker_ha)."""
+        self.ha = BrokerHA(
+            store=store,
+            settings=self.ha_settings,
+            role=Role(self.store_config.broker_role.value),
+            sync_flush_timeout_ms=self.store_config.sync_flush_timeout,
+            bind_host=self.config.bind_address,
+            advertised_ip=self.config.broker_ip1,
+            client=self.client,
+            targets=ManagerSyncTargets(
+                topics=self.topics,
+                offsets=self.offsets,
+                groups=self.groups,
+                schedule=lambda: self.semantics.schedule if self.semantics else None,
+                on_topics_changed=self.topics_changed,
+            ),
+        )
+        await self.ha.start()
 
     def _create_topic_in_send_back(self, topic: str, queue_nums: int, perm: int) -> object:
         known = self.topics.get(topic) is not None
@@ -302,6 +333,7 @@ class BrokerApp:
             "msgGetTotalTodayNow": str(pull.got_messages if pull else 0),
             "heldPullRequests": str(self.hold.held_count),
             "consumerGroups": str(len(self.consumers.table)),
+            **(self.ha.runtime_info() if self.ha is not None else {}),
         }
 
     def figures(self) -> BrokerFigures:
@@ -364,6 +396,8 @@ class BrokerApp:
             self.offsets.dirty = True
             self.groups.dirty = True
             await self.persist_metadata()
+        if self.ha is not None:
+            await self.ha.shutdown()
         if self.store is not None:
             await self.store.shutdown()
         if self.metrics is not None:
@@ -372,9 +406,11 @@ class BrokerApp:
         log.info("broker %s stopped", self.config.broker_name)
 
 
-async def serve(config: BrokerConfig, store_config: MessageStoreConfig) -> None:
+async def serve(
+    config: BrokerConfig, store_config: MessageStoreConfig, ha_settings: HASettings | None = None
+) -> None:
     """Run a broker until SIGTERM or SIGINT, then shut it down gracefully."""
-    app = BrokerApp(config, store_config)
+    app = BrokerApp(config, store_config, ha_settings=ha_settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
