@@ -68,6 +68,7 @@ class LocalCluster:
         data_dir: Path,
         *,
         groups: int = 2,
+        slaves: int = 0,
         cluster_name: str = "DefaultCluster",
         host: str = "127.0.0.1",
         namesrv_port: int = 9876,
@@ -82,6 +83,9 @@ class LocalCluster:
             raise ValueError("at least one broker group is needed")
         self.data_dir = data_dir.resolve()
         self.groups = groups
+        if slaves < 0:
+            raise ValueError("the number of slaves per group cannot be negative")
+        self.slaves = slaves
         self.cluster_name = cluster_name
         self.host = host
         self.namesrv_port = namesrv_port
@@ -118,6 +122,12 @@ class LocalCluster:
             # upstream convention: 10911, 10921, ... (0 = let the OS choose, for tests)
             port = self.broker_port + 10 * i if self.broker_port else 0
             specs.append(BrokerSpec(self.group_name(i), 0, port))
+            # HA integration: slaves of the group (brokerId 1..n) after their master, each on
+            # the master's port + 2n (listen) and + 2n + 1 (its own HA port, unused by a slave)
+            for n in range(1, self.slaves + 1):
+                slave_port = port + 2 * n if port else 0
+                spec = BrokerSpec(self.group_name(i), n, slave_port, {"brokerRole": "SLAVE"})
+                specs.append(spec)
         return specs
 
     def broker_conf(self, spec: BrokerSpec) -> dict[str, str]:

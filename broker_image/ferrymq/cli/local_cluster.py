@@ -22,6 +22,9 @@ console = Console(stderr=True)
 def local_cluster(
     data_dir: Annotated[Path, typer.Option("--data-dir", help="where stores, configs and logs go")],
     groups: Annotated[int, typer.Option("--groups", min=1, max=26, help="broker groups")] = 2,
+    slaves: Annotated[
+        int, typer.Option("--slaves", min=0, max=4, help="slaves per broker group (0 = none)")
+    ] = 1,
     namesrv_port: Annotated[int, typer.Option("--namesrv-port", help="0 = any free port")] = 9876,
     broker_port: Annotated[
         int, typer.Option("--broker-port", help="first broker port, +10 per group; 0 = any")
@@ -44,6 +47,7 @@ def local_cluster(
     cluster = LocalCluster(
         data_dir,
         groups=groups,
+        slaves=slaves,
         host=host,
         namesrv_port=namesrv_port,
         broker_port=broker_port,
