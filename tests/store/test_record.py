@@ -162,3 +162,35 @@ def test_compressed_body_is_inflated_on_decode() -> None:
     )
     assert rec.decode_message_ext(buf).body == raw
     assert rec.decode_message_ext(buf, decompress_body=False).body == body
+
+
+@settings(max_examples=300)
+@given(st.data())
+def test_lean_parsers_agree_with_check_record(data: st.DataObject) -> None:
+    """Recovery's validate_record and reput's parse_for_dispatch accept exactly what
+    check_record accepts, on intact, truncated and bit-flipped records."""
+    buf = _one(data.draw(st.binary(max_size=80)))
+    if data.draw(st.booleans()):
+        buf[data.draw(st.integers(0, len(buf) - 1))] ^= data.draw(st.integers(1, 255))
+    limit = data.draw(st.integers(0, len(buf)))
+    view = memoryview(bytes(buf))
+    full = rec.check_record(view, 0, limit, check_crc=True)
+    kind, size, phy, ts = rec.validate_record(view, 0, limit, True)
+    assert kind is full.kind and size == full.size
+    if full.record is not None:
+        assert (phy, ts) == (full.record.physical_offset, full.record.store_timestamp)
+    no_crc = rec.check_record(view, 0, limit, check_crc=False)
+    dkind, dsize, fields = rec.parse_for_dispatch(view, 0, limit)
+    assert dkind is no_crc.kind and dsize == no_crc.size
+    if no_crc.record is not None:
+        assert fields is not None
+        assert fields[7] == no_crc.record.topic and fields[8] == no_crc.record.properties
+
+
+def test_ipv6_flag_is_rejected_by_every_parser() -> None:
+    buf = _one()
+    buf[rec.SYS_FLAG_POS + 3] |= MessageSysFlag.BORNHOST_V6_FLAG
+    view = memoryview(bytes(buf))
+    assert rec.check_record(view, 0, len(buf)).kind is rec.RecordKind.INVALID
+    assert rec.validate_record(view, 0, len(buf), True)[0] is rec.RecordKind.INVALID
+    assert rec.parse_for_dispatch(view, 0, len(buf))[0] is rec.RecordKind.INVALID

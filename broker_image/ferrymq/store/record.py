@@ -365,6 +365,41 @@ def check_record(
     return RecordCheck(RecordKind.MESSAGE, total, record)
 
 
+def validate_record(
+    buf: memoryview, pos: int, limit: int, check_crc: bool
+) -> tuple[RecordKind, int, int, int]:
+    """``(kind, size, physical offset, store timestamp)`` for recovery: the structural checks
+    and CRC of :func:`check_record` without decoding topic or properties."""
+    if limit - pos < BLANK_HEAD.size:
+        return RecordKind.END, 0, 0, 0
+    total, magic = BLANK_HEAD.unpack_from(buf, pos)
+    if magic != MESSAGE_MAGIC_CODE:
+        if magic == BLANK_MAGIC_CODE and BLANK_HEAD.size <= total <= limit - pos:
+            return RecordKind.BLANK, total, 0, 0
+        return (RecordKind.END if total == 0 and magic == 0 else RecordKind.INVALID), 0, 0, 0
+    if total < MIN_RECORD_SIZE or total > limit - pos:
+        return RecordKind.INVALID, 0, 0, 0
+    (
+        _t, _m, crc, _qid, _flag, _qoff, physical_offset, sys_flag, _born_ts, _born_ip,
+        _born_port, store_ts, _store_ip, _store_port, _reconsume, _prepared, body_len,
+    ) = RECORD_HEAD.unpack_from(buf, pos)  # fmt: skip
+    if sys_flag & (MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG):
+        return RecordKind.INVALID, 0, 0, 0
+    tpos = pos + BODY_POS + body_len
+    end = pos + total
+    if body_len < 0 or tpos + 3 > end:
+        return RecordKind.INVALID, 0, 0, 0
+    topic_len = buf[tpos]
+    ppos = tpos + 1 + topic_len
+    if topic_len == 0 or topic_len > MAX_TOPIC_BYTES or ppos + 2 > end:
+        return RecordKind.INVALID, 0, 0, 0
+    if ppos + 2 + ((buf[ppos] << 8) | buf[ppos + 1]) != end:
+        return RecordKind.INVALID, 0, 0, 0
+    if check_crc and crc32(buf[pos + BODY_POS : tpos]) & 0x7FFFFFFF != crc:
+        return RecordKind.INVALID, 0, 0, 0
+    return RecordKind.MESSAGE, total, physical_offset, store_ts
+
+
 DispatchFields = tuple[int, int, int, int, int, int, int, str, dict[str, str]]
 """``(size, queue_id, queue_offset, physical_offset, sys_flag, store_timestamp,
 prepared_transaction_offset, topic, properties)``."""
@@ -389,6 +424,8 @@ def parse_for_dispatch(
         _born_ts, _born_ip, _born_port, store_ts, _store_ip, _store_port, _reconsume,
         prepared, body_len,
     ) = RECORD_HEAD.unpack_from(buf, pos)  # fmt: skip
+    if sys_flag & (MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG):
+        return RecordKind.INVALID, 0, None
     tpos = pos + BODY_POS + body_len
     end = pos + total
     if body_len < 0 or tpos + 3 > end:

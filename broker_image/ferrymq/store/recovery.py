@@ -76,23 +76,24 @@ def scan_valid_end(files: list[MappedFile], start_index: int, check_crc: bool) -
             pos = 0
             size = mf.file_size
             while True:
-                check = rec.check_record(view, pos, size, check_crc=check_crc)
-                if check.kind is rec.RecordKind.MESSAGE and check.record is not None:
-                    if check.record.physical_offset != mf.file_from_offset + pos:
+                kind, rsize, phy, store_ts = rec.validate_record(view, pos, size, check_crc)
+                if kind is rec.RecordKind.MESSAGE:
+                    if phy != mf.file_from_offset + pos:
                         return ScanResult(
                             mf.file_from_offset + pos,
                             last_ts,
                             count,
                             "PHYSICALOFFSET does not match the position (stale bytes)",
                         )
-                    last_ts = check.record.store_timestamp
+                    last_ts = store_ts
                     count += 1
-                    pos += check.size
+                    pos += rsize
                     continue
-                if check.kind is rec.RecordKind.BLANK and pos + check.size == size:
+                if kind is rec.RecordKind.BLANK and pos + rsize == size:
                     end = mf.file_from_offset + size
                     break  # next file
-                reason = check.reason or check.kind.value
+                detail = rec.check_record(view, pos, size, check_crc=check_crc)
+                reason = detail.reason or kind.value
                 return ScanResult(mf.file_from_offset + pos, last_ts, count, reason)
         finally:
             view.release()
