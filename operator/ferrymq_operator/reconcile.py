@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ferrymq_operator import broker_admin, k8s, models
+from ferrymq_operator import broker_admin, conf_check, k8s, models
 from ferrymq_operator.builders import broker as broker_builder
 from ferrymq_operator.builders import names
 from ferrymq_operator.builders import namesrv as namesrv_builder
@@ -111,6 +111,27 @@ def _transition_events(
     return events
 
 
+def _conf_failure(
+    report: conf_check.ConfReport,
+    previous: models.ClusterStatus,
+    generation: int,
+    result: Result,
+) -> Failure | None:
+    """Bad values refuse the spec; unknown keys get one Warning event per spec generation."""
+    if report.unknown and previous.observed_generation != generation:
+        result.events.append(
+            (
+                "Warning",
+                "UnknownConfigKey",
+                f"spec.config: {', '.join(report.unknown)} unknown to this operator's ferrymq "
+                f"version; the server ignores unknown keys, check the spelling",
+            )
+        )
+    if report.problems:
+        return Failure("InvalidSpec", "spec.config: " + "; ".join(report.problems))
+    return None
+
+
 # --- NameServer ---
 
 
@@ -139,10 +160,13 @@ async def reconcile_nameserver(ctx: Context, body: Mapping[str, Any]) -> Result:
         spec = models.parse_nameserver_spec(body.get("spec") or {})
         replicas = spec.replicas
         objects = namesrv_builder.desired(owner, spec, ctx.versions.pdb)
+        report = conf_check.check_namesrv(namesrv_builder.namesrv_conf(spec), list(spec.config))
     except ValueError as error:  # InvalidSpec, or a name too long for pod names
         failure = Failure("InvalidSpec", str(error))
     else:
-        failure = await _apply_all(ctx.kube, objects, result)
+        failure = _conf_failure(report, previous, generation, result)
+        if failure is None:
+            failure = await _apply_all(ctx.kube, objects, result)
     workloads = await observe_nameserver(ctx.kube, owner, replicas) if replicas else []
     status = compute(generation, workloads, previous, failure, now())
     if replicas:
@@ -338,8 +362,12 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
     if isinstance(addr, Failure):
         failure, result.retry = addr, ctx.settings.retry_delay_seconds
     else:
-        objects = broker_builder.desired(owner, spec, addr, ctx.versions.pdb)
-        failure = await _apply_all(ctx.kube, objects, result)
+        conf = broker_builder.broker_conf(owner, spec, addr, group=0, broker_id=0)
+        report = conf_check.check_broker(conf, list(spec.config))
+        failure = _conf_failure(report, previous, generation, result)
+        if failure is None:
+            objects = broker_builder.desired(owner, spec, addr, ctx.versions.pdb)
+            failure = await _apply_all(ctx.kube, objects, result)
 
     if failure is None and spec.storage.delete_claim_on_scale_down:
         await delete_removed_claims(ctx, owner, spec, result)

@@ -259,3 +259,28 @@ def claims_present(cluster: Cluster, names: list[str]) -> bool:
 
 def claims_gone(cluster: Cluster, names: list[str]) -> bool:
     return all(claim_state(cluster, n) != "present" for n in names)
+
+
+def test_bad_config_value_refused_by_the_broker_model(
+    cluster: Cluster, operator: KopfRunner
+) -> None:
+    """The CRD only knows 'a map of strings'; ferrymq's own BrokerConfig decides the values."""
+    cluster.create("nameservers", "routes", {"replicas": 1})
+    cluster.create(
+        "brokers",
+        "typo",
+        {"nameServerRef": {"name": "routes"}, "config": {"fileReservedTime": "two days"}},
+    )
+    failed = cluster.wait_condition("brokers", "typo", "ReconcileFailed", "True", "InvalidSpec")
+    assert "spec.config" in failed["message"] and "fileReservedTime" in failed["message"]
+    assert cluster.statefulset("typo-broker-0") is None
+    cluster.patch_spec(
+        "brokers", "typo", {"config": {"fileReservedTime": "48", "fileReserveTime": "1"}}
+    )
+    wait_for(
+        "the StatefulSet after the fix", functools.partial(cluster.statefulset, "typo-broker-0")
+    )
+    wait_for(
+        "a warning about the unknown key",
+        lambda: any(e.reason == "UnknownConfigKey" for e in cluster.events_for("typo")),
+    )
