@@ -372,7 +372,7 @@ class CommitLog:
         crc32 = rec.crc32
         magic = rec.MESSAGE_MAGIC_CODE
         parts: list[bytes | memoryview] = []
-        add = parts.append
+        extend = parts.extend
         offsets: list[int] = []
         add_offset = offsets.append
         offset = first_offset
@@ -400,14 +400,16 @@ class CommitLog:
                         f"(maxMessageSize {max_size})",
                     )
                 size = item_size + delta
-                add(pack_head(
-                    size, magic, crc32(view[pos + 20 : body_end]) & 0x7FFFFFFF,
-                    queue_id, flag, qo, offset,
+                extend((
+                    pack_head(
+                        size, magic, crc32(view[pos + 20 : body_end]) & 0x7FFFFFFF,
+                        queue_id, flag, qo, offset,
+                    ),
+                    head_tail,
+                    view[pos + 16 : body_end],  # BODYLEN + BODY
+                    topic_part,
+                    view[body_end : pos + item_size],  # PROPERTIESLEN + PROPERTIES
                 ))  # fmt: skip
-                add(head_tail)
-                add(view[pos + 16 : body_end])  # BODYLEN + BODY
-                add(topic_part)
-                add(view[body_end : pos + item_size])  # PROPERTIESLEN + PROPERTIES
                 add_offset(offset)
                 offset += size
                 qo += step
