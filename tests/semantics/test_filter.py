@@ -19,7 +19,7 @@ from ferrymq.filter import (
     tags_match,
 )
 from ferrymq.message import java_string_hash
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 
@@ -102,6 +102,7 @@ def test_sql92_compile_errors_name_the_reason(expression: str, reason: str) -> N
         compile_sql92(expression)
 
 
+@settings(deadline=None)
 @given(st.integers(-(2**40), 2**40), st.integers(-(2**40), 2**40))
 def test_integer_comparisons_agree_with_arithmetic(value: int, literal: int) -> None:
     props = {"a": str(value)}
@@ -111,6 +112,7 @@ def test_integer_comparisons_agree_with_arithmetic(value: int, literal: int) -> 
     assert matches(compile_sql92(f"a <> {literal}"), props) is (value != literal)
 
 
+@settings(deadline=None)
 @given(st.integers(-1000, 1000), st.integers(-1000, 1000), st.integers(-1000, 1000))
 def test_between_is_inclusive_range(value: int, low: int, high: int) -> None:
     low, high = min(low, high), max(low, high)
@@ -120,12 +122,14 @@ def test_between_is_inclusive_range(value: int, low: int, high: int) -> None:
     assert matches(negated, {"a": str(value)}) is not (low <= value <= high)
 
 
+@settings(deadline=None)
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40))
 def test_string_literals_round_trip(text: str) -> None:
     quoted = "'" + text.replace("'", "''") + "'"
     assert matches(compile_sql92(f"a = {quoted}"), {"a": text})
 
 
+@settings(deadline=None)
 @given(st.text(max_size=60))
 def test_arbitrary_text_never_crashes_the_compiler(text: str) -> None:
     with contextlib.suppress(FilterCompileError):

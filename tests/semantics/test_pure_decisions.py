@@ -14,7 +14,7 @@ from ferrymq.client.compression import CompressionError, compress_body, decompre
 from ferrymq.client.selectors import select_by_hash, select_by_key
 from ferrymq.message import Message, MessageConst, MessageInner, MessageSysFlag, java_string_hash
 from ferrymq.remoting.bodies import PERM_READ, PERM_WRITE
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 MQ1 = ("T", "b", 0)
@@ -55,6 +55,7 @@ def test_unlock_releases_only_own_locks_and_client_cleanup() -> None:
     assert locks.owner("g", MQ2) is None
 
 
+@settings(deadline=None)
 @given(st.integers(0, 40), st.integers(-1, 18), st.integers(1, 20))
 def test_send_back_routing(reconsume: int, level: int, max_times: int) -> None:
     d = decide_send_back("G", reconsume, level, max_times, 1, pick=lambda n: n - 1)
@@ -106,6 +107,7 @@ def test_select_by_hash_matches_java_select_message_queue_by_hash() -> None:
         select_by_hash([], msg, "k")
 
 
+@settings(deadline=None)
 @given(st.binary(max_size=10_000))
 def test_compression_round_trip(body: bytes) -> None:
     sent, flag = compress_body(body, 0)
