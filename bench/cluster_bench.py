@@ -109,7 +109,7 @@ class Cluster:
             for p in self.procs:
                 if p.poll() is not None:
                     raise RuntimeError(
-                        f"cluster process {p.args} exited with {p.returncode}; see cluster.log"
+                        f"cluster process {p.args!r} exited with {p.returncode}; see cluster.log"
                     )
             try:
                 async with AdminClient(self.namesrv) as admin:
