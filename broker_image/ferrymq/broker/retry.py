@@ -28,7 +28,6 @@ from ferrymq.broker._store_protocol import SemanticsStore, stored_body
 from ferrymq.broker.schedule import to_schedule_topic
 from ferrymq.message import (
     MessageConst,
-    MessageExt,
     MessageInner,
     encode_properties,
     tags_string_to_tags_code,
