@@ -86,3 +86,17 @@ def test_queue_first_file_at_non_zero_offset(tmp_path: Path) -> None:
     mf = q.get_or_create_last_mapped_file(10000)
     assert mf.file_from_offset == 8192
     q.shutdown()
+
+
+def test_load_moves_files_after_a_hole_aside(tmp_path: Path) -> None:
+    q = MappedFileQueue(tmp_path / "q", 4096)
+    for _ in range(4):
+        mf = q.get_or_create_last_mapped_file()
+        mf.advance(mf.free_space)
+    q.shutdown()
+    (tmp_path / "q" / offset_file_name(8192)).unlink()
+    q2 = MappedFileQueue(tmp_path / "q", 4096)
+    q2.load()
+    assert [mf.file_from_offset for mf in q2.files] == [0, 4096]
+    assert (tmp_path / "q" / (offset_file_name(12288) + ".gap")).exists()
+    q2.shutdown()

@@ -45,18 +45,22 @@ class MappedFileQueue:
             p.name for p in self.store_path.iterdir() if p.is_file() and p.name.isdigit()
         )
         files: list[MappedFile] = []
-        for name in names:
+        for index, name in enumerate(names):
+            expected = files[-1].file_from_offset + self.mapped_file_size if files else None
+            if expected is not None and int(name) != expected:
+                # Data after a hole cannot be reached by offset; move it aside (never reuse a
+                # file that holds stale records) and say so.
+                for later in names[index:]:
+                    (self.store_path / later).rename(self.store_path / f"{later}.gap")
+                log.error(
+                    "%s: no file at offset %d; %d later file(s) renamed to *.gap and ignored",
+                    self.store_path,
+                    expected,
+                    len(names) - index,
+                )
+                break
             mf = MappedFile(self.store_path / name, self.mapped_file_size, create=False)
             mf.set_positions(self.mapped_file_size)
-            if files and mf.file_from_offset != files[-1].file_from_offset + self.mapped_file_size:
-                log.error(
-                    "%s: gap before %s (previous file starts at %d); later files are ignored",
-                    self.store_path,
-                    name,
-                    files[-1].file_from_offset,
-                )
-                mf.close()
-                break
             files.append(mf)
         with self._lock:
             self._files = files
