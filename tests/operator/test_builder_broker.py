@@ -186,8 +186,14 @@ def test_probes_target_the_broker_port(broker_owner: Owner) -> None:
     c = container(build(broker_owner)[("StatefulSet", "orders-broker-0")])
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
     assert ports == {"broker": 10911, "ha": 10912, "fast": 10909}
-    for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
-        assert c[probe]["tcpSocket"]["port"] == "broker"
+    # Readiness and liveness need an answer from the broker itself (a remoting round trip).
+    for probe in ("readinessProbe", "livenessProbe"):
+        command = c[probe]["exec"]["command"]
+        assert command[:3] == ["python", "-m", "ferrymq.cli.probe"]
+        assert command[command.index("--addr") + 1] == "127.0.0.1:10911"
+        assert command[command.index("--role") + 1] == "broker"
+        assert c[probe]["timeoutSeconds"] > int(command[command.index("--timeout") + 1])
+    assert c["startupProbe"]["tcpSocket"]["port"] == "broker"
     # Store recovery may take long: the startup probe allows it before liveness applies.
     startup = c["startupProbe"]
     assert startup["periodSeconds"] * startup["failureThreshold"] >= 1800

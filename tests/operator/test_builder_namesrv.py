@@ -37,8 +37,10 @@ def test_replicas_and_image(namesrv_owner: Owner) -> None:
     assert c["image"] == "r/ferrymq:9"
     assert c["args"] == ["namesrv", "-c", "/etc/ferrymq/namesrv.conf"]
     assert c["ports"] == [{"name": "namesrv", "containerPort": 9876, "protocol": "TCP"}]
-    assert c["readinessProbe"]["tcpSocket"]["port"] == "namesrv"
-    assert c["livenessProbe"]["tcpSocket"]["port"] == "namesrv"
+    for probe in ("readinessProbe", "livenessProbe"):
+        command = c[probe]["exec"]["command"]
+        assert command[:3] == ["python", "-m", "ferrymq.cli.probe"]
+        assert "127.0.0.1:9876" in command and "namesrv" in command
 
 
 def test_config_file(namesrv_owner: Owner) -> None:

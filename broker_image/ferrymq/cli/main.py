@@ -10,6 +10,7 @@ import typer
 
 from ferrymq.cli import admin as admin_cli
 from ferrymq.cli import bench_cluster, bench_store, broker, consume, local_cluster, namesrv, produce
+from ferrymq.cli import probe as probe_cli
 from ferrymq.cli import report as report_cli
 
 app = typer.Typer(
@@ -33,6 +34,7 @@ app.command("namesrv")(namesrv.namesrv)
 app.command("broker")(broker.broker)
 app.command("local-cluster")(local_cluster.local_cluster)
 bench_app.command("store")(bench_store.bench_store)
+app.command("probe")(probe_cli.probe)
 
 
 def main() -> None:

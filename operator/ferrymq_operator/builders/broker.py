@@ -132,8 +132,12 @@ def statefulset(owner: Owner, spec: BrokerSpec, namesrv_addr: str, group: int) -
         ],
         "env": pod.downward_env(),
         "startupProbe": pod.tcp_probe("broker", period=STARTUP_PERIOD, failures=STARTUP_FAILURES),
-        "readinessProbe": pod.tcp_probe("broker", period=5, failures=3),
-        "livenessProbe": pod.tcp_probe("broker", period=10, failures=6),
+        "readinessProbe": pod.exec_probe(
+            "broker", names.BROKER_PORT, period=10, timeout=5, failures=3
+        ),
+        "livenessProbe": pod.exec_probe(
+            "broker", names.BROKER_PORT, period=20, timeout=10, failures=6
+        ),
         "securityContext": pod.container_security_context(),
         "volumeMounts": [
             {"name": "config", "mountPath": pod.CONFIG_DIR, "readOnly": True},

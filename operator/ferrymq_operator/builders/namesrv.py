@@ -83,8 +83,12 @@ def statefulset(owner: Owner, spec: NameServerSpec) -> dict[str, Any]:
         "args": ["namesrv", "-c", f"{pod.CONFIG_DIR}/{CONF_FILE}"],
         "ports": [{"name": "namesrv", "containerPort": names.NAMESRV_PORT, "protocol": "TCP"}],
         "env": pod.downward_env(),
-        "readinessProbe": pod.tcp_probe("namesrv", period=5, failures=3),
-        "livenessProbe": pod.tcp_probe("namesrv", period=10, failures=6, initial_delay=10),
+        "readinessProbe": pod.exec_probe(
+            "namesrv", names.NAMESRV_PORT, period=10, timeout=5, failures=3
+        ),
+        "livenessProbe": pod.exec_probe(
+            "namesrv", names.NAMESRV_PORT, period=20, timeout=10, failures=6, initial_delay=10
+        ),
         "securityContext": pod.container_security_context(),
         "volumeMounts": [
             {"name": "config", "mountPath": pod.CONFIG_DIR, "readOnly": True},

@@ -115,3 +115,34 @@ def tcp_probe(port: str, period: int, failures: int, initial_delay: int = 0) -> 
     if initial_delay:
         probe["initialDelaySeconds"] = initial_delay
     return probe
+
+
+def exec_probe(
+    role: str, port: int, period: int, timeout: int, failures: int, initial_delay: int = 0
+) -> dict[str, Any]:
+    """A remoting round trip to the local server (``python -m ferrymq.cli.probe``).
+
+    Unlike a TCP connect, which the kernel completes even when the event loop is stuck, this needs
+    the server to answer; ``-m`` skips importing the whole CLI, keeping each probe cheap.
+    """
+    probe: dict[str, Any] = {
+        "exec": {
+            "command": [
+                "python",
+                "-m",
+                "ferrymq.cli.probe",
+                "--role",
+                role,
+                "--addr",
+                f"127.0.0.1:{port}",
+                "--timeout",
+                str(max(1, timeout - 1)),
+            ]
+        },
+        "periodSeconds": period,
+        "timeoutSeconds": timeout,
+        "failureThreshold": failures,
+    }
+    if initial_delay:
+        probe["initialDelaySeconds"] = initial_delay
+    return probe
