@@ -407,10 +407,15 @@ class BrokerApp:
 
 
 async def serve(
-    config: BrokerConfig, store_config: MessageStoreConfig, ha_settings: HASettings | None = None
+    config: BrokerConfig,
+    store_config: MessageStoreConfig,
+    ha_settings: HASettings | None = None,
+    semantics_config: SemanticsConfig | None = None,
 ) -> None:
     """Run a broker until SIGTERM or SIGINT, then shut it down gracefully."""
-    app = BrokerApp(config, store_config, ha_settings=ha_settings)
+    app = BrokerApp(
+        config, store_config, semantics_config=semantics_config, ha_settings=ha_settings
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -10,6 +10,7 @@ import typer
 
 from ferrymq.broker.app import serve
 from ferrymq.broker.config import load_broker_configs
+from ferrymq.broker.semantics import load_semantics_config
 from ferrymq.ha.config import load_ha_settings
 from ferrymq.properties import ConfigError
 from ferrymq.remoting.eventloop import run
@@ -33,6 +34,8 @@ def broker(
     try:
         broker_cfg, store_cfg = load_broker_configs(config, overrides=overrides)
         ha_settings = load_ha_settings(config)
+        # transactionCheckInterval, transactionTimeOut, transactionCheckMax, flushDelayOffsetInterval
+        semantics_cfg = load_semantics_config(config, overrides=overrides)
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -41,7 +44,7 @@ def broker(
             "warning: no namesrvAddr (or NAMESRV_ADDR): clients cannot find this broker", err=True
         )
     try:
-        run(serve(broker_cfg, store_cfg, ha_settings))
+        run(serve(broker_cfg, store_cfg, ha_settings, semantics_cfg))
     except OSError as exc:
         typer.echo(f"error: cannot start the broker: {exc}", err=True)
         raise typer.Exit(1) from None
