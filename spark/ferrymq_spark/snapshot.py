@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import types
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ferrymq.snapshot.schema import TABLES, SnapshotMeta, table_file
@@ -70,13 +70,32 @@ class SnapshotHistory:
     root: Path
     dirs: tuple[Path, ...]
     metas: tuple[SnapshotMeta, ...]
+    _frames: dict[str, DataFrame] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def latest(self) -> SnapshotMeta:
         return self.metas[-1]
 
     def table(self, spark: SparkSession, name: str) -> DataFrame:
-        """All rows of table ``name`` across the history, typed by the row model."""
+        """All rows of table ``name`` across the history, typed by the row model.
+
+        Each table is read once per history and cached: the jobs join the same few small tables
+        many times, and re-reading JSON for every join dominated their run time.
+        """
+        cached = self._frames.get(name)
+        if cached is not None and cached.sparkSession is spark:
+            return cached
+        frame = self._read(spark, name).cache()
+        self._frames[name] = frame
+        return frame
+
+    def release(self) -> None:
+        """Drop the cached tables (the SparkSession may outlive one job)."""
+        for frame in self._frames.values():
+            frame.unpersist()
+        self._frames.clear()
+
+    def _read(self, spark: SparkSession, name: str) -> DataFrame:
         schema = spark_schema(TABLES[name])
         paths = [str(d / table_file(name)) for d in self.dirs if (d / table_file(name)).is_file()]
         if not paths:

@@ -25,7 +25,7 @@ def spark() -> Iterator[object]:
     session = build_session(
         "ferrymq-tests",
         master="local[2]",
-        conf={"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "2"},
+        conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
     )
     yield session
     session.stop()

@@ -115,3 +115,34 @@ def test_store_broker_must_be_named_when_ambiguous(spark, tmp_path: Path) -> Non
     store.mkdir()
     with pytest.raises(ValueError, match="--store-broker"):
         backlog.run(spark, backlog.BacklogArgs(snapshots=snaps, out=tmp_path / "o", store=store))
+
+
+def test_time_lag_from_the_store(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """With --store, time lag is the age of the message at the consumer offset, exactly."""
+    from spark_store_factory import write_store
+
+    puts = write_store(tmp_path / "store", [("T", i % 2, 100) for i in range(20)])
+    by_q = {(p.queue_id, p.queue_offset): p for p in puts}
+    taken = max(p.store_timestamp for p in puts) + 5_000
+    write_history(
+        tmp_path / "snaps",
+        [
+            Spec(
+                at=taken,
+                max_offsets={("T", "b", 0): 10, ("T", "b", 1): 10},
+                offsets={("g", "T", "b", 0): 4, ("g", "T", "b", 1): 10},
+                clients={"g": [Client("c1", owns=[("T", "b", 0), ("T", "b", 1)], subs={"T": "*"})]},
+                last_consumed_ts={("g", "T", "b", 0): 1},
+            )
+        ],
+    )
+    summary = backlog.run(
+        spark,
+        backlog.BacklogArgs(
+            snapshots=tmp_path / "snaps", out=tmp_path / "out", store=tmp_path / "store"
+        ),
+    )
+    (q,) = summary.laggingQueues
+    assert (q["queueId"], q["lag"], q["timeLagSource"]) == (0, 6, "store")
+    assert q["timeLagMs"] == taken - by_q[(0, 4)].store_timestamp
+    assert q["owners"] == ["c1"]

@@ -55,7 +55,7 @@ def _progress(title: str) -> Iterator[Callable[[str], None]]:
 
 
 def _fail(message: str) -> typer.Exit:
-    console.print(f"[red]error:[/red] {message}")
+    console.print(f"[red]error:[/red] {message}", soft_wrap=True)
     return typer.Exit(code=2)
 
 

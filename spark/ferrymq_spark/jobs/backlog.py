@@ -114,12 +114,14 @@ def queue_status(
     *,
     window: int = DEFAULT_WINDOW,
     min_samples: int = 2,
+    owners: DataFrame | None = None,
 ) -> DataFrame:
     """Burrow-style status of every queue of the latest snapshot over the last ``window`` snapshots."""
     if window < 1:
         raise ValueError(f"window must be >= 1 snapshot, got {window}")
     ids = [m.snapshotId for m in history.metas[-window:]]
-    owners = live_owners(history, spark)
+    if owners is None:
+        owners = live_owners(history, spark)
     samples = (
         lag_history(history, spark)
         .where(F.col("snapshotId").isin(ids))
@@ -178,8 +180,8 @@ def latest_queues(
         )
         .drop("storeTsAtOffset")
     )
-    status = queue_status(history, spark, window=window)
-    owners = live_owners(history, spark)
+    owners = live_owners(history, spark).cache()
+    status = queue_status(history, spark, window=window, owners=owners)
     return (
         latest.join(status, QUEUE_KEY, "left")
         .join(owners, QUEUE_KEY, "left")
@@ -326,12 +328,13 @@ def run(spark: SparkSession, args: BacklogArgs, progress: Progress | None = None
         scan = spark.read.format("ferrymq-commitlog").load(str(args.store))
         store_df = store_times(scan, broker)
     step("evaluating queues")
-    queues_df = latest_queues(history, spark, store=store_df, window=args.window)
+    # computed once, then both collected for the summary and written as Parquet
+    queues_df = latest_queues(history, spark, store=store_df, window=args.window).cache()
     args.out.mkdir(parents=True, exist_ok=True)
     queues_pdf = queues_df.toPandas()
     queues_df.write.mode("overwrite").parquet(str(args.out / "queues.parquet"))
     step("building lag history")
-    hist_df = lag_history(history, spark).select("snapshotId", "takenAt", *QUEUE_KEY, "lag")
+    hist_df = lag_history(history, spark).select("snapshotId", "takenAt", *QUEUE_KEY, "lag").cache()
     hist_df.write.mode("overwrite").parquet(str(args.out / "lag_history.parquet"))
     hist_pdf = hist_df.toPandas()
     step("writing summary and report")
@@ -342,4 +345,7 @@ def run(spark: SparkSession, args: BacklogArgs, progress: Progress | None = None
     (args.out / "report.html").write_text(
         report.render_backlog(asdict(summary), hist_pdf, queues_pdf), encoding="utf-8"
     )
+    queues_df.unpersist()
+    hist_df.unpersist()
+    history.release()
     return summary

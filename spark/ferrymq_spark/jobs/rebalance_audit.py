@@ -353,7 +353,7 @@ def run(
     step("reading snapshot history")
     history = open_history(args.snapshots)
     step("auditing allocations")
-    rows_df = audit(history, spark)
+    rows_df = audit(history, spark).cache()  # collected for the summary and written as Parquet
     args.out.mkdir(parents=True, exist_ok=True)
     rows = rows_df.toPandas()
     findings = rows_df.where(F.col("record") == "finding").drop(
@@ -370,4 +370,6 @@ def run(
     (args.out / "report.html").write_text(
         report.render_audit(asdict(summary), shares, churn), encoding="utf-8"
     )
+    rows_df.unpersist()
+    history.release()
     return summary
