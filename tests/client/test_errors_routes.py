@@ -110,3 +110,23 @@ def test_parse_namesrv_addr() -> None:
         parse_namesrv_addr("localhost")
     with pytest.raises(ValueError, match="no NameServer"):
         parse_namesrv_addr(" ; ")
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_v2_ext_matches_the_generic_header_encoding(batch: bool) -> None:
+    from ferrymq.client.broker_api import v2_ext
+    from ferrymq.remoting.headers import SendMessageRequestHeader
+
+    header = SendMessageRequestHeader(
+        producer_group="pg",
+        topic="T",
+        queue_id=3,
+        sys_flag=1,
+        born_timestamp=123,
+        flag=7,
+        properties=None if batch else "TAGS\x01a\x02",
+        reconsume_times=0,
+        batch=batch,
+        max_reconsume_times=None if batch else 16,
+    )
+    assert v2_ext(header) == header.to_ext_v2()

@@ -137,7 +137,7 @@ class BrokerApi:
         timeout: float | None = None,
     ) -> SendResult:
         code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
-        request = RemotingCommand.request(code, header.to_ext_v2(), body)
+        request = RemotingCommand.request(code, v2_ext(header), body)
         response = await self._invoke(addr, request, timeout)
         status = _SEND_STATUS.get(response.code)
         if status is None:
@@ -164,7 +164,7 @@ class BrokerApi:
         code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
         try:
             await self.remoting.invoke_oneway(
-                addr, RemotingCommand.request(code, header.to_ext_v2(), body, oneway=True)
+                addr, RemotingCommand.request(code, v2_ext(header), body, oneway=True)
             )
         except (RemotingError, ValueError) as exc:
             raise BrokerUnreachableError(addr, str(exc)) from exc
@@ -352,6 +352,30 @@ class BrokerApi:
         return await self._call_body(
             bodies.ConsumeStats, addr, RequestCode.GET_CONSUME_STATS, header
         )
+
+
+def v2_ext(h: headers.SendMessageRequestHeader) -> dict[str, str]:
+    """``h.to_ext_v2()`` written out field by field: the same strings, without the generic
+    reflection, because every send pays for it."""
+    ext = {
+        "a": h.producer_group,
+        "b": h.topic,
+        "c": h.default_topic,
+        "d": str(h.default_topic_queue_nums),
+        "e": str(h.queue_id),
+        "f": str(h.sys_flag),
+        "g": str(h.born_timestamp),
+        "h": str(h.flag),
+        "k": "true" if h.unit_mode else "false",
+        "m": "true" if h.batch else "false",
+    }
+    if h.properties is not None:
+        ext["i"] = h.properties
+    if h.reconsume_times is not None:
+        ext["j"] = str(h.reconsume_times)
+    if h.max_reconsume_times is not None:
+        ext["l"] = str(h.max_reconsume_times)
+    return ext
 
 
 def parse_properties_text(text: str) -> dict[str, str]:

@@ -292,17 +292,29 @@ class Producer:
         if not msgs:
             raise MessageValidationError("a batch needs at least one message")
         topic = msgs[0].topic
+        check_topic(topic)  # once: every message must carry this very topic
+        if topic.startswith("%RETRY%"):
+            raise MessageValidationError("retry-group messages are not supported in a batch")
+        delay = MessageConst.PROPERTY_DELAY_TIME_LEVEL
+        uniq = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+        next_id = self.instance.ids.next_id
+        limit = self.max_message_size
         for msg in msgs:
             if msg.topic != topic:
                 raise MessageValidationError(
                     f"all messages of a batch must share one topic ({topic!r} and {msg.topic!r})"
                 )
-            if msg.delay_time_level > 0:
+            props = msg.properties
+            if props.get(delay, "0") not in ("0", ""):
                 raise MessageValidationError("delayed messages are not supported in a batch")
-            if msg.topic.startswith("%RETRY%"):
-                raise MessageValidationError("retry-group messages are not supported in a batch")
-            check_message(msg, self.max_message_size)
-            self._stamp(msg)
+            if not msg.body:
+                raise MessageValidationError("the message body is empty")
+            if len(msg.body) > limit:
+                raise MessageValidationError(
+                    f"the message body size {len(msg.body)} exceeds the maximum {limit} bytes"
+                )
+            if uniq not in props:
+                props[uniq] = next_id()
         body = encode_batch(msgs)
         if len(body) > self.max_message_size:
             raise MessageValidationError(

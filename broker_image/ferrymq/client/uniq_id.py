@@ -19,8 +19,6 @@ import time
 
 from ferrymq.message import pack_host
 
-_TAIL = struct.Struct(">iH")
-
 
 def _month_start_ms(now_ms: int) -> int:
     now = dt.datetime.fromtimestamp(now_ms / 1000, tz=dt.UTC).astimezone()
@@ -50,5 +48,5 @@ class UniqIdGenerator:
         now_ms = time.time_ns() // 1_000_000
         if now_ms >= self._next_month_ms:
             self._roll_month(now_ms)
-        tail = _TAIL.pack((now_ms - self._start_ms) & 0x7FFFFFFF, next(self._counter) & 0xFFFF)
-        return self._fix + tail.hex().upper()
+        # same bytes as struct ">iH" hex-encoded, without the intermediate objects (hot path)
+        return f"{self._fix}{(now_ms - self._start_ms) & 0x7FFFFFFF:08X}{next(self._counter) & 0xFFFF:04X}"
