@@ -220,6 +220,35 @@ class StorageSpec(CamelModel):
         return value
 
 
+# Five cron fields (minute hour day-of-month month day-of-week) or a @-macro, as CronJob accepts.
+CRON_PATTERN = (
+    r"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|"
+    r"([0-9*/,?LW#A-Za-z-]+\s+){4}[0-9*/,?LW#A-Za-z-]+)$"
+)
+
+
+class AuditStorage(CamelModel):
+    storage_class_name: str | None = None
+    size: Quantity = Field(default="5Gi", description="Snapshot history and reports.")
+
+
+class AuditSpec(CamelModel):
+    """A CronJob collecting snapshots (``ferrymq admin snapshot``) and writing the backlog and
+    rebalance reports (``ferrymq report``) onto a claim, on a schedule."""
+
+    schedule: Annotated[str, StringConstraints(pattern=CRON_PATTERN)] = Field(
+        description="Cron schedule, e.g. '*/15 * * * *'."
+    )
+    image: str | None = Field(
+        default=None,
+        description="Image with ferrymq and its spark extra (PySpark + Java); defaults to spec.image.",
+    )
+    reports: bool = Field(default=True, description="Run the backlog and rebalance reports too.")
+    suspend: bool = False
+    storage: AuditStorage = Field(default_factory=AuditStorage)
+    resources: ResourceRequirements = Field(default_factory=ResourceRequirements)
+
+
 class BrokerSpec(PodSpecCommon):
     """Desired state of a broker cluster: ``groups`` groups of one master and its slaves."""
 
@@ -236,6 +265,9 @@ class BrokerSpec(PodSpecCommon):
     )
     flush_disk_type: Literal["ASYNC_FLUSH", "SYNC_FLUSH"] = "ASYNC_FLUSH"
     storage: StorageSpec = Field(default_factory=StorageSpec)
+    audit: AuditSpec | None = Field(
+        default=None, description="Scheduled snapshot collection and lag/rebalance reports."
+    )
 
     @model_validator(mode="after")
     def _cross_field(self) -> BrokerSpec:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ferrymq_operator import broker_admin, conf_check, k8s, models
+from ferrymq_operator.builders import audit as audit_builder
 from ferrymq_operator.builders import broker as broker_builder
 from ferrymq_operator.builders import names
 from ferrymq_operator.builders import namesrv as namesrv_builder
@@ -318,6 +319,16 @@ async def sync_topics(
     return synced, ("copying topics to new groups: " + "; ".join(notes)) if notes else None
 
 
+async def remove_audit(ctx: Context, owner: Owner, result: Result) -> None:
+    """spec.audit was removed: stop the schedule (the claim with the history stays until the
+    Broker is deleted, so re-enabling continues the same history)."""
+    name = audit_builder.audit_name(owner.name)
+    if await ctx.kube.get(ctx.versions.cronjob, "CronJob", owner.namespace, name) is None:
+        return
+    if await ctx.kube.delete(ctx.versions.cronjob, "CronJob", owner.namespace, name):
+        result.events.append(("Normal", "AuditDisabled", f"deleted CronJob {name}"))
+
+
 async def delete_removed_claims(
     ctx: Context, owner: Owner, spec: models.BrokerSpec, result: Result
 ) -> None:
@@ -367,7 +378,10 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
         failure = _conf_failure(report, previous, generation, result)
         if failure is None:
             objects = broker_builder.desired(owner, spec, addr, ctx.versions.pdb)
+            objects += audit_builder.desired(owner, spec, addr, ctx.versions.cronjob)
             failure = await _apply_all(ctx.kube, objects, result)
+        if failure is None and spec.audit is None:
+            await remove_audit(ctx, owner, result)
 
     if failure is None and spec.storage.delete_claim_on_scale_down:
         await delete_removed_claims(ctx, owner, spec, result)

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
+from typing import Any
 
 import javaproperties
 import pytest
 from kopf.testing import KopfRunner
 from kubernetes import client as k8s
+from kubernetes.dynamic.exceptions import NotFoundError
 
 from k8s.control_plane import KubeApi
 from k8s.operator_env import Cluster, ferrymq_crds, operator, wait_for
@@ -284,3 +286,40 @@ def test_bad_config_value_refused_by_the_broker_model(
         "a warning about the unknown key",
         lambda: any(e.reason == "UnknownConfigKey" for e in cluster.events_for("typo")),
     )
+
+
+def test_audit_cronjob_follows_spec(cluster: Cluster, operator: KopfRunner) -> None:
+    """Kubernetes 1.20 serves CronJob only in batch/v1beta1: discovery picks it."""
+    cronjobs = cluster.dynamic.resources.get(api_version="batch/v1beta1", kind="CronJob")
+
+    def cronjob() -> dict[str, Any] | None:
+        try:
+            found: dict[str, Any] = cronjobs.get(
+                name="audited-audit", namespace=cluster.ns
+            ).to_dict()
+        except NotFoundError:
+            return None
+        return found
+
+    cluster.create("nameservers", "routes", {"replicas": 1})
+    cluster.create(
+        "brokers",
+        "audited",
+        {"nameServerRef": {"name": "routes"}, "audit": {"schedule": "*/10 * * * *"}},
+    )
+    cron = wait_for("the audit CronJob", cronjob)
+    assert cron["spec"]["schedule"] == "*/10 * * * *"
+    assert (
+        "ferrymq admin snapshot"
+        in cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["command"][2]
+    )
+    claim = cluster.core.read_namespaced_persistent_volume_claim("audited-audit", cluster.ns)
+    assert claim.spec is not None and claim.spec.resources is not None
+
+    cluster.patch_spec("brokers", "audited", {"audit": {"schedule": "0 * * * *"}})
+    wait_for(
+        "the new schedule", lambda: (cronjob() or {}).get("spec", {}).get("schedule") == "0 * * * *"
+    )
+    cluster.patch_spec("brokers", "audited", {"audit": None})
+    wait_for("the CronJob to be removed", lambda: cronjob() is None)
+    assert any(e.reason == "AuditDisabled" for e in cluster.events_for("audited"))

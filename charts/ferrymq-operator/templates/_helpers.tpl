@@ -56,8 +56,9 @@ batch/v1beta1
 
 {{/*
 Rules for the namespaced resources the operator manages; used by the ClusterRole (all namespaces)
-or by one Role per watched namespace. The only delete verb is on PersistentVolumeClaims (opt-in
-deleteClaimOnScaleDown); children are removed by the garbage collector through ownerReferences.
+or by one Role per watched namespace. Delete verbs only where the operator removes something the
+spec no longer asks for (removed slaves' claims on opt-in, the audit CronJob); everything else is
+removed by the garbage collector through ownerReferences.
 */}}
 {{- define "ferrymq-operator.namespacedRules" -}}
 - apiGroups: ["ferrymq.io"]
@@ -78,10 +79,14 @@ deleteClaimOnScaleDown); children are removed by the garbage collector through o
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get", "list", "watch"]
-# Only with a Broker's storage.deleteClaimOnScaleDown: claims of removed slaves.
+# The audit claim of spec.audit; delete only with storage.deleteClaimOnScaleDown (removed slaves).
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
-  verbs: ["get", "list", "delete"]
+  verbs: ["get", "list", "create", "patch", "delete"]
+# The audit CronJob of spec.audit (deleted when spec.audit is removed).
+- apiGroups: ["batch"]
+  resources: ["cronjobs"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create", "patch"]
