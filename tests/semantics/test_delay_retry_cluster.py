@@ -16,6 +16,7 @@ from ferrymq.client import (
     Producer,
     PushConsumer,
 )
+from ferrymq.client.admin import AdminClient
 from ferrymq.client.allocate import MessageQueue
 from ferrymq.client.errors import NoPermissionError
 from ferrymq.client.pull_consumer import PullConsumer
@@ -81,7 +82,7 @@ async def test_message_failing_16_times_lands_in_the_dlq_and_nowhere_else(tmp_pa
         await consumer.start()
         try:
             async with Producer("fragile-p", cluster.namesrv_addr) as producer:
-                await producer.send(Message("Fragile", b"poison"))
+                poison = await producer.send(Message("Fragile", b"poison"))
                 await producer.send(Message("Fragile", b"fine"))
             store = cluster.broker.store
             assert store is not None
@@ -110,6 +111,15 @@ async def test_message_failing_16_times_lands_in_the_dlq_and_nowhere_else(tmp_pa
         )
         assert dead is not None and dead.body == b"poison" and dead.reconsume_times == 17
         assert dead.properties["RETRY_TOPIC"] == "Fragile"
+        # admin tools read the dead letter by the producer's message id (QUERY_MESSAGE index)
+        async with AdminClient(cluster.namesrv_addr) as admin:
+            await wait_for(
+                lambda: admin.query_message_by_key("%DLQ%fragile-g", poison.msg_id),
+                10,
+                "the DLQ message indexed",
+            )
+            found = await admin.view_message(poison.msg_id, topic="%DLQ%fragile-g")
+        assert found.body == b"poison" and found.topic == "%DLQ%fragile-g"
         # the original topic holds the two originals only; no copy was written back to it
         assert store.get_max_offset_in_queue("Fragile", 0) == 2
 
