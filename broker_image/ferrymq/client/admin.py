@@ -99,10 +99,24 @@ class AdminClient:
         await self.instance.broker.update_broker_config(addr, properties)
 
     async def wipe_write_perm(self, broker_name: str) -> dict[str, int]:
-        return await self.instance.namesrv.wipe_write_perm(broker_name)
+        """Stop writes to a broker group (before maintenance): the master drops its write
+        permission (and keeps it dropped in later registrations) and every NameServer marks its
+        queues read-only at once, so producers move away at their next route refresh. Returns
+        {address: count} per broker and NameServer."""
+        out: dict[str, int] = {}
+        master = (await self.master_addrs()).get(broker_name)
+        if master is not None:
+            out[master] = await self.instance.broker.wipe_write_perm(master)
+        out.update(await self.instance.namesrv.wipe_write_perm(broker_name))
+        return out
 
     async def add_write_perm(self, broker_name: str) -> dict[str, int]:
-        return await self.instance.namesrv.add_write_perm(broker_name)
+        out: dict[str, int] = {}
+        master = (await self.master_addrs()).get(broker_name)
+        if master is not None:
+            out[master] = await self.instance.broker.add_write_perm(master)
+        out.update(await self.instance.namesrv.add_write_perm(broker_name))
+        return out
 
     # --- topics ---------------------------------------------------------------------------------
     async def topic_list(self) -> list[str]:

@@ -307,6 +307,15 @@ class BrokerApi:
             addr, RequestCode.DELETE_TOPIC_IN_BROKER, headers.DeleteTopicRequestHeader(topic=topic)
         )
 
+    async def wipe_write_perm(self, addr: str) -> int:
+        """WIPE_WRITE_PERM_OF_BROKER on the broker itself (kept across its re-registrations)."""
+        response = await self._call(addr, RequestCode.WIPE_WRITE_PERM_OF_BROKER)
+        return int(response.ext_fields.get("wipeTopicCount", "0") or 0)
+
+    async def add_write_perm(self, addr: str) -> int:
+        response = await self._call(addr, RequestCode.ADD_WRITE_PERM_OF_BROKER)
+        return int(response.ext_fields.get("addTopicCount", "0") or 0)
+
     async def get_all_topic_config(self, addr: str) -> bodies.TopicConfigSerializeWrapper:
         return await self._call_body(
             bodies.TopicConfigSerializeWrapper, addr, RequestCode.GET_ALL_TOPIC_CONFIG
