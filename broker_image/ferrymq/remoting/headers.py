@@ -79,6 +79,7 @@ class _Spec:
     wire: str
     kind: type  # int, bool or str
     required: bool
+    label: str = ""  # how errors name the field (defaults to the wire name)
 
 
 _H = TypeVar("_H", bound="Header")
@@ -122,22 +123,28 @@ class Header:
 
     @classmethod
     def from_ext(cls, ext: Mapping[str, str] | None) -> Self:
-        ext = ext or {}
+        return cls._from_specs(cls._field_specs(), ext or {})
+
+    @classmethod
+    def _from_specs(cls, specs: tuple[_Spec, ...], ext: Mapping[str, str]) -> Self:
+        # hot path (every send and pull): plain loop, int() first, slow parsers only on odd input
         kwargs: dict[str, Any] = {}
-        for spec in cls._field_specs():
+        for spec in specs:
             raw = ext.get(spec.wire)
             if raw is None or raw == "":
                 if spec.required:
-                    raise HeaderError(f"missing header field '{spec.wire}'")
+                    raise HeaderError(f"missing header field '{spec.label or spec.wire}'")
                 continue
-            if not isinstance(raw, str):
-                raw = _format(raw)
-            if spec.kind is int:
-                kwargs[spec.attr] = _parse_int(raw, spec.wire)
-            elif spec.kind is bool:
-                kwargs[spec.attr] = _parse_bool(raw, spec.wire)
+            kind = spec.kind
+            if kind is str:
+                kwargs[spec.attr] = raw if type(raw) is str else _format(raw)
+            elif kind is int:
+                try:
+                    kwargs[spec.attr] = int(raw)
+                except (TypeError, ValueError):
+                    kwargs[spec.attr] = _parse_int(_format(raw), spec.label or spec.wire)
             else:
-                kwargs[spec.attr] = raw
+                kwargs[spec.attr] = _parse_bool(_format(raw), spec.label or spec.wire)
         return cls(**kwargs)
 
     def to_ext(self) -> dict[str, str]:
@@ -274,14 +281,30 @@ class SendMessageRequestHeader(Header):
     unit_mode: bool = False
     batch: bool = False
     max_reconsume_times: int | None = None
+    _v2_specs_cache: ClassVar[tuple[_Spec, ...] | None] = None
 
     @classmethod
     def from_ext(cls, ext: Mapping[str, str] | None) -> Self:
         """Accepts the long names (SEND_MESSAGE) and the short ones (SEND_MESSAGE_V2, batch)."""
         ext = ext or {}
         if "b" in ext and "topic" not in ext:
-            ext = {V2_NAMES.get(k, k): v for k, v in ext.items()}
-        return super(SendMessageRequestHeader, cls).from_ext(ext)
+            return cls._from_specs(cls._v2_specs(), ext)
+        return cls._from_specs(cls._field_specs(), ext)
+
+    @classmethod
+    def _v2_specs(cls) -> tuple[_Spec, ...]:
+        specs = cls.__dict__.get("_v2_specs_cache")
+        if specs is None:
+            specs = tuple(
+                dataclasses.replace(
+                    spec,
+                    wire=_V2_LONG_TO_SHORT.get(spec.wire, spec.wire),
+                    label=f"{_V2_LONG_TO_SHORT.get(spec.wire, spec.wire)} ({spec.wire})",
+                )
+                for spec in cls._field_specs()
+            )
+            cls._v2_specs_cache = specs
+        return typing.cast(tuple[_Spec, ...], specs)
 
     def to_ext_v2(self) -> dict[str, str]:
         return {_V2_LONG_TO_SHORT.get(k, k): v for k, v in self.to_ext().items()}

@@ -240,12 +240,13 @@ class PullMessageProcessor:
         slow_broker_id: int,
     ) -> RemotingCommand:
         suggest = slow_broker_id if result.suggest_pulling_from_slave else MASTER_ID
-        header = PullMessageResponseHeader(
-            next_begin_offset=result.next_begin_offset,
-            min_offset=result.min_offset,
-            max_offset=result.max_offset,
-            suggest_which_broker_id=suggest,
-        ).to_ext()
+        # the PullMessageResponseHeader fields, always all four, all strings (hot path)
+        header = {
+            "nextBeginOffset": str(result.next_begin_offset),
+            "minOffset": str(result.min_offset),
+            "maxOffset": str(result.max_offset),
+            "suggestWhichBrokerId": str(suggest),
+        }
         if code != ResponseCode.SUCCESS:
             result.release()
             return request.response(code, result.status.value, header)

@@ -24,12 +24,18 @@ from ferrymq.broker.topic_config import (
     check_topic_name,
     dlq_topic,
 )
-from ferrymq.message import MessageConst, MessageInner, MessageSysFlag, decode_properties
+from ferrymq.message import (
+    MessageConst,
+    MessageInner,
+    MessageSysFlag,
+    decode_properties,
+    tags_string_to_tags_code,
+)
 from ferrymq.remoting.bodies import PERM_READ, PERM_WRITE, TopicConfig
 from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
-from ferrymq.remoting.headers import SendMessageRequestHeader, SendMessageResponseHeader
+from ferrymq.remoting.headers import SendMessageRequestHeader
 from ferrymq.remoting.server import RemotingServer
 from ferrymq.store.results import PutMessageResult, PutMessageStatus
 
@@ -141,13 +147,19 @@ class SendMessageProcessor:
             dlq = self._retry_to_dlq(header, reconsume_times)
             if dlq is not None:
                 topic, queue_id = dlq, 0
-        born_host = split_addr(channel.remote_addr)
-        inner = MessageInner.create(
-            topic,
-            queue_id,
-            body,
-            properties,
+        born_host = channel.attrs.get("born_host")
+        if born_host is None:
+            born_host = channel.attrs["born_host"] = split_addr(channel.remote_addr)
+        tags = properties.get(MessageConst.PROPERTY_TAGS)
+        inner = MessageInner(
+            topic=topic,
+            queue_id=queue_id,
+            body=body,
             flag=header.flag,
+            properties=properties,
+            # the producer's own encoding, stored as sent (decoded above only to read it)
+            properties_string=header.properties or "",
+            tags_code=tags_string_to_tags_code(tags) if tags else 0,
             sys_flag=header.sys_flag,
             born_timestamp=header.born_timestamp or int(time.time() * 1000),
             born_host=born_host,
@@ -254,10 +266,9 @@ class SendMessageProcessor:
         self.stats.put_messages += append.msg_num
         self.stats.put_bytes += size
         msg_id = ",".join(append.msg_ids) if append.msg_ids else append.msg_id
-        header = SendMessageResponseHeader(
-            msg_id=msg_id, queue_id=queue_id, queue_offset=append.queue_offset
-        )
-        return request.response(code, remark, header.to_ext())
+        # the SendMessageResponseHeader fields, built directly (hot path), all strings
+        ext = {"msgId": msg_id, "queueId": str(queue_id), "queueOffset": str(append.queue_offset)}
+        return request.response(code, remark, ext)
 
 
 def is_compressed(sys_flag: int) -> bool:
