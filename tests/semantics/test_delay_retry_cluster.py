@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from ferrymq.broker.schedule import SCHEDULE_TOPIC
 from ferrymq.client import (
     ConsumeContext,
     ConsumeStatus,
@@ -91,8 +91,26 @@ async def test_message_failing_16_times_lands_in_the_dlq_and_nowhere_else(tmp_pa
                 90,
                 "the poison message in the DLQ",
             )
-            # nothing comes back after the dead letter: one first delivery + 16 retries in all
-            await asyncio.sleep(2.5)  # negative check window: a 17th redelivery would show here
+            # nothing is left anywhere that could come back: every delay queue delivered, the
+            # retry queue consumed to its end; so one first delivery + 16 retries in all
+            semantics = cluster.broker.semantics
+            assert semantics is not None
+
+            def drained() -> bool:
+                schedule = semantics.schedule
+                delays_done = all(
+                    schedule.offsets.get(level, 0)
+                    >= store.get_max_offset_in_queue(SCHEDULE_TOPIC, level - 1)
+                    for level in range(1, schedule.max_level + 1)
+                )
+                retry_mq = MessageQueue("%RETRY%fragile-g", "broker-s", 0)
+                assert consumer.offset_store is not None
+                retry_done = consumer.offset_store.offsets.get(
+                    retry_mq, -1
+                ) == store.get_max_offset_in_queue("%RETRY%fragile-g", 0)
+                return delays_done and retry_done
+
+            await wait_for(drained, 20, "delay and retry queues drained")
             assert attempts[b"poison"] == 17
             assert reconsume_seen == list(range(17))
             assert attempts[b"fine"] == 1
