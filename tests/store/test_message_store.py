@@ -420,3 +420,15 @@ async def test_async_flush_and_checkpoint_on_shutdown(tmp_path: Path) -> None:
     assert cp.physic_msg_timestamp == r.append_result.store_timestamp
     assert cp.logics_msg_timestamp == r.append_result.store_timestamp
     assert cfg.checkpoint_path.stat().st_size == 4096
+
+
+def test_offset_status_table() -> None:
+    from ferrymq.store.get_message import offset_status
+
+    s = GetMessageStatus
+    assert offset_status(0, 0, 0) == (s.NO_MESSAGE_IN_QUEUE, 0)
+    assert offset_status(3, 5, 10) == (s.OFFSET_TOO_SMALL, 5)
+    assert offset_status(10, 5, 10) == (s.OFFSET_OVERFLOW_ONE, 10)
+    assert offset_status(99, 5, 10) == (s.OFFSET_OVERFLOW_BADLY, 10)
+    assert offset_status(99, 0, 10) == (s.OFFSET_OVERFLOW_BADLY, 0)
+    assert offset_status(7, 5, 10) is None

@@ -18,7 +18,6 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol
 
 from ferrymq.message import (
     Message,
@@ -32,7 +31,7 @@ from ferrymq.store.checkpoint import StoreCheckpoint
 from ferrymq.store.cleanup import CleanupService, DiskUsage, disk_used_ratio
 from ferrymq.store.commit_log import AppendError, CommitLog
 from ferrymq.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
-from ferrymq.store.consume_queue import BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE, CQ_UNIT, ConsumeQueue
+from ferrymq.store.consume_queue import BLANK_UNIT_SIZE
 from ferrymq.store.consume_queue_store import ConsumeQueueStore
 from ferrymq.store.dispatch import (
     BuildConsumeQueue,
@@ -42,6 +41,7 @@ from ferrymq.store.dispatch import (
     ReputService,
 )
 from ferrymq.store.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
+from ferrymq.store.get_message import MessageFilter, PullLimits, offset_status, read_queue
 from ferrymq.store.index_service import IndexService
 from ferrymq.store.mapped_file import SelectMappedBufferResult, StoreFileError
 from ferrymq.store.results import (
@@ -60,27 +60,9 @@ ReplicaWaiter = Callable[[int], Awaitable[PutMessageStatus]]
 """Awaited with the end offset of a put on a SYNC_MASTER; returns PUT_OK or why not."""
 
 
-class MessageFilter(Protocol):
-    """Tag / SQL92 filters implement this (upstream ``MessageFilter``)."""
-
-    def is_matched_by_consume_queue(self, tags_code: int) -> bool: ...
-
-    def is_matched_by_commit_log(
-        self, record_buffer: memoryview, properties: dict[str, str] | None
-    ) -> bool: ...
-
-
 def _wait_store_msg_ok(properties: dict[str, str]) -> bool:
     raw = properties.get(MessageConst.PROPERTY_WAIT_STORE_MSG_OK)
     return raw is None or raw.lower() == "true"
-
-
-def _record_properties(view: memoryview) -> dict[str, str]:
-    """Properties of one record slice (for CommitLog-side filters)."""
-    check = rec.check_record(view, 0, len(view), check_crc=False)
-    if check.record is None:
-        return {}
-    return check.record.properties
 
 
 def _physical_memory() -> int:
@@ -135,7 +117,11 @@ class MessageStore:
         self._put_size_total = 0
         self._get_found_total = 0
         self._get_miss_total = 0
-        self._memory_budget = _physical_memory() * config.access_message_in_memory_max_ratio // 100
+        self._limits = PullLimits(
+            max_bytes=config.max_transfer_bytes_on_message_in_memory,
+            max_count=config.max_transfer_count_on_message_in_memory,
+            memory_budget=_physical_memory() * config.access_message_in_memory_max_ratio // 100,
+        )
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -475,7 +461,8 @@ class MessageStore:
         max_msg_nums: int,
         message_filter: MessageFilter | None = None,
     ) -> GetMessageResult:
-        """Up to ``max_msg_nums`` messages from queue offset ``offset`` (upstream getMessage)."""
+        """Up to ``max_msg_nums`` messages from queue offset ``offset`` (upstream getMessage),
+        as raw record slices; call ``release()`` on the result once they are sent."""
         del group  # kept for the upstream signature (per-group statistics live in the broker)
         cq = self.consume_queues.find(topic, queue_id)
         if cq is None:
@@ -483,102 +470,17 @@ class MessageStore:
             return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, next_begin_offset=0)
         min_offset = cq.min_offset_in_queue
         max_offset = cq.max_offset_in_queue
-        result = GetMessageResult(
-            GetMessageStatus.NO_MESSAGE_IN_QUEUE, offset, min_offset, max_offset
-        )
-        if max_offset == 0:
-            result.next_begin_offset = 0
-        elif offset < min_offset:
-            result.status = GetMessageStatus.OFFSET_TOO_SMALL
-            result.next_begin_offset = min_offset
-        elif offset == max_offset:
-            result.status = GetMessageStatus.OFFSET_OVERFLOW_ONE
-            result.next_begin_offset = offset
-        elif offset > max_offset:
-            result.status = GetMessageStatus.OFFSET_OVERFLOW_BADLY
-            result.next_begin_offset = min_offset if min_offset == 0 else max_offset
-        else:
-            self._read_queue(cq, offset, max_msg_nums, message_filter, result)
+        refused = offset_status(offset, min_offset, max_offset)
+        if refused is not None:
+            self._get_miss_total += 1
+            status, next_begin = refused
+            return GetMessageResult(status, next_begin, min_offset, max_offset)
+        result = read_queue(cq, self.commit_log, offset, max_msg_nums, message_filter, self._limits)
         if result.status is GetMessageStatus.FOUND:
             self._get_found_total += 1
         else:
             self._get_miss_total += 1
         return result
-
-    def _read_queue(
-        self,
-        cq: ConsumeQueue,
-        offset: int,
-        max_msg_nums: int,
-        message_filter: MessageFilter | None,
-        result: GetMessageResult,
-    ) -> None:
-        sel = cq.get_index_buffer(offset)
-        if sel is None:
-            result.status = GetMessageStatus.OFFSET_FOUND_NULL
-            result.next_begin_offset = cq.roll_next_file(offset)
-            return
-        cfg = self.config
-        max_bytes = cfg.max_transfer_bytes_on_message_in_memory
-        max_count = min(max_msg_nums, cfg.max_transfer_count_on_message_in_memory)
-        max_filter_bytes = max(16000, max_msg_nums * CQ_STORE_UNIT_SIZE * 20)
-        result.status = GetMessageStatus.NO_MATCHED_MESSAGE
-        next_phy_file_start = -1
-        max_phy = self.commit_log.max_offset
-        consumed = 0
-        last_phy_pulled = 0
-        try:
-            buf = sel.buffer
-            limit = min(sel.size, max_filter_bytes)
-            pos = 0
-            while pos + CQ_STORE_UNIT_SIZE <= limit:
-                phy, size, tags = CQ_UNIT.unpack_from(buf, pos)
-                if size == BLANK_UNIT_SIZE:
-                    pos += CQ_STORE_UNIT_SIZE
-                    continue
-                if result.messages and (
-                    len(result.messages) >= max_count or result.buffer_total_size + size > max_bytes
-                ):
-                    break
-                if phy + size > max_phy:
-                    break  # dispatched ahead of a cut CommitLog; never serve it
-                if next_phy_file_start >= 0 and phy < next_phy_file_start:
-                    pos += CQ_STORE_UNIT_SIZE
-                    continue
-                if message_filter is not None and not message_filter.is_matched_by_consume_queue(
-                    tags
-                ):
-                    pos += CQ_STORE_UNIT_SIZE
-                    continue
-                msg = self.commit_log.get_message(phy, size)
-                if msg is None:
-                    if not result.messages:
-                        result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
-                    next_phy_file_start = self.commit_log.roll_next_file(phy)
-                    pos += CQ_STORE_UNIT_SIZE
-                    continue
-                if message_filter is not None and not message_filter.is_matched_by_commit_log(
-                    msg.buffer, _record_properties(msg.buffer)
-                ):
-                    msg.release()
-                    pos += CQ_STORE_UNIT_SIZE
-                    continue
-                result.messages.append(msg.buffer)
-                result.queue_offsets.append(offset + pos // CQ_STORE_UNIT_SIZE)
-                result._releasers.append(msg.release)
-                result.buffer_total_size += size
-                last_phy_pulled = phy
-                result.status = GetMessageStatus.FOUND
-                next_phy_file_start = -1
-                pos += CQ_STORE_UNIT_SIZE
-            consumed = pos
-        finally:
-            sel.release()
-        result.next_begin_offset = offset + consumed // CQ_STORE_UNIT_SIZE
-        # Upstream: a consumer this far behind reads from disk; let a slave serve it.
-        if result.messages:
-            behind = max_phy - last_phy_pulled
-            result.suggest_pulling_from_slave = behind > self._memory_budget
 
     # --- lookups ----------------------------------------------------------------------------
 

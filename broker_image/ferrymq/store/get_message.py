@@ -1,0 +1,129 @@
+"""The pull read path (upstream ``DefaultMessageStore.getMessage``): which status an offset
+gets, and the walk over ConsumeQueue units that collects raw CommitLog slices.
+
+:func:`offset_status` is pure; :func:`read_queue` reads mapped files but never copies a record:
+it hands back memoryviews held until ``GetMessageResult.release()``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from ferrymq.store import record as rec
+from ferrymq.store.commit_log import CommitLog
+from ferrymq.store.consume_queue import BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE, CQ_UNIT, ConsumeQueue
+from ferrymq.store.results import GetMessageResult, GetMessageStatus
+
+
+class MessageFilter(Protocol):
+    """Tag / SQL92 filters implement this (upstream ``MessageFilter``)."""
+
+    def is_matched_by_consume_queue(self, tags_code: int) -> bool: ...
+
+    def is_matched_by_commit_log(
+        self, record_buffer: memoryview, properties: dict[str, str] | None
+    ) -> bool: ...
+
+
+@dataclass(slots=True, frozen=True)
+class PullLimits:
+    max_bytes: int  # maxTransferBytesOnMessageInMemory
+    max_count: int  # maxTransferCountOnMessageInMemory
+    memory_budget: int  # bytes behind the tail beyond which a slave should serve the pull
+
+
+def offset_status(
+    offset: int, min_offset: int, max_offset: int
+) -> tuple[GetMessageStatus, int] | None:
+    """``(status, nextBeginOffset)`` for an offset that cannot be read, None when it can."""
+    if max_offset == 0:
+        return GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0
+    if offset < min_offset:
+        return GetMessageStatus.OFFSET_TOO_SMALL, min_offset
+    if offset == max_offset:
+        return GetMessageStatus.OFFSET_OVERFLOW_ONE, offset
+    if offset > max_offset:
+        # Upstream: back to the start of an intact queue, else to its end.
+        return GetMessageStatus.OFFSET_OVERFLOW_BADLY, min_offset if min_offset == 0 else max_offset
+    return None
+
+
+def _record_properties(view: memoryview) -> dict[str, str]:
+    check = rec.check_record(view, 0, len(view), check_crc=False)
+    return check.record.properties if check.record is not None else {}
+
+
+def read_queue(
+    cq: ConsumeQueue,
+    commit_log: CommitLog,
+    offset: int,
+    max_msg_nums: int,
+    message_filter: MessageFilter | None,
+    limits: PullLimits,
+) -> GetMessageResult:
+    """Messages from ``offset`` (which :func:`offset_status` accepted)."""
+    result = GetMessageResult(
+        GetMessageStatus.NO_MATCHED_MESSAGE, offset, cq.min_offset_in_queue, cq.max_offset_in_queue
+    )
+    sel = cq.get_index_buffer(offset)
+    if sel is None:
+        result.status = GetMessageStatus.OFFSET_FOUND_NULL
+        result.next_begin_offset = cq.roll_next_file(offset)
+        return result
+    max_count = max(1, min(max_msg_nums, limits.max_count))
+    # How far to look past non-matching units in one pull (upstream maxFilterMessageCount).
+    max_filter_bytes = max(16000, max_msg_nums * CQ_STORE_UNIT_SIZE * 20)
+    next_phy_file_start = -1
+    max_phy = commit_log.max_offset
+    last_phy_pulled = 0
+    pos = 0
+    try:
+        buf = sel.buffer
+        limit = min(sel.size, max_filter_bytes)
+        while pos + CQ_STORE_UNIT_SIZE <= limit:
+            phy, size, tags = CQ_UNIT.unpack_from(buf, pos)
+            if size == BLANK_UNIT_SIZE:
+                pos += CQ_STORE_UNIT_SIZE
+                continue
+            if result.messages and (
+                len(result.messages) >= max_count
+                or result.buffer_total_size + size > limits.max_bytes
+            ):
+                break
+            if phy + size > max_phy:
+                break  # dispatched ahead of a cut CommitLog; never serve it
+            if next_phy_file_start >= 0 and phy < next_phy_file_start:
+                pos += CQ_STORE_UNIT_SIZE
+                continue
+            if message_filter is not None and not message_filter.is_matched_by_consume_queue(tags):
+                pos += CQ_STORE_UNIT_SIZE
+                continue
+            msg = commit_log.get_message(phy, size)
+            if msg is None:
+                if not result.messages:
+                    result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
+                next_phy_file_start = commit_log.roll_next_file(phy)
+                pos += CQ_STORE_UNIT_SIZE
+                continue
+            if message_filter is not None and not message_filter.is_matched_by_commit_log(
+                msg.buffer, _record_properties(msg.buffer)
+            ):
+                msg.release()
+                pos += CQ_STORE_UNIT_SIZE
+                continue
+            result.messages.append(msg.buffer)
+            result.queue_offsets.append(offset + pos // CQ_STORE_UNIT_SIZE)
+            result._releasers.append(msg.release)
+            result.buffer_total_size += size
+            last_phy_pulled = phy
+            result.status = GetMessageStatus.FOUND
+            next_phy_file_start = -1
+            pos += CQ_STORE_UNIT_SIZE
+    finally:
+        sel.release()
+    result.next_begin_offset = offset + pos // CQ_STORE_UNIT_SIZE
+    if result.messages:
+        # Upstream: a consumer this far behind reads from disk; let a slave serve it.
+        result.suggest_pulling_from_slave = max_phy - last_phy_pulled > limits.memory_budget
+    return result
