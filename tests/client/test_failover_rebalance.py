@@ -187,3 +187,30 @@ async def test_offsets_are_committed_periodically_and_visible_to_admin(
     finally:
         await consumer.shutdown()
         await instance.shutdown()
+
+
+async def test_running_info_lists_owned_queues_as_fastjson(cluster: LocalCluster) -> None:
+    """The GET_CONSUMER_RUNNING_INFO answer (upstream ConsumerRunningInfo) names the owned queues."""
+    from ferrymq.remoting import fastjson
+
+    await cluster.create_topic("F6", queues=1)
+    consumer = PushConsumer("g-info", cluster.namesrv_addr)
+    consumer.subscribe("F6", "*")
+    consumer.register_listener(lambda msgs, ctx: None)
+    await consumer.start()
+    try:
+        await wait_for(
+            lambda: len([q for q in consumer.owned_queues() if q.topic == "F6"]) == 2,
+            what="owns F6",
+        )
+        raw = fastjson.dumps(consumer.running_info())
+        parsed = fastjson.loads(raw)
+        owned = {
+            (k.get("brokerName"), k.get("queueId"))
+            for k in parsed["mqTable"]
+            if k.get("topic") == "F6"
+        }
+        assert owned == {("broker-a", 0), ("broker-b", 0)}
+        assert parsed["properties"]["messageModel"] == "CLUSTERING"
+    finally:
+        await consumer.shutdown()
