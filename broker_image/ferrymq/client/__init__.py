@@ -1,8 +1,21 @@
 """ferrymq Python client SDK: producer, push/pull consumers and admin client (RocketMQ 4.x protocol).
 
-``from ferrymq.client import Producer, PushConsumer, PullConsumer, AdminClient, Message``. The names
-are loaded on first use, so ``ferrymq.client.allocate`` (pure, used by the Spark audit) imports
-without the network stack.
+Everything is asyncio (run it on uvloop: ``ferrymq.remoting.eventloop.run``)::
+
+    from ferrymq.client import Message, Producer, PushConsumer
+
+    async with Producer("my-producer-group", "127.0.0.1:9876") as producer:
+        msg = Message("Orders", b"payload")
+        msg.tags, msg.keys = "created", ["order-42"]
+        result = await producer.send(msg)        # also send_async, send_oneway, send_batch
+
+    consumer = PushConsumer("my-consumer-group", "127.0.0.1:9876")
+    consumer.subscribe("Orders", "created || paid")
+    consumer.register_listener(lambda msgs, ctx: print(msgs))   # or an ``async def``
+    await consumer.start()                       # ... await consumer.shutdown()
+
+The names are loaded on first use, so ``ferrymq.client.allocate`` (pure, used by the Spark audit)
+imports without the network stack.
 """
 
 from __future__ import annotations
