@@ -47,8 +47,12 @@ def build_session(
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     chosen = master or os.environ.get("SPARK_MASTER")
-    local = chosen is None or chosen.startswith("local")
-    builder = builder.master(chosen or DEFAULT_MASTER)
+    # Under spark-submit the JVM already holds the submitted master (e.g. k8s://...): setting one
+    # here would override it. spark-submit hands the Python driver its gateway port this way.
+    submitted = chosen is None and "PYSPARK_GATEWAY_PORT" in os.environ
+    local = not submitted and (chosen is None or chosen.startswith("local"))
+    if not submitted:
+        builder = builder.master(chosen or DEFAULT_MASTER)
     for key, value in _DEFAULT_CONF.items():
         if key.startswith("spark.driver.") and not local:
             continue

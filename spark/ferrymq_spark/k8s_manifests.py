@@ -1,0 +1,320 @@
+"""Spark-on-Kubernetes objects for the audit jobs (pure: settings -> manifests and argv).
+
+Two ways to run ``ferrymq report backlog|rebalance`` on a cluster, from the same settings:
+
+* ``spark-submit --master k8s://https://<apiserver> --deploy-mode cluster`` with the driver and
+  executor pod templates (:func:`spark_submit_argv`);
+* a ``SparkApplication`` (Kubeflow spark-operator, ``sparkoperator.k8s.io/v1beta2``)
+  (:func:`spark_application`).
+
+Both run ``submit.py`` (a copy of :mod:`ferrymq_spark.submit` in the image) with the report's
+arguments; snapshots are read from, and reports written to, one claim mounted at ``/audit`` on
+the driver *and* the executors (executors scan the store files and write Parquet parts, so the
+claim must be ReadWriteMany when executors may land on other nodes). The files in ``spark/k8s/``
+are :func:`render_all` of the defaults; a test keeps them in sync.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+AUDIT_DIR = "/audit"
+STORE_DIR = "/store"
+SUBMIT_FILE = "/opt/ferrymq/submit.py"
+SPARK_UID = 185  # the uid of the upstream Spark images' "spark" user
+DRIVER_CONTAINER = "spark-kubernetes-driver"
+EXECUTOR_CONTAINER = "spark-kubernetes-executor"
+
+Job = Literal["backlog", "rebalance"]
+JOBS: tuple[Job, ...] = ("backlog", "rebalance")
+
+_QUANTITY = r"^[0-9]+(\.[0-9]+)?([kmgt]|[KMGT]i?)?$"
+_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+class SparkK8sSettings(BaseModel):
+    """What a cluster operator chooses; every field is validated with the key named on error."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    namespace: str = Field(default="ferrymq", pattern=_NAME, max_length=63)
+    name: str = Field(default="ferrymq-audit", pattern=_NAME, max_length=40)
+    image: str = Field(default="ferrymq/spark:0.1.0", min_length=1)
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    service_account: str = Field(default="ferrymq-spark", pattern=_NAME)
+    spark_version: str = Field(default="4.3.0", pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$")
+    audit_claim: str = Field(default="ferrymq-audit", pattern=_NAME, description="PVC at /audit")
+    store_claim: str | None = Field(
+        default=None, pattern=_NAME, description="a broker store PVC, mounted read-only at /store"
+    )
+    store_broker: str | None = Field(default=None, description="brokerName of the store claim")
+    window: int = Field(default=10, ge=1)
+    driver_cores: int = Field(default=1, ge=1)
+    driver_memory: str = Field(default="1g", pattern=r"^[0-9]+[kmgt]$")
+    executor_instances: int = Field(default=2, ge=1)
+    executor_cores: int = Field(default=1, ge=1)
+    executor_memory: str = Field(default="2g", pattern=r"^[0-9]+[kmgt]$")
+
+
+def labels(s: SparkK8sSettings, role: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "ferrymq",
+        "app.kubernetes.io/instance": s.name,
+        "app.kubernetes.io/component": f"spark-{role}",
+        "app.kubernetes.io/managed-by": "ferrymq",
+    }
+
+
+def job_arguments(s: SparkK8sSettings, job: Job) -> list[str]:
+    """Arguments of ``submit.py``: the same as ``ferrymq report <job>``."""
+    args = [job, "--snapshots", f"{AUDIT_DIR}/snapshots", "--out", f"{AUDIT_DIR}/reports/{job}"]
+    if job == "backlog":
+        args += ["--window", str(s.window)]
+        if s.store_claim:
+            args += ["--store", STORE_DIR]
+            if s.store_broker:
+                args += ["--store-broker", s.store_broker]
+    return args
+
+
+def _volumes(s: SparkK8sSettings) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    volumes: list[dict[str, Any]] = [
+        {"name": "audit", "persistentVolumeClaim": {"claimName": s.audit_claim}},
+        {"name": "spark-tmp", "emptyDir": {}},
+    ]
+    mounts: list[dict[str, Any]] = [
+        {"name": "audit", "mountPath": AUDIT_DIR},
+        {"name": "spark-tmp", "mountPath": "/tmp"},
+    ]
+    if s.store_claim:
+        volumes.append(
+            {
+                "name": "store",
+                "persistentVolumeClaim": {"claimName": s.store_claim, "readOnly": True},
+            }
+        )
+        mounts.append({"name": "store", "mountPath": STORE_DIR, "readOnly": True})
+    return volumes, mounts
+
+
+def _security() -> tuple[dict[str, Any], dict[str, Any]]:
+    pod = {
+        "runAsNonRoot": True,
+        "runAsUser": SPARK_UID,
+        "runAsGroup": SPARK_UID,
+        "fsGroup": SPARK_UID,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    container = {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    return pod, container
+
+
+def pod_template(s: SparkK8sSettings, role: Literal["driver", "executor"]) -> dict[str, Any]:
+    """Driver or executor pod template: Spark fills in image, command, cores and memory (it
+    sets the container's memory request and limit from spark.*.memory plus overhead itself)."""
+    volumes, mounts = _volumes(s)
+    pod_sec, container_sec = _security()
+    container = {
+        "name": DRIVER_CONTAINER if role == "driver" else EXECUTOR_CONTAINER,
+        "securityContext": container_sec,
+        "volumeMounts": mounts,
+        "env": [{"name": "HOME", "value": "/tmp"}],
+    }
+    spec: dict[str, Any] = {
+        "securityContext": pod_sec,
+        "containers": [container],
+        "volumes": volumes,
+    }
+    if role == "driver":
+        spec["serviceAccountName"] = s.service_account
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"labels": labels(s, role)},
+        "spec": spec,
+    }
+
+
+def spark_conf(s: SparkK8sSettings) -> dict[str, str]:
+    """Settings shared by spark-submit and the SparkApplication."""
+    return {
+        "spark.kubernetes.namespace": s.namespace,
+        "spark.kubernetes.container.image.pullPolicy": s.image_pull_policy,
+        "spark.kubernetes.authenticate.driver.serviceAccountName": s.service_account,
+        "spark.sql.shuffle.partitions": str(max(4, 2 * s.executor_instances * s.executor_cores)),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "false",
+    }
+
+
+def spark_submit_argv(
+    s: SparkK8sSettings,
+    job: Job,
+    master: str = "k8s://https://kubernetes.default.svc:443",
+    template_dir: str = "/opt/ferrymq/k8s",
+) -> list[str]:
+    """The ``spark-submit`` command line for ``job`` in cluster mode."""
+    if not master.startswith("k8s://"):
+        raise ValueError(f"master {master!r} must be a k8s:// URL")
+    conf = spark_conf(s) | {
+        "spark.kubernetes.container.image": s.image,
+        "spark.kubernetes.driver.podTemplateFile": f"{template_dir}/driver-pod-template.yaml",
+        "spark.kubernetes.executor.podTemplateFile": f"{template_dir}/executor-pod-template.yaml",
+        "spark.kubernetes.driver.podTemplateContainerName": DRIVER_CONTAINER,
+        "spark.kubernetes.executor.podTemplateContainerName": EXECUTOR_CONTAINER,
+        "spark.executor.instances": str(s.executor_instances),
+        "spark.executor.cores": str(s.executor_cores),
+        "spark.executor.memory": s.executor_memory,
+        "spark.driver.cores": str(s.driver_cores),
+        "spark.driver.memory": s.driver_memory,
+        "spark.app.name": f"{s.name}-{job}",
+    }
+    argv = [
+        "spark-submit",
+        "--master",
+        master,
+        "--deploy-mode",
+        "cluster",
+        "--name",
+        f"{s.name}-{job}",
+    ]
+    for key, value in sorted(conf.items()):
+        argv += ["--conf", f"{key}={value}"]
+    return [*argv, f"local://{SUBMIT_FILE}", *job_arguments(s, job)]
+
+
+def spark_application(s: SparkK8sSettings, job: Job) -> dict[str, Any]:
+    """A ``SparkApplication`` (``sparkoperator.k8s.io/v1beta2``) running ``job`` once."""
+    volumes, _ = _volumes(s)
+
+    def role(r: Literal["driver", "executor"]) -> dict[str, Any]:
+        # fresh objects per role: shared ones would be dumped as YAML anchors
+        _, mounts = _volumes(s)
+        pod_sec, container_sec = _security()
+        memory = s.driver_memory if r == "driver" else s.executor_memory
+        out: dict[str, Any] = {
+            "cores": s.driver_cores if r == "driver" else s.executor_cores,
+            "memory": memory,
+            "labels": labels(s, r),
+            "podSecurityContext": pod_sec,
+            "securityContext": container_sec,
+            "volumeMounts": mounts,
+            "env": [{"name": "HOME", "value": "/tmp"}],
+        }
+        if r == "driver":
+            out["serviceAccount"] = s.service_account
+        else:
+            out["instances"] = s.executor_instances
+        return out
+
+    return {
+        "apiVersion": "sparkoperator.k8s.io/v1beta2",
+        "kind": "SparkApplication",
+        "metadata": {
+            "name": f"{s.name}-{job}",
+            "namespace": s.namespace,
+            "labels": labels(s, "application"),
+        },
+        "spec": {
+            "type": "Python",
+            "pythonVersion": "3",
+            "mode": "cluster",
+            "image": s.image,
+            "imagePullPolicy": s.image_pull_policy,
+            "mainApplicationFile": f"local://{SUBMIT_FILE}",
+            "arguments": job_arguments(s, job),
+            "sparkVersion": s.spark_version,
+            "sparkConf": spark_conf(s),
+            "restartPolicy": {"type": "Never"},
+            "volumes": volumes,
+            "driver": role("driver"),
+            "executor": role("executor"),
+        },
+    }
+
+
+def rbac(s: SparkK8sSettings) -> list[dict[str, Any]]:
+    """ServiceAccount and Role for the driver, which creates and deletes its executor pods."""
+    meta = {"namespace": s.namespace, "labels": labels(s, "driver")}
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": s.service_account, **meta},
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": s.service_account, **meta},
+            "rules": [
+                {
+                    "apiGroups": [""],
+                    "resources": ["pods", "services", "configmaps", "persistentvolumeclaims"],
+                    "verbs": [
+                        "create",
+                        "get",
+                        "list",
+                        "watch",
+                        "delete",
+                        "deletecollection",
+                        "patch",
+                    ],
+                }
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": s.service_account, **meta},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": s.service_account,
+            },
+            "subjects": [
+                {"kind": "ServiceAccount", "name": s.service_account, "namespace": s.namespace}
+            ],
+        },
+    ]
+
+
+def render_all(s: SparkK8sSettings | None = None) -> dict[str, str]:
+    """File name -> YAML text of every object, as kept in ``spark/k8s/``."""
+    s = s or SparkK8sSettings()
+    files = {
+        "driver-pod-template.yaml": pod_template(s, "driver"),
+        "executor-pod-template.yaml": pod_template(s, "executor"),
+    }
+    for job in JOBS:
+        files[f"sparkapplication-{job}.yaml"] = spark_application(s, job)
+    header = "# Generated by `python -m ferrymq_spark.k8s_manifests spark/k8s`; do not edit.\n"
+    out = {
+        name: header + yaml.safe_dump(obj, sort_keys=False, default_flow_style=False)
+        for name, obj in files.items()
+    }
+    out["rbac.yaml"] = header + yaml.safe_dump_all(rbac(s), sort_keys=False)
+    return out
+
+
+def main(argv: list[str]) -> int:
+    """Write :func:`render_all` of the defaults into the directory ``argv[0]``."""
+    if len(argv) != 1:
+        print("usage: python -m ferrymq_spark.k8s_manifests OUT_DIR", file=sys.stderr)
+        return 2
+    out = Path(argv[0])
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in render_all().items():
+        (out / name).write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
