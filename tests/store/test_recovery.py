@@ -246,3 +246,39 @@ async def test_empty_commit_log_drops_stale_queues(tmp_path: Path) -> None:
         assert r.append_result is not None and r.append_result.queue_offset == 0
     finally:
         await store.shutdown()
+
+
+async def test_index_files_newer_than_checkpoint_are_rebuilt_from_their_start(
+    tmp_path: Path,
+) -> None:
+    cfg = small_config(tmp_path, mappedFileSizeCommitLog=4096, maxHashSlotNum=8, maxIndexNum=20)
+    store = await open_store(cfg)
+    appended = []
+    for i in range(90):
+        r = await store.put_message(msg(body=b"i" * 200, props={"KEYS": f"key{i}"}))
+        assert r.append_result is not None
+        appended.append(r.append_result)
+    await wait_dispatched(store)
+    assert len(store.index_service.files) >= 4
+    # A checkpoint that vouches for the index only up to message 59.
+    store.checkpoint.physic_msg_timestamp = FAR_FUTURE_MS
+    store.checkpoint.logics_msg_timestamp = FAR_FUTURE_MS
+    store.checkpoint.index_msg_timestamp = appended[59].store_timestamp - 1
+    store.checkpoint.flush()
+    kept = [
+        f for f in store.index_service.files if f.end_timestamp <= appended[59].store_timestamp - 1
+    ]
+    assert kept and len(kept) < len(store.index_service.files)
+    last_kept_entry = kept[-1].end_phy_offset
+    await abandon(store)
+
+    store = await open_store(cfg)
+    try:
+        # Dispatch resumed at the last entry the kept index files hold (the dropped files
+        # began right after it), not at the CommitLog start.
+        assert int(store.recovery_stats["reputFromOffset"]) == last_kept_entry > 0
+        for i in range(90):
+            q = store.query_message("T", f"key{i}", 3, 0, 2**62)
+            assert [m.commit_log_offset for m in q.messages] == [appended[i].wrote_offset], i
+    finally:
+        await store.shutdown()

@@ -34,6 +34,8 @@ class IndexService:
         self.index_num = index_num
         self.files: list[IndexFile] = []
         self._end_phy_offset: int | None = None  # cache; None = recompute from the files
+        # First record of index files dropped at load: dispatch must index again from there.
+        self._rebuild_from: int | None = None
 
     def load(self, last_exit_ok: bool, index_checkpoint_ms: int) -> None:
         """Map the files; after a crash, drop those holding entries newer than the checkpoint
@@ -51,6 +53,11 @@ class IndexService:
                 log.info(
                     "index file %s is newer than the checkpoint; rebuilt by dispatch", path.name
                 )
+                if f.index_count > 1:
+                    begin = f.begin_phy_offset
+                    self._rebuild_from = (
+                        begin if self._rebuild_from is None else min(self._rebuild_from, begin)
+                    )
                 f.destroy()
                 continue
             self.files.append(f)
@@ -74,6 +81,13 @@ class IndexService:
                     self._end_phy_offset = f.end_phy_offset
                     break
         return self._end_phy_offset
+
+    def resume_offset(self) -> int:
+        """A record offset from which dispatch rebuilds what the index lacks (-1: everything)."""
+        end = self.end_phy_offset
+        if self._rebuild_from is not None and (end < 0 or self._rebuild_from < end):
+            return self._rebuild_from
+        return end
 
     def _writable_file(self, now_ms: int) -> IndexFile:
         last = self.files[-1] if self.files else None

@@ -199,7 +199,7 @@ class MessageStore:
             commit_min,
             end,
             self.consume_queues.max_physic_offset(),
-            self.index_service.end_phy_offset if cfg.message_index_enable else None,
+            self.index_service.resume_offset() if cfg.message_index_enable else None,
             abnormal_start,
         )
         self.reput.reput_from_offset = reput_from
