@@ -18,6 +18,19 @@ from ferrymq.filter import (
     parse_tag_expression,
     tags_match,
 )
+from ferrymq.filter.expression import (
+    And,
+    Compare,
+    Constant,
+    FilterEvaluationError,
+    InList,
+    IsNull,
+    Not,
+    Or,
+    Property,
+    evaluate,
+    to_function,
+)
 from ferrymq.message import java_string_hash
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -166,3 +179,45 @@ def test_sql92_disabled_and_bad_types_are_rejected_with_reasons() -> None:
     assert check_subscription("SQL92", "a >", enable_property_filter=True)
     assert check_subscription("SQL92", "a > 1", enable_property_filter=True) is None
     assert check_subscription(None, "TagA || TagB", enable_property_filter=False) is None
+
+
+_leaf_value = st.one_of(
+    st.integers(-5, 5), st.sampled_from(["1", "2", "x", "eu"]), st.booleans(), st.none()
+)
+_props = st.dictionaries(
+    st.sampled_from(["a", "b", "c"]), st.sampled_from(["1", "2", "-3", "x", "eu", "true"])
+)
+_operand = st.one_of(
+    st.builds(Constant, _leaf_value), st.builds(Property, st.sampled_from(["a", "b", "c"]))
+)
+_condition = st.recursive(
+    st.one_of(
+        st.builds(Compare, st.sampled_from(["=", "<>", ">", ">=", "<", "<="]), _operand, _operand),
+        st.builds(
+            InList,
+            st.builds(Property, st.sampled_from(["a", "b"])),
+            st.frozensets(st.sampled_from(["1", "x", "eu"])),
+            st.booleans(),
+        ),
+        st.builds(IsNull, _operand, st.booleans()),
+        st.builds(Constant, st.booleans()),
+    ),
+    lambda inner: st.one_of(
+        st.builds(And, inner, inner), st.builds(Or, inner, inner), st.builds(Not, inner)
+    ),
+    max_leaves=8,
+)
+
+
+@settings(deadline=None, max_examples=300)
+@given(_condition, _props)
+def test_compiled_predicates_agree_with_the_reference_evaluator(
+    node: object, props: dict[str, str]
+) -> None:
+    def outcome(fn: object) -> object:
+        try:
+            return fn()  # type: ignore[operator]
+        except FilterEvaluationError:
+            return "error"
+
+    assert outcome(lambda: evaluate(node, props)) == outcome(lambda: to_function(node)(props))  # type: ignore[arg-type]

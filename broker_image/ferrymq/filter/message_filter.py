@@ -8,10 +8,10 @@ subscriptions in the second (the upstream Bloom-filter pre-check is an optimisat
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
-from ferrymq.filter.expression import Expression, matches
+from ferrymq.filter.expression import Expression, Predicate, matches_with, to_function
 from ferrymq.filter.sql92 import FilterCompileError, compile_sql92
 from ferrymq.filter.tag_filter import TagSubscription, parse_tag_expression
 
@@ -75,6 +75,10 @@ class TagMessageFilter:
 class SqlMessageFilter:
     expression_text: str
     expression: Expression
+    predicate: Predicate = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "predicate", to_function(self.expression))
 
     def is_matched_by_consume_queue(self, tags_code: int | None) -> bool:
         return True
@@ -83,7 +87,7 @@ class SqlMessageFilter:
         self, record: Buffer | None, properties: Mapping[str, str] | None
     ) -> bool:
         props = properties if properties is not None else _record_properties(record)
-        return matches(self.expression, props)
+        return matches_with(self.predicate, props)
 
 
 def _normalise_type(expression_type: str | None) -> str:
