@@ -278,11 +278,11 @@ def _syntax_message(text: str, exc: UnexpectedInput) -> str:
     return f"syntax error{where} in {text!r}"
 
 
-@lru_cache(maxsize=1024)
 def compile_sql92(text: str) -> Expression:
     """Compile a SQL92 filter; raises :class:`FilterCompileError` with the reason.
 
-    Cached: the same subscription string compiles once per process (compiled trees are immutable).
+    Not cached here: callers that see the same subscription repeatedly (the pull processor) keep
+    the compiled filter themselves; the tree is immutable, so sharing it is safe.
     """
     if text is None or not text.strip():
         raise FilterCompileError("SQL92 expression is empty")
