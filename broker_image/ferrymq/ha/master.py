@@ -201,8 +201,8 @@ class HAConnection:
         while True:
             data = source.read(self.next_transfer_from, config.transfer_batch_size)
             if data:
-                writer.write(encode_frame_header(self.next_transfer_from, len(data)))
-                writer.write(data)
+                # one write per frame: one send on the socket, no header-only segment
+                writer.write(encode_frame_header(self.next_transfer_from, len(data)) + data)
                 self.next_transfer_from += len(data)
                 await writer.drain()
                 last_write = time.monotonic()
