@@ -432,3 +432,19 @@ def test_offset_status_table() -> None:
     assert offset_status(99, 5, 10) == (s.OFFSET_OVERFLOW_BADLY, 10)
     assert offset_status(99, 0, 10) == (s.OFFSET_OVERFLOW_BADLY, 0)
     assert offset_status(7, 5, 10) is None
+
+
+async def test_failing_replica_waiter_means_stored_not_replicated(tmp_path: Path) -> None:
+    store = await open_store(small_config(tmp_path, brokerRole="SYNC_MASTER"))
+
+    async def broken(end_offset: int) -> PutMessageStatus:
+        raise ConnectionResetError("slave went away")
+
+    store.set_replica_waiter(broken)
+    try:
+        r = await store.put_message(msg())
+        assert r.status is PutMessageStatus.SLAVE_NOT_AVAILABLE and r.is_ok
+        assert r.append_result is not None
+        assert store.look_message_by_offset(r.append_result.wrote_offset) is not None
+    finally:
+        await store.shutdown()

@@ -388,13 +388,22 @@ class MessageStore:
             and wait
             and self.config.broker_role is BrokerRole.SYNC_MASTER
         ):
-            waits.append(self._replica_waiter(result.end_offset))
+            waits.append(self._wait_replica(self._replica_waiter, result.end_offset))
         status = PutMessageStatus.PUT_OK
         for outcome in await asyncio.gather(*waits):
             if outcome is not PutMessageStatus.PUT_OK and status is PutMessageStatus.PUT_OK:
                 status = outcome
         remark = "" if status is PutMessageStatus.PUT_OK else status.value
         return PutMessageResult(status, result, remark)
+
+    @staticmethod
+    async def _wait_replica(waiter: ReplicaWaiter, end_offset: int) -> PutMessageStatus:
+        """The HA hook's verdict; a failing hook means "stored, not replicated"."""
+        try:
+            return await waiter(end_offset)
+        except Exception:
+            log.exception("replica waiter failed for end offset %d", end_offset)
+            return PutMessageStatus.SLAVE_NOT_AVAILABLE
 
     async def _wait_flush(self, end_offset: int) -> PutMessageStatus:
         assert self._group_commit is not None
