@@ -22,7 +22,12 @@ from ferrymq.broker.processors.common import guarded_async
 from ferrymq.broker.store_port import MessageStorePort
 from ferrymq.broker.subscription_groups import SubscriptionGroupManager
 from ferrymq.broker.topic_config import TopicConfigManager
-from ferrymq.filter import FilterCompileError, FilterNotSupportedError, build_message_filter
+from ferrymq.filter import (
+    FilterCompileError,
+    FilterNotSupportedError,
+    TagMessageFilter,
+    build_message_filter,
+)
 from ferrymq.remoting.bodies import PERM_READ, MessageModel
 from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.codes import RequestCode, ResponseCode
@@ -93,17 +98,21 @@ class PullMessageProcessor:
         server.register(RequestCode.PULL_MESSAGE, guarded_async(self.process))
 
     def _filter(self, expression_type: str | None, expression: str | None) -> Any:
+        """The store filter of a subscription; None for "all tags" (the store then skips both
+        the ConsumeQueue check and decoding each record's properties)."""
         key = (expression_type or "TAG", expression or "*")
-        cached = self._filters.get(key)
-        if cached is None:
-            cached = build_message_filter(
-                expression_type,
-                expression,
-                enable_property_filter=self.config.enable_property_filter,
-            )
-            if len(self._filters) >= _FILTER_CACHE_MAX:
-                self._filters.clear()
-            self._filters[key] = cached
+        if key in self._filters:
+            return self._filters[key]
+        cached: Any = build_message_filter(
+            expression_type,
+            expression,
+            enable_property_filter=self.config.enable_property_filter,
+        )
+        if isinstance(cached, TagMessageFilter) and cached.subscription.is_all:
+            cached = None
+        if len(self._filters) >= _FILTER_CACHE_MAX:
+            self._filters.clear()
+        self._filters[key] = cached
         return cached
 
     def _refuse(self, request: RemotingCommand, code: int, remark: str) -> RemotingCommand:
