@@ -13,11 +13,12 @@ import socket
 from collections.abc import Mapping
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.alias_generators import to_camel
+
 from ferrymq.properties import build_model, collect_values, known_keys, load_properties
 from ferrymq.remoting.bodies import PERM_INHERIT, PERM_READ, PERM_WRITE
 from ferrymq.store.config import MessageStoreConfig
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-from pydantic.alias_generators import to_camel
 
 log = logging.getLogger(__name__)
 

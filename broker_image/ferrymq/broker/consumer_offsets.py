@@ -7,6 +7,7 @@ shutdown, in a thread.
 from __future__ import annotations
 
 import orjson
+
 from ferrymq.remoting.bodies import BodyError, ConsumerOffsetSerializeWrapper
 
 TOPIC_GROUP_SEPARATOR = "@"

@@ -7,6 +7,7 @@ import logging
 import time
 
 import orjson
+
 from ferrymq.remoting.bodies import (
     BodyError,
     DataVersion,

@@ -12,6 +12,7 @@ import re
 import time
 
 import orjson
+
 from ferrymq.remoting.bodies import (
     PERM_INHERIT,
     PERM_READ,

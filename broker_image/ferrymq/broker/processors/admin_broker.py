@@ -11,6 +11,8 @@ from typing import Any
 
 import javaproperties
 import orjson
+from pydantic import BaseModel, ValidationError
+
 from ferrymq.broker.config import BrokerConfig
 from ferrymq.broker.processors.common import guarded
 from ferrymq.broker.store_port import MessageStorePort
@@ -19,7 +21,6 @@ from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.server import RemotingServer
-from pydantic import BaseModel, ValidationError
 
 log = logging.getLogger(__name__)
 
