@@ -214,3 +214,16 @@ async def test_running_info_lists_owned_queues_as_fastjson(cluster: LocalCluster
         assert parsed["properties"]["messageModel"] == "CLUSTERING"
     finally:
         await consumer.shutdown()
+
+
+async def test_producer_introduces_itself_to_a_new_broker_at_once(cluster: LocalCluster) -> None:
+    """The first route naming a broker triggers a heartbeat, so the broker knows the producer group
+    well before the 30 s heartbeat (transaction check-backs go to known producers)."""
+    await cluster.create_topic("F7", queues=1)
+    async with Producer("pg-known", cluster.namesrv_addr) as producer:
+        await producer.send(Message("F7", b"x"))
+
+        def known() -> bool:
+            return all(b.producers.channels_of("pg-known") for b in cluster.brokers.values())
+
+        await wait_for(known, timeout=5, what="both brokers know the producer group")

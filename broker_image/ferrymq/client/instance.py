@@ -108,7 +108,7 @@ class ClientInstance:
             "rebalance": rebalance_interval,
         }
         self._rebalance_wakeup = asyncio.Event()
-        self._tasks: list[asyncio.Task[None]] = []
+        self._tasks: set[asyncio.Task[None]] = set()
         self._route_locks: dict[str, asyncio.Lock] = {}
         self._started = False
         self._stopped = False
@@ -128,15 +128,18 @@ class ClientInstance:
         self._spawn(self._rebalance_loop())
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        self._tasks.append(asyncio.create_task(coro))
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def shutdown(self) -> None:
         if self._stopped:
             return
         self._stopped = True
-        for task in self._tasks:
+        tasks = list(self._tasks)
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks.clear()
@@ -235,7 +238,13 @@ class ClientInstance:
             route = await self.namesrv.get_route(topic)
             if route is None:
                 return False
-            return self.routes.update(topic, route)
+            known = set(self.routes.all_addrs())
+            changed = self.routes.update(topic, route)
+            if changed and self.running and not set(self.routes.all_addrs()) <= known:
+                # a broker we never talked to: introduce ourselves now rather than in up to 30 s
+                # (transaction check-backs and consumer lists depend on the broker knowing us)
+                self._spawn(self._heartbeat_soon())
+            return changed
 
     async def publish_info(self, topic: str, default_topic_queue_nums: int = 4) -> TopicPublishInfo:
         """The queues to send to (upstream tryToFindTopicPublishInfo).
@@ -303,6 +312,12 @@ class ClientInstance:
             producer_data_set=[p.producer_data() for p in self.producers.values()],
             consumer_data_set=[c.consumer_data() for c in self.consumers.values()],
         )
+
+    async def _heartbeat_soon(self) -> None:
+        try:
+            await self.send_heartbeat_to_all_brokers()
+        except Exception:
+            log.exception("%s: heartbeat failed", self.client_id)
 
     async def send_heartbeat_to_all_brokers(self) -> None:
         data = self.heartbeat_data()
