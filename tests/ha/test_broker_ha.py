@@ -173,3 +173,88 @@ async def test_slave_refuses_writes_and_copies_metadata(
         assert info["brokerRole"] == "SLAVE" and info["haConnected"] == "true"
     finally:
         await client.close()
+
+
+async def _send(namesrv_addr: str, prefix: str, count: int, size: int = 2000) -> None:
+    producer = Producer(f"ha-{prefix}", namesrv_addr, body_transform=None)
+    await producer.start()
+    try:
+        for i in range(count):
+            body = f"{prefix}{i}:".encode().ljust(size, b".")
+            result = await producer.send(Message(TOPIC, body, properties={"KEYS": f"{prefix}{i}"}))
+            assert result.status.name == "SEND_OK", result
+    finally:
+        await producer.shutdown()
+
+
+def _same_queues(master: BrokerApp, slave: BrokerApp) -> int:
+    """Every queue offset the slave holds serves the master's record; returns records compared."""
+    m_store, s_store = master.store, slave.store
+    assert m_store is not None and s_store is not None
+    compared = 0
+    for queue_id in range(4):
+        max_offset = m_store.get_max_offset_in_queue(TOPIC, queue_id)
+        assert s_store.get_max_offset_in_queue(TOPIC, queue_id) == max_offset
+        offset = max(s_store.get_min_offset_in_queue(TOPIC, queue_id), 0)
+        while offset < max_offset:
+            with (
+                m_store.get_message("g", TOPIC, queue_id, offset, 32) as got_m,
+                s_store.get_message("g", TOPIC, queue_id, offset, 32) as got_s,
+            ):
+                assert got_s.message_count > 0, (queue_id, offset, got_s.status)
+                assert got_s.body() == got_m.body()[: len(got_s.body())]
+                offset = got_s.next_begin_offset
+                compared += got_s.message_count
+    return compared
+
+
+async def test_slave_restart_and_late_joining_slave_catch_up(tmp_path: Path) -> None:
+    namesrv = NamesrvApp(
+        NamesrvConfig(listen_port=0, bind_address="127.0.0.1", kv_config_path=tmp_path / "kv.json")
+    )
+    await namesrv.start()
+    master = make_broker(tmp_path / "master", namesrv.addr, 0, BrokerRole.ASYNC_MASTER)
+    await master.start()
+    started: list[BrokerApp] = []
+    try:
+        # late joiner: the master already holds several files; a new slave starts at its last
+        await _send(namesrv.addr, "early", 300)
+        assert master.store is not None
+        m_store = master.store
+        assert m_store.max_phy_offset > 2 * FILE_SIZE
+        slave = make_broker(tmp_path / "slave", namesrv.addr, 1, BrokerRole.SLAVE)
+        await slave.start()
+        started.append(slave)
+        assert slave.store is not None
+        s_store = slave.store
+        await wait_until(lambda: s_store.max_phy_offset == m_store.max_phy_offset, 20, "catch-up")
+        last_file = m_store.max_phy_offset - m_store.max_phy_offset % FILE_SIZE
+        assert s_store.min_phy_offset == last_file
+        await wait_until(lambda: s_store.dispatch_behind_bytes() == 0, 10, "slave dispatch")
+        assert _same_queues(master, slave) > 0
+
+        # the slave's index serves key queries for what it holds
+        newest = "early299"
+        found = s_store.query_message(TOPIC, newest, 4, 0, 2**62)
+        assert len(found.phy_offsets) == 1
+
+        # slave restart: it stops, the master moves on, a new slave process resumes
+        await slave.stop()
+        started.remove(slave)
+        await _send(namesrv.addr, "late", 150)
+        slave = make_broker(tmp_path / "slave", namesrv.addr, 1, BrokerRole.SLAVE)
+        await slave.start()
+        started.append(slave)
+        assert slave.store is not None
+        s_store = slave.store
+        await wait_until(lambda: s_store.max_phy_offset == m_store.max_phy_offset, 20, "catch-up")
+        await wait_until(lambda: s_store.dispatch_behind_bytes() == 0, 10, "slave dispatch")
+        assert _same_queues(master, slave) > 150
+        m_files = file_bytes(m_store.config.commit_log_dir)
+        s_files = file_bytes(s_store.config.commit_log_dir)
+        assert s_files == {k: v for k, v in m_files.items() if k in s_files}
+    finally:
+        for app in started:
+            await app.stop()
+        await master.stop()
+        await namesrv.stop()
