@@ -263,3 +263,26 @@ async def test_garbage_from_a_slave_closes_only_that_connection(
 
     put_many(master_log, 10, seed=10)
     await wait_until(lambda: slave_log.max_offset == master_log.max_offset, 10, "good slave served")
+
+
+async def test_slave_follows_a_new_master_address(
+    tmp_path: Path, services: list[HAService]
+) -> None:
+    first_log = new_commit_log(tmp_path / "m1", FILE_SIZE)
+    first = await start_master(first_log)
+    services.append(first)
+    slave_log = new_commit_log(tmp_path / "s", FILE_SIZE)
+    slave = await start_slave(slave_log, first)
+    services.append(slave)
+    await wait_until(lambda: first.connection_count == 1, 5, "first master")
+
+    # a second master with the same bytes (a restarted master on another port)
+    second_log = new_commit_log(tmp_path / "m2", FILE_SIZE)
+    second = await start_master(second_log)
+    services.append(second)
+    slave.update_master_address(f"127.0.0.1:{second.listen_port}")
+    await wait_until(lambda: second.connection_count == 1, 5, "second master")
+    await wait_until(lambda: first.connection_count == 0, 5, "first connection closed")
+    put_many(second_log, 20, seed=11)
+    await wait_until(lambda: slave_log.max_offset == second_log.max_offset, 10, "catch-up")
+    assert slave.client is not None and slave.client.connects == 2

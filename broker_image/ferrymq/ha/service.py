@@ -16,7 +16,7 @@ import logging
 from ferrymq.ha.config import HAConfig, Role
 from ferrymq.ha.master import HAMaster, Refusal
 from ferrymq.ha.slave import HAClient
-from ferrymq.ha.store_port import ReplicationSink, ReplicationSource
+from ferrymq.ha.store_port import ReplicationPort
 from ferrymq.ha.sync_wait import GroupTransferService
 from ferrymq.store.results import PutMessageStatus
 
@@ -24,22 +24,20 @@ log = logging.getLogger(__name__)
 
 
 class HAService:
-    def __init__(self, config: HAConfig, port: ReplicationSource | ReplicationSink) -> None:
+    def __init__(self, config: HAConfig, port: ReplicationPort) -> None:
         self.config = config
         self.master: HAMaster | None = None
         self.client: HAClient | None = None
         self.transfer: GroupTransferService | None = None
         if config.role.is_master:
-            source: ReplicationSource = port  # type: ignore[assignment]
-            self.master = HAMaster(source, config, on_report=self._on_slave_report)
+            self.master = HAMaster(port, config, on_report=self._on_slave_report)
             self.transfer = GroupTransferService(
                 timeout_s=config.sync_flush_timeout_s,
                 max_gap=config.max_gap_not_in_sync,
                 connection_count=lambda: self.master.connection_count if self.master else 0,
             )
         else:
-            sink: ReplicationSink = port  # type: ignore[assignment]
-            self.client = HAClient(sink, config)
+            self.client = HAClient(port, config)
 
     @property
     def role(self) -> Role:

@@ -140,6 +140,8 @@ class HAClient:
                     data = None
                 now = time.monotonic()
                 if data == b"":
+                    if self.master_address != address:
+                        return  # we hung up to follow a new master address
                     raise ConnectionError("master closed the connection")
                 if data:
                     last_read = now

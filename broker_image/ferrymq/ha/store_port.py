@@ -51,3 +51,7 @@ class ReplicationSink(Protocol):
         The store dispatches them to its ConsumeQueues and index itself. False when refused.
         """
         ...
+
+
+class ReplicationPort(ReplicationSource, ReplicationSink, Protocol):
+    """A CommitLog usable at either end (the broker's store is; its role picks the end)."""
