@@ -286,3 +286,30 @@ async def test_slave_follows_a_new_master_address(
     put_many(second_log, 20, seed=11)
     await wait_until(lambda: slave_log.max_offset == second_log.max_offset, 10, "catch-up")
     assert slave.client is not None and slave.client.connects == 2
+
+
+async def test_slave_behind_expired_master_files_is_refused(
+    tmp_path: Path, services: list[HAService]
+) -> None:
+    master_log = new_commit_log(tmp_path / "m", FILE_SIZE)
+    slave_log = new_commit_log(tmp_path / "s", FILE_SIZE)
+    master = await start_master(master_log)
+    services.append(master)
+    slave = await start_slave(slave_log, master)
+    await wait_until(lambda: master.connection_count == 1, 5, "connect")
+    put_many(master_log, 10, seed=12)
+    await wait_until(lambda: slave_log.max_offset == master_log.max_offset, 10, "catch-up")
+    await slave.shutdown()
+    behind = slave_log.max_offset
+
+    # the master moves on for several files and retention deletes the oldest ones
+    put_many(master_log, 150, seed=13, start=10)
+    deleted = master_log.mapped_file_queue.delete_files_before(
+        lambda mf: mf.file_from_offset + FILE_SIZE > behind + 2 * FILE_SIZE, 0
+    )
+    assert deleted >= 1 and master_log.min_offset > behind
+
+    services.append(await start_slave(slave_log, master))
+    await wait_until(lambda: len(master.refusals) >= 1, 5, "a refusal")
+    assert "cannot catch up" in master.refusals[-1].reason
+    assert slave_log.max_offset == behind

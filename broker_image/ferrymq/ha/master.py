@@ -207,6 +207,12 @@ class HAConnection:
                 await writer.drain()
                 last_write = time.monotonic()
                 continue
+            if self.next_transfer_from < source.min_offset():
+                # retention deleted the bytes this slave still needs: it can never catch up
+                raise HAProtocolError(
+                    f"the slave needs offset {self.next_transfer_from} but the master's oldest "
+                    f"CommitLog data starts at {source.min_offset()} (expired)"
+                )
             if time.monotonic() - last_write >= config.heartbeat_interval_s:
                 writer.write(encode_frame_header(self.next_transfer_from, 0))
                 await writer.drain()
