@@ -145,11 +145,24 @@ class Cluster:
         return None
 
     def wait_condition(
-        self, plural: str, name: str, kind: str, status: str, reason: str | None = None
+        self,
+        plural: str,
+        name: str,
+        kind: str,
+        status: str,
+        reason: str | None = None,
+        generation: int | None = None,
     ) -> dict[str, Any]:
+        """Wait for a condition; with ``generation``, one computed for that spec generation."""
+
         def probe() -> dict[str, Any] | None:
             cond = self.condition(plural, name, kind)
-            if cond and cond["status"] == status and (reason is None or cond["reason"] == reason):
+            if (
+                cond
+                and cond["status"] == status
+                and (reason is None or cond["reason"] == reason)
+                and (generation is None or cond.get("observedGeneration") == generation)
+            ):
                 return cond
             return None
 
@@ -233,6 +246,17 @@ class Cluster:
                 return False
             raise
         return True
+
+    def wait_event(self, name: str, reason: str, event_type: str | None = None) -> None:
+        """Events are posted asynchronously by kopf: poll for one with this reason."""
+
+        def probe() -> bool:
+            return any(
+                e.reason == reason and (event_type is None or e.type == event_type)
+                for e in self.events_for(name)
+            )
+
+        wait_for(f"a {reason} event on {name}", probe)
 
     def events_for(self, name: str) -> list[Any]:
         items: list[Any] = self.core.list_namespaced_event(

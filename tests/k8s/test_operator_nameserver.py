@@ -106,8 +106,8 @@ def test_nameserver_children_status_and_recovery(cluster: Cluster, operator: Kop
     assert ready["reason"] == "AllPodsReady"
     body = cluster.get("nameservers", "routes") or {}
     assert body["status"]["phase"] == "Running" and body["status"]["ready"] == "2/2"
-    reasons = {e.reason for e in cluster.events_for("routes")}
-    assert {"Created", "Running"} <= reasons
+    cluster.wait_event("routes", "Created")
+    cluster.wait_event("routes", "Running")
 
     # A pod turning unready after the cluster was ready: Degraded, not Progressing.
     cluster.mark_ready("routes-namesrv-1", ready=False)
@@ -140,8 +140,7 @@ def test_nameserver_children_status_and_recovery(cluster: Cluster, operator: Kop
     # Scaling: the StatefulSet follows the spec, status goes back to Progressing (Updating).
     cluster.patch_spec("nameservers", "routes", {"replicas": 3})
     wait_for("3 replicas", lambda: cluster.statefulset("routes-namesrv").spec.replicas == 3)
-    cond = cluster.wait_condition("nameservers", "routes", "Progressing", "True")
-    assert cond["observedGeneration"] == 2
+    cluster.wait_condition("nameservers", "routes", "Progressing", "True", generation=2)
 
 
 def test_deleting_the_resource_garbage_collects_children(
@@ -184,5 +183,4 @@ def test_invalid_spec_sets_reconcile_failed_then_recovers(
     # A merge patch with null removes the key.
     cluster.patch_spec("nameservers", "badconf", {"config": {"listenPort": None}})
     wait_for("the StatefulSet after the fix", lambda: cluster.statefulset("badconf-namesrv"))
-    cond = cluster.wait_condition("nameservers", "badconf", "ReconcileFailed", "False")
-    assert cond["observedGeneration"] == 2
+    cluster.wait_condition("nameservers", "badconf", "ReconcileFailed", "False", generation=2)

@@ -111,5 +111,11 @@ def test_operator_works_with_the_chart_rbac_only(
                 lambda: any(e.reason == "Created" for e in cluster.events_for("rbac")),
             )
     assert runner.exception is None
-    forbidden = [r.getMessage() for r in caplog.records if "orbidden" in r.getMessage()]
-    assert not forbidden, forbidden
+    # RBAC denials name the identity; other 403s (e.g. posting into a namespace that an earlier
+    # test is deleting) are not about the chart's rules.
+    denied = [
+        r.getMessage()
+        for r in caplog.records
+        if "forbidden" in r.getMessage().lower() and "system:serviceaccount" in r.getMessage()
+    ]
+    assert not denied, denied
