@@ -7,7 +7,7 @@ import urllib.request
 import zlib
 from pathlib import Path
 
-from conftest import broker_configs
+from broker_helpers import broker_configs
 from ferrymq.broker.app import BrokerApp
 from ferrymq.broker.metrics import BrokerCollector, MetricsServer
 from ferrymq.broker.register import build_register_request

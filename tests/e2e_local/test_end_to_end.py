@@ -7,7 +7,7 @@ import asyncio
 import collections
 import statistics
 
-from conftest import wait_for
+from e2e_helpers import wait_for
 from ferrymq.broker.local_cluster import LocalCluster
 from ferrymq.client import AdminClient, ConsumeFromWhere, Message, Producer, PushConsumer
 from ferrymq.message import MessageExt

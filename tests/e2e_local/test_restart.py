@@ -8,7 +8,7 @@ import collections
 from collections.abc import Iterator
 
 import pytest
-from conftest import wait_for
+from e2e_helpers import wait_for
 from ferrymq.broker.local_cluster import LocalCluster
 from ferrymq.client import ConsumeFromWhere, Message, Producer, PushConsumer, SendStatus
 from ferrymq.message import MessageExt

@@ -10,8 +10,10 @@ unregister, flush and remove their abort files), then SIGKILL after a grace peri
 from __future__ import annotations
 
 import os
+import random
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -56,6 +58,20 @@ class BrokerSpec:
     broker_id: int
     listen_port: int
     conf: dict[str, str] = field(default_factory=dict)
+
+
+def pick_free_port(host: str) -> int:
+    """A port that is free now, below the kernel's ephemeral range: a broker restarted on the same
+    port must not find it taken by some client's outgoing connection (which port 0 would risk)."""
+    for _ in range(200):
+        port = random.randrange(20000, 32000)
+        with socket.socket() as probe:
+            try:
+                probe.bind((host, port))
+            except OSError:
+                continue
+            return port
+    raise ClusterStartError("no free port found in 20000-32000")
 
 
 def broker_conf_text(values: dict[str, str]) -> str:
@@ -142,8 +158,9 @@ class LocalCluster:
             "storePathRootDir": str(self.data_dir / f"{spec.group}-{spec.broker_id}" / "store"),
             "flushDiskType": self.flush_disk_type,
         }
-        if spec.listen_port:
-            conf["haListenPort"] = str(spec.listen_port + 1)
+        # upstream: haListenPort = listenPort + 1; with picked ports, pick that one too
+        ha_port = spec.listen_port + 1 if self.broker_port else pick_free_port(self.host)
+        conf["haListenPort"] = str(ha_port)
         if self.mapped_file_size_commit_log:
             conf["mappedFileSizeCommitLog"] = str(self.mapped_file_size_commit_log)
         conf.update(self.extra_conf)
@@ -225,8 +242,6 @@ class LocalCluster:
         else:
             self._terminate([old])
         assert old.conf_path is not None
-        conf = old.conf_path.read_text().replace("listenPort=0\n", f"listenPort={old.port}\n")
-        old.conf_path.write_text(conf)
         child = self._spawn(old.name, ["broker", "-c", str(old.conf_path)])
         child.conf_path = old.conf_path
         self.brokers[index] = child
