@@ -2,7 +2,8 @@
 
 Owns the schedule service (delay levels), the retry/DLQ send-back service, the transaction service
 and the rebalance lock manager; registers their processors (CONSUMER_SEND_MSG_BACK 36,
-END_TRANSACTION 37, LOCK/UNLOCK_BATCH_MQ 41/42, GET_ALL_DELAY_OFFSET 45, CHECK_CLIENT_CONFIG 46);
+END_TRANSACTION 37, LOCK/UNLOCK_BATCH_MQ 41/42, GET_ALL_DELAY_OFFSET 45; CHECK_CLIENT_CONFIG 46
+belongs to the client-manage processor, which compiles subscriptions with :mod:`ferrymq.filter`);
 and gives the send processor a store view (:class:`SendSemanticsStore`) that turns a message asking
 for a delay into a schedule-topic message and a transactional one into a half message, as upstream
 CommitLog/SendMessageProcessor do on put.
@@ -35,10 +36,8 @@ from ferrymq.broker.transaction import (
     is_transaction_prepared,
     to_half_message,
 )
-from ferrymq.filter import check_subscription
 from ferrymq.message import MessageInner
 from ferrymq.properties import build_model, collect_values, load_properties
-from ferrymq.remoting.bodies import Body, BodyError, SubscriptionData
 from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
@@ -133,14 +132,6 @@ class SendSemanticsStore:
         return result
 
 
-class _CheckClientConfigBody(Body):
-    """CHECK_CLIENT_CONFIG body (upstream CheckClientRequestBody)."""
-
-    client_id: str = ""
-    group: str = ""
-    subscription_data: SubscriptionData | None = None
-
-
 class SemanticsServices:
     def __init__(
         self,
@@ -199,7 +190,6 @@ class SemanticsServices:
         EndTransactionProcessor(self.transactions, is_slave=self.is_slave).register(server)
         RebalanceLockProcessor(self.locks).register(server)
         server.register(RequestCode.GET_ALL_DELAY_OFFSET, self._get_all_delay_offset)
-        server.register(RequestCode.CHECK_CLIENT_CONFIG, self._check_client_config)
 
     async def start(self) -> None:
         """Master: deliver delayed messages and check transactions. Slave: keep state only."""
@@ -225,21 +215,3 @@ class SemanticsServices:
     # --- small processors -------------------------------------------------------------------
     def _get_all_delay_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         return request.response(ResponseCode.SUCCESS, body=self.schedule.encode_offsets())
-
-    def _check_client_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
-        """Upstream ``checkClientConfig``: compile the subscription the client is about to use."""
-        try:
-            body = _CheckClientConfigBody.decode(request.body_bytes())
-        except BodyError as exc:
-            return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
-        sub = body.subscription_data
-        if sub is None:
-            return request.response(ResponseCode.SUCCESS)
-        reason = check_subscription(
-            sub.expression_type,
-            sub.sub_string,
-            enable_property_filter=self.enable_property_filter(),
-        )
-        if reason is not None:
-            return request.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, reason)
-        return request.response(ResponseCode.SUCCESS)
