@@ -19,6 +19,7 @@ from ferrymq.ha.config import HASettings
 from ferrymq.message import Message
 from ferrymq.namesrv.app import NamesrvApp
 from ferrymq.namesrv.config import NamesrvConfig
+from ferrymq.remoting.bodies import SubscriptionGroupConfig
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
@@ -143,6 +144,19 @@ async def test_slave_refuses_writes_and_copies_metadata(
         reply = await client.invoke(master.addr, create)
         assert reply.code == ResponseCode.SUCCESS, reply.remark
         master.offsets.commit_offset("g1", "SyncedTopic", 1, 42)
+        master.groups.update(SubscriptionGroupConfig(group_name="synced_group", retry_max_times=3))
+        assert master.semantics is not None and slave.semantics is not None
+        master.semantics.schedule.offsets[3] = 17
+        await wait_until(
+            lambda: getattr(slave.groups.table.get("synced_group"), "retry_max_times", 0) == 3,
+            10,
+            "group sync",
+        )
+        await wait_until(
+            lambda: slave.semantics is not None and slave.semantics.schedule.offsets.get(3) == 17,
+            10,
+            "delay offset sync",
+        )
         await wait_until(lambda: slave.topics.get("SyncedTopic") is not None, 10, "topic sync")
         await wait_until(
             lambda: slave.offsets.query_offset("g1", "SyncedTopic", 1) == 42, 10, "offset sync"

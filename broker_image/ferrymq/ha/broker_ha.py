@@ -16,12 +16,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-import orjson
-
 from ferrymq.ha.config import HASettings, Role, ha_config_for
 from ferrymq.ha.service import HAService
 from ferrymq.ha.slave_sync import SlaveSynchronize
 from ferrymq.ha.store_adapter import CommitLogReplication
+from ferrymq.remoting import fastjson
 from ferrymq.remoting.bodies import (
     ConsumerOffsetSerializeWrapper,
     SubscriptionGroupWrapper,
@@ -73,7 +72,7 @@ class ManagerSyncTargets:
         schedule = self._schedule()
         if schedule is None:
             return
-        data = orjson.loads(raw_json)
+        data = fastjson.loads(raw_json)  # also reads fastjson's unquoted integer keys
         table = data.get("offsetTable", {}) if isinstance(data, dict) else {}
         schedule.offsets = {int(k): int(v) for k, v in table.items()}
         task = asyncio.get_running_loop().create_task(schedule.persist())

@@ -112,6 +112,10 @@ class SlaveSynchronize:
                 report.errors[name] = str(exc) or type(exc).__name__
                 log.warning("slave sync of %s from %s failed: %s", name, self.master_addr, exc)
                 continue
+            except Exception as exc:  # a bad body must not end the periodic sync
+                report.errors[name] = f"unexpected: {exc!r}"
+                log.exception("slave sync of %s from %s failed", name, self.master_addr)
+                continue
             (report.applied if applied else report.unchanged).append(name)
         self.rounds += 1
         self.last_report = report
