@@ -16,7 +16,7 @@ from ferrymq.message import (
     java_string_hash,
     tags_string_to_tags_code,
 )
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 # Property names/values never contain the two separators.
@@ -27,6 +27,7 @@ _text = st.text(
 _props = st.dictionaries(_text.filter(bool), _text, max_size=8)
 
 
+@settings(deadline=None)  # a shared, loaded machine: no per-example deadline
 @given(_props)
 def test_properties_round_trip(props: dict[str, str]) -> None:
     assert decode_properties(encode_properties(props)) == props
@@ -52,6 +53,7 @@ def test_java_string_hash_known_values() -> None:
     assert tags_string_to_tags_code("TagA") == 2598919
 
 
+@settings(deadline=None)  # a shared, loaded machine: no per-example deadline
 @given(st.ip_addresses(v=4), st.integers(0, 65535), st.integers(0, 2**63 - 1))
 def test_msg_id_round_trip(ip: object, port: int, offset: int) -> None:
     msg_id = create_message_id((str(ip), port), offset)
@@ -80,6 +82,7 @@ _messages = st.lists(
 )
 
 
+@settings(deadline=None)  # a shared, loaded machine: no per-example deadline
 @given(_messages)
 def test_batch_round_trip(messages: list[Message]) -> None:
     decoded = decode_batch(encode_batch(messages), "T")
@@ -88,6 +91,7 @@ def test_batch_round_trip(messages: list[Message]) -> None:
     ]
 
 
+@settings(deadline=None)  # a shared, loaded machine: no per-example deadline
 @given(_messages, st.data())
 def test_batch_truncated_is_an_error(messages: list[Message], data: st.DataObject) -> None:
     body = encode_batch(messages)

@@ -39,6 +39,7 @@ _fields = st.fixed_dictionaries(
 )
 
 
+@settings(deadline=None)  # a shared, loaded machine: no per-example deadline
 @given(_fields, st.integers(0, 64))
 def test_round_trip(fields: dict, lead: int) -> None:
     size = rec.record_size(len(fields["body"]), len(fields["topic"]), len(fields["properties"]))
@@ -88,6 +89,7 @@ def _one(body: bytes = b"payload") -> bytearray:
     return buf
 
 
+@settings(deadline=None)  # a shared, loaded machine: no per-example deadline
 @given(st.data())
 def test_any_truncation_or_flip_is_detected_or_harmless(data: st.DataObject) -> None:
     buf = _one(b"0123456789" * 5)
@@ -106,7 +108,7 @@ def test_any_truncation_or_flip_is_detected_or_harmless(data: st.DataObject) -> 
         )
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=400))
 def test_random_bytes_never_raise(junk: bytes) -> None:
     check = rec.check_record(junk, 0, len(junk))
@@ -164,7 +166,7 @@ def test_compressed_body_is_inflated_on_decode() -> None:
     assert rec.decode_message_ext(buf, decompress_body=False).body == body
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_lean_parsers_agree_with_check_record(data: st.DataObject) -> None:
     """Recovery's validate_record and reput's parse_for_dispatch accept exactly what

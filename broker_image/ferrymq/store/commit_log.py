@@ -74,7 +74,7 @@ class CommitLog:
         store_host: tuple[str, int],
         max_message_size: int,
     ) -> None:
-        self.mapped_file_queue = MappedFileQueue(store_path, mapped_file_size)
+        self.mapped_file_queue = MappedFileQueue(store_path, mapped_file_size, preallocate=True)
         self.mapped_file_size = mapped_file_size
         self.store_host = store_host
         self._store_ip = pack_host(store_host[0])

@@ -16,6 +16,7 @@ Promises:
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import mmap
 import os
@@ -36,6 +37,16 @@ class StoreFileError(OSError):
 def offset_file_name(offset: int) -> str:
     """The 20-digit name of a file starting at ``offset``."""
     return f"{offset:0{OFFSET_NAME_DIGITS}d}"
+
+
+def _allocate(fd: int, size: int) -> None:
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise StoreFileError(f"no space left for a {size}-byte store file") from exc
+        # Filesystems without fallocate: a sparse file (a full disk then shows up on write).
+        os.ftruncate(fd, size)
 
 
 class ReferenceResource:
@@ -124,7 +135,9 @@ class SelectMappedBufferResult:
 class MappedFile(ReferenceResource):
     """A file of exactly ``file_size`` bytes mapped read-write; name = start offset (20 digits)."""
 
-    def __init__(self, path: Path, file_size: int, *, create: bool = True) -> None:
+    def __init__(
+        self, path: Path, file_size: int, *, create: bool = True, preallocate: bool = False
+    ) -> None:
         super().__init__()
         self.path = path
         self.file_size = file_size
@@ -138,6 +151,7 @@ class MappedFile(ReferenceResource):
             self._fd = os.open(path, flags, 0o644)
         except OSError as exc:
             raise StoreFileError(f"{path}: cannot open: {exc.strerror}") from exc
+        actual = -1
         try:
             actual = os.fstat(self._fd).st_size
             if actual != file_size:
@@ -146,13 +160,20 @@ class MappedFile(ReferenceResource):
                         f"{path}: size {actual} is larger than the configured {file_size}; "
                         "was the file size setting changed?"
                     )
-                # A short file: created by us, or a crash between create and truncate. Zero-extend.
-                os.ftruncate(self._fd, file_size)
+                if preallocate:
+                    # Reserve the blocks now, so a full disk is a clear error here instead of
+                    # SIGBUS on a later write (CommitLog files, written densely).
+                    _allocate(self._fd, file_size)
+                else:
+                    # Sparse, as upstream: thousands of ConsumeQueue files stay cheap.
+                    os.ftruncate(self._fd, file_size)
             self._mm = mmap.mmap(
                 self._fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE
             )
         except OSError as exc:
             os.close(self._fd)
+            if create and actual == 0:
+                path.unlink(missing_ok=True)  # leave no empty file behind for the next load
             if isinstance(exc, StoreFileError):
                 raise
             raise StoreFileError(f"{path}: cannot map {file_size} bytes: {exc.strerror}") from exc
