@@ -28,6 +28,14 @@ class SemanticsCluster:
     namesrv: NamesrvApp
     broker: BrokerApp
 
+    async def restart_broker(self) -> None:
+        """Graceful stop, then a new broker on the same port and store (progress files reload)."""
+        old = self.broker
+        await old.stop()
+        old.config.listen_port = old.port
+        self.broker = BrokerApp(old.config, old.store_config, old.semantics_config)
+        await self.broker.start()
+
     @property
     def namesrv_addr(self) -> str:
         return self.namesrv.addr
@@ -99,5 +107,5 @@ async def semantics_cluster(
         await wait_for(registered, 10, "broker registered")
         yield cluster
     finally:
-        await broker.stop()
+        await cluster.broker.stop()
         await namesrv.stop()
