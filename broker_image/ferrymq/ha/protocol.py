@@ -137,7 +137,8 @@ class FrameReader:
                 )
             if end - pos - head < size:
                 break
-            frames.append(TransferFrame(offset, bytes(buf[pos + head : pos + head + size])))
+            with memoryview(buf) as view:  # one copy out of the buffer, not two
+                frames.append(TransferFrame(offset, bytes(view[pos + head : pos + head + size])))
             pos += head + size
         if pos:
             del buf[:pos]
