@@ -282,3 +282,33 @@ async def test_index_files_newer_than_checkpoint_are_rebuilt_from_their_start(
             assert [m.commit_log_offset for m in q.messages] == [appended[i].wrote_offset], i
     finally:
         await store.shutdown()
+
+
+async def test_queue_that_lost_its_tail_is_redispatched_from_the_checkpoint(tmp_path: Path) -> None:
+    """Power-loss shape: queue 1's last units never reached the disk while queue 0's did.
+    Resuming only from the highest queue would skip them; the checkpoint bound does not."""
+    # No index: its own resume point would mask what this test is about.
+    cfg = small_config(tmp_path, mappedFileSizeCommitLog=8192, messageIndexEnable=False)
+    store = await open_store(cfg)
+    appended = []
+    for i in range(40):
+        r = await store.put_message(msg(queue_id=i % 2, body=b"p%d" % i))
+        assert r.append_result is not None
+        appended.append(r.append_result)
+    await wait_dispatched(store)
+    store.checkpoint.physic_msg_timestamp = appended[-1].store_timestamp + 10_000
+    store.checkpoint.logics_msg_timestamp = appended[30].store_timestamp + 2999  # margin is 3 s
+    store.checkpoint.flush()
+    await abandon(store)
+    cq_file = sorted((tmp_path / "consumequeue" / "T" / "1").iterdir())[-1]
+    data = bytearray(cq_file.read_bytes())
+    used = len(data.rstrip(b"\0")) // 20 * 20 + 20 * (len(data.rstrip(b"\0")) % 20 != 0)
+    data[used - 3 * 20 : used] = bytes(60)  # queue 1 loses its last three units
+    cq_file.write_bytes(bytes(data))
+
+    store = await open_store(cfg)
+    try:
+        assert store.recovery_stats["lastExitOk"] == "false"
+        assert set(all_records(store, queues=2)) == {a.wrote_offset for a in appended}
+    finally:
+        await store.shutdown()

@@ -174,16 +174,15 @@ class MessageStore:
             self.index_service.load(last_exit_ok, self.checkpoint.index_msg_timestamp)
         self.consume_queues.recover()
         files = mfq.files
-        abnormal_start: int | None = None
+        trusted_ms = self.checkpoint.min_timestamp(cfg.message_index_safe)
         if last_exit_ok:
             start = recovery.normal_start_index(len(files))
         else:
-            start = recovery.abnormal_start_index(
-                files, self.checkpoint.min_timestamp(cfg.message_index_safe)
-            )
-            abnormal_start = files[start].file_from_offset if files else None
-        scan = recovery.scan_valid_end(files, start, cfg.check_crc_on_recover)
+            start = recovery.abnormal_start_index(files, trusted_ms)
+        scan = recovery.scan_valid_end(files, start, cfg.check_crc_on_recover, trusted_ms)
         end = scan.end_offset
+        # After a crash, records newer than the checkpoint may be missing from some queue.
+        abnormal_start = None if last_exit_ok else scan.first_after
         mfq.truncate_dirty_files(end)
         mfq.flushed_where = end
         if not files:

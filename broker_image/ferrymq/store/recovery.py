@@ -29,6 +29,9 @@ class ScanResult:
     last_store_timestamp: int
     messages: int
     stop_reason: str
+    # First record stored after the ``after_ms`` given to the scan (end_offset when none): data
+    # from there on is newer than what the checkpoint vouches for.
+    first_after: int = -1
 
 
 def normal_start_index(file_count: int) -> int:
@@ -60,17 +63,29 @@ def abnormal_start_index(files: list[MappedFile], checkpoint_min_ms: int) -> int
     return 0
 
 
-def scan_valid_end(files: list[MappedFile], start_index: int, check_crc: bool) -> ScanResult:
+def scan_valid_end(
+    files: list[MappedFile], start_index: int, check_crc: bool, after_ms: int = 2**62
+) -> ScanResult:
     """Walk records from ``files[start_index]`` and return where valid data ends. Never raises
     on bad bytes: anything that does not parse ends the scan."""
     if not files:
-        return ScanResult(0, 0, 0, "no files")
+        return ScanResult(0, 0, 0, "no files", 0)
+    result = _scan(files, start_index, check_crc, after_ms)
+    if result.first_after < 0:
+        result.first_after = result.end_offset
+    return result
+
+
+def _scan(files: list[MappedFile], start_index: int, check_crc: bool, after_ms: int) -> ScanResult:
     last_ts = 0
     count = 0
+    first_after = -1
     end = files[start_index].file_from_offset
     for mf in files[start_index:]:
         if mf.file_from_offset != end:
-            return ScanResult(end, last_ts, count, f"file {mf.path.name} does not follow on")
+            return ScanResult(
+                end, last_ts, count, f"file {mf.path.name} does not follow on", first_after
+            )
         view = memoryview(mf.buffer)
         try:
             pos = 0
@@ -84,7 +99,10 @@ def scan_valid_end(files: list[MappedFile], start_index: int, check_crc: bool) -
                             last_ts,
                             count,
                             "PHYSICALOFFSET does not match the position (stale bytes)",
+                            first_after,
                         )
+                    if first_after < 0 and store_ts > after_ms:
+                        first_after = mf.file_from_offset + pos
                     last_ts = store_ts
                     count += 1
                     pos += rsize
@@ -94,10 +112,10 @@ def scan_valid_end(files: list[MappedFile], start_index: int, check_crc: bool) -
                     break  # next file
                 detail = rec.check_record(view, pos, size, check_crc=check_crc)
                 reason = detail.reason or kind.value
-                return ScanResult(mf.file_from_offset + pos, last_ts, count, reason)
+                return ScanResult(mf.file_from_offset + pos, last_ts, count, reason, first_after)
         finally:
             view.release()
-    return ScanResult(end, last_ts, count, "end of the last file")
+    return ScanResult(end, last_ts, count, "end of the last file", first_after)
 
 
 def choose_reput_offset(
@@ -112,7 +130,8 @@ def choose_reput_offset(
     - the ConsumeQueues' highest indexed end (RC4: dispatch ran in CommitLog order, so all
       before it was dispatched; a crash between append and dispatch leaves the rest to redo);
     - no further than the index's last entry when the index is on (it may lag the queues);
-    - no further than the abnormal scan's start file (data the checkpoint does not vouch for);
+    - no further than the first record newer than the checkpoint's trusted time after a crash
+      (queues flushed at different moments may each miss a different tail);
     clamped to the CommitLog's ``[min, end]``. Dispatchers skip what they already hold.
     """
     candidates = [cq_max_physic_offset if cq_max_physic_offset >= 0 else commit_log_min]
