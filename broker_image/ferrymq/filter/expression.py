@@ -14,9 +14,11 @@ two strings compare them as doubles, and are an error when either is not numeric
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 Value = bool | int | float | str | None
 
@@ -271,6 +273,9 @@ def to_function(node: Expression) -> Predicate:
         name = node.name
         return lambda props: props.get(name)
     if isinstance(node, Compare):
+        fast = _property_vs_literal(node)
+        if fast is not None:
+            return fast
         compare = node
 
         def compare_(props: Mapping[str, str]) -> Value:
@@ -327,6 +332,54 @@ def to_function(node: Expression) -> Predicate:
         return _eval_string_match(match, props)
 
     return match_
+
+
+_ORDERING: dict[str, Callable[[Any, Any], bool]] = {
+    ">": operator.gt,
+    ">=": operator.ge,
+    "<": operator.lt,
+    "<=": operator.le,
+}
+
+
+def _property_vs_literal(node: Compare) -> Predicate | None:
+    """The common shapes ``prop <op> number`` and ``prop = 'text'`` without generic dispatch.
+
+    Same results as :func:`_eval_compare`: the property string converts to the literal's type
+    (a failed conversion raises), a missing property is unknown.
+    """
+    if not isinstance(node.left, Property) or not isinstance(node.right, Constant):
+        return None
+    name, literal, op = node.left.name, node.right.value, node.op
+    kind = _kind(literal)
+    if kind is str and op in ("=", "<>"):
+        text = literal
+        equal = op == "="
+
+        def string_eq(props: Mapping[str, str]) -> Value:
+            value = props.get(name)
+            return None if value is None else (value == text) == equal
+
+        return string_eq
+    if kind not in (int, float):
+        return None
+    convert = _to_long if kind is int else _to_double
+    number = literal
+    if op in _ORDERING:
+        ordering = _ORDERING[op]
+
+        def ordered(props: Mapping[str, str]) -> Value:
+            value = props.get(name)
+            return None if value is None else ordering(convert(value), number)
+
+        return ordered
+    equal = op == "="
+
+    def numeric_eq(props: Mapping[str, str]) -> Value:
+        value = props.get(name)
+        return None if value is None else (convert(value) == number) == equal
+
+    return numeric_eq
 
 
 def matches_with(predicate: Predicate, props: Mapping[str, str]) -> bool:
