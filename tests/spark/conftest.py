@@ -15,6 +15,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "filterwarnings", "ignore:PySpark does not yet fully support pandas:FutureWarning"
     )
+    config.addinivalue_line("filterwarnings", "ignore:The copy keyword is deprecated")
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,7 @@ from ferrymq.cli import admin as admin_cli
 from ferrymq.cli import bench_cluster, bench_store, broker, consume, local_cluster, namesrv, produce
 from ferrymq.cli import probe as probe_cli
 from ferrymq.cli import report as report_cli
+from ferrymq.cli import snapshot as snapshot_cli
 
 app = typer.Typer(
     name="ferrymq",
@@ -29,6 +30,7 @@ app.command("produce")(produce.produce)
 app.command("consume")(consume.consume)
 app.add_typer(admin_cli.admin_app, name="admin")
 app.add_typer(report_cli.report_app, name="report")
+admin_cli.admin_app.command("snapshot")(snapshot_cli.snapshot)
 bench_cluster.register(bench_app)
 app.command("namesrv")(namesrv.namesrv)
 app.command("broker")(broker.broker)
