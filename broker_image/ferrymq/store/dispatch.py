@@ -102,21 +102,26 @@ def request_from_fields(
     tags_cache: dict[str, int] | None = None,
 ) -> DispatchRequest:
     size, queue_id, queue_offset, phy, sys_flag, store_ts, prepared, topic, props = fields
-    raw_keys = props.get(MessageConst.PROPERTY_KEYS)
+    raw_keys = props.get(_KEYS)
+    # Positional, in field order: this runs once per dispatched message.
     return DispatchRequest(
-        topic=topic,
-        queue_id=queue_id,
-        commit_log_offset=phy,
-        msg_size=size,
-        tags_code=compute_tags_code(topic, props, store_ts, delay_levels_ms, tags_cache),
-        store_timestamp=store_ts,
-        consume_queue_offset=queue_offset,
-        keys=[k for k in raw_keys.split(MessageConst.KEY_SEPARATOR) if k] if raw_keys else [],
-        uniq_key=props.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-        sys_flag=sys_flag,
-        prepared_transaction_offset=prepared,
-        properties=props,
+        topic,
+        queue_id,
+        phy,
+        size,
+        compute_tags_code(topic, props, store_ts, delay_levels_ms, tags_cache),
+        store_ts,
+        queue_offset,
+        [k for k in raw_keys.split(" ") if k] if raw_keys else [],
+        props.get(_UNIQ_KEY),
+        sys_flag,
+        prepared,
+        props,
     )
+
+
+_KEYS = MessageConst.PROPERTY_KEYS
+_UNIQ_KEY = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 
 
 class BuildConsumeQueue:
