@@ -15,9 +15,15 @@ from typing import Any, cast
 
 import kopf
 
-from ferrymq_operator import broker_admin, k8s, models
+from ferrymq_operator import broker_admin, k8s, models, status
 from ferrymq_operator.builders import names
-from ferrymq_operator.reconcile import Context, Result, reconcile_broker, reconcile_nameserver
+from ferrymq_operator.reconcile import (
+    Context,
+    Result,
+    now,
+    reconcile_broker,
+    reconcile_nameserver,
+)
 from ferrymq_operator.settings import OperatorSettings
 
 Reconciler = Callable[[Context, Mapping[str, Any]], Awaitable[Result]]
@@ -84,6 +90,7 @@ async def reconcile_by_name(
                 kopf.event(cast(Any, body), type=event_type, reason=reason, message=message)
             await ctx.kube.patch_status(models.API_VERSION, kind, namespace, name, result.status)
         except k8s.ApiError as error:
+            await _report_api_error(ctx, kind, namespace, name, error)
             if raise_errors:
                 raise kopf.TemporaryError(
                     str(error), delay=ctx.settings.retry_delay_seconds
@@ -100,6 +107,25 @@ async def reconcile_by_name(
     if result.failure is not None:
         # Retrying the same spec cannot help; a spec change triggers the next attempt.
         raise kopf.PermanentError(result.failure.message)
+
+
+async def _report_api_error(
+    ctx: Context, kind: str, namespace: str, name: str, error: k8s.ApiError
+) -> None:
+    """Put an API failure on the resource's status (best effort: the API may be what fails)."""
+    try:
+        body = await ctx.kube.get(models.API_VERSION, kind, namespace, name)
+        if body is None:
+            return
+        previous = models.ClusterStatus.model_validate(body.get("status") or {})
+        generation = int(body["metadata"].get("generation", 1))
+        failure = status.Failure("ApiError", f"{error}; retrying")
+        patch = status.with_failure(previous, generation, failure, now())
+        await ctx.kube.patch_status(models.API_VERSION, kind, namespace, name, patch)
+    except k8s.ApiError as again:
+        logging.getLogger(__name__).warning(
+            "cannot report %s on %s/%s: %s", error, namespace, name, again
+        )
 
 
 # --- the custom resources ---

@@ -269,3 +269,22 @@ def failed_only(
 ) -> dict[str, Any]:
     """Status when the spec cannot even be parsed: keep pod facts unknown, say what to fix."""
     return compute(generation, [], previous, failure, now)
+
+
+def with_failure(
+    previous: ClusterStatus, generation: int, failure: Failure, now: str
+) -> dict[str, Any]:
+    """The previous status with ReconcileFailed set and phase Failed, everything else kept.
+
+    For failures that stop a reconcile before anything could be observed (the API answering
+    errors): the user sees why, and the pod facts from the last good pass stay visible.
+    """
+    conditions = [c for c in previous.conditions if c.type != RECONCILE_FAILED]
+    conditions.append(_cond(RECONCILE_FAILED, True, failure.reason, failure.message))
+    return {
+        "phase": PHASE_FAILED,
+        "conditions": [
+            c.model_dump(by_alias=True, exclude_none=True)
+            for c in carry_transition_times(conditions, previous.conditions, generation, now)
+        ],
+    }

@@ -220,3 +220,18 @@ def test_long_pod_lists_are_shortened() -> None:
         1, [settled("a", replicas=9, ready=0, not_ready_pods=pods)], ClusterStatus(), None, T0
     )
     assert "and 4 more" in conditions(out)["Ready"]["message"]
+
+
+def test_with_failure_keeps_the_other_conditions() -> None:
+    ready = st.compute(2, [settled("a")], ClusterStatus(), None, T0)
+    previous = ClusterStatus.model_validate(ready)
+    patch = st.with_failure(
+        previous, 2, Failure("ApiError", "apply StatefulSet a: 500; retrying"), T1
+    )
+    c = conditions(patch)
+    assert patch["phase"] == "Failed"
+    assert c["ReconcileFailed"]["status"] == "True" and c["ReconcileFailed"]["reason"] == "ApiError"
+    assert c["ReconcileFailed"]["lastTransitionTime"] == T1
+    assert c["Ready"] == {**conditions(ready)["Ready"]}
+    assert set(c) == {"Ready", "Progressing", "Degraded", "ReconcileFailed"}
+    assert "ready" not in patch  # a merge patch: pod counts from the last good pass stay
