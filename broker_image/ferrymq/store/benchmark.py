@@ -219,13 +219,14 @@ def run_benchmark(
         shutil.rmtree(root / "consumequeue", ignore_errors=True)
         shutil.rmtree(root / "index", ignore_errors=True)
         # Baseline again right before, for a same-moment ratio.
-        baseline = _Baseline(tmp / "baseline2.bin", 8192)
-        t_base = baseline.run(8192)
+        n_base = max(8192, count // 2)
+        baseline = _Baseline(tmp / "baseline2.bin", n_base)
+        t_base = baseline.run(n_base)
         baseline.close()
         elapsed, redispatched, size = asyncio.run(_measure_start(root, file_size))
         report.rebuild_s_per_gib = elapsed / (size / 2**30)
         report.dispatch_msgs_per_s = redispatched / elapsed if elapsed else 0.0
-        report.dispatch_ratio = report.dispatch_msgs_per_s / (8192 / t_base)
+        report.dispatch_ratio = report.dispatch_msgs_per_s / (n_base / t_base)
         report.notes.append(
             f"{report.figures[0].messages} records of {RECORD} B per path (UNIQ_KEY, WAIT, TAGS "
             f"properties as real clients send); files of {file_size // 2**20} MiB; ASYNC_FLUSH; "
