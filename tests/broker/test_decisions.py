@@ -158,3 +158,30 @@ async def test_hold_service_wakes_only_matching_pulls() -> None:
     assert hold.held_count == 0
     hold.wake_all()
     assert await hold.hold("t", 0, 0, 10) is False  # closed: no new waits
+
+
+def test_silent_clients_expire_after_channel_expired_timeout() -> None:
+    from ferrymq.broker.client_registry import ClientChannelInfo, ConsumerManager, ProducerManager
+    from ferrymq.remoting.bodies import ConsumeFromWhere, ConsumeType, MessageModel
+
+    consumers = ConsumerManager(channel_expired_ms=120_000)
+    producers = ProducerManager(channel_expired_ms=120_000)
+    # channels are opaque to the tables; plain objects stand for two connections
+    old_conn, new_conn = object(), object()
+    for conn, cid, ts in ((old_conn, "old", 0), (new_conn, "new", 100_000)):
+        info = ClientChannelInfo(conn, cid, "JAVA", 399, ts)
+        consumers.register_consumer(
+            "G",
+            info,
+            ConsumeType.CONSUME_PASSIVELY,
+            MessageModel.CLUSTERING,
+            ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+            [],
+            notify=False,
+        )
+        producers.register_producer("P", info)
+    assert consumers.scan_not_active(120_000) == []
+    assert consumers.scan_not_active(120_001) == ["old"]
+    assert consumers.get("G").client_ids() == ["new"]  # type: ignore[union-attr]
+    assert producers.scan_not_active(120_001) == ["old"]
+    assert consumers.scan_not_active(300_000) == ["new"] and consumers.get("G") is None
