@@ -29,10 +29,12 @@ class SemanticsCluster:
     broker: BrokerApp
 
     async def restart_broker(self) -> None:
-        """Graceful stop, then a new broker on the same port and store (progress files reload)."""
+        """Graceful stop, then a new broker on the same store (progress files reload). It gets a
+        fresh port: reusing the old one races with other processes on a shared machine; clients
+        find the new address through the NameServer."""
         old = self.broker
         await old.stop()
-        old.config.listen_port = old.port
+        old.config.listen_port = 0
         self.broker = BrokerApp(old.config, old.store_config, old.semantics_config)
         await self.broker.start()
 
