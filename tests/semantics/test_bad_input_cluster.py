@@ -63,6 +63,30 @@ async def test_malformed_semantics_requests_are_answered_with_reasons(tmp_path: 
             assert r.code == ResponseCode.SYSTEM_ERROR and r.remark
             r = await call(RequestCode.CHECK_CLIENT_CONFIG, None, b"not json")
             assert r.code == ResponseCode.SYSTEM_ERROR and r.remark
+            # internal topics cannot be written by clients (they would re-publish anywhere)
+            for internal in (
+                "SCHEDULE_TOPIC_XXXX",
+                "RMQ_SYS_TRANS_HALF_TOPIC",
+                "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+            ):
+                send = {
+                    "a": "evil-p",
+                    "b": internal,
+                    "c": "TBW102",
+                    "d": "4",
+                    "e": "0",
+                    "f": "0",
+                    "g": "0",
+                    "h": "0",
+                    "i": "REAL_TOPIC\x01T\x02REAL_QID\x010\x02DELAY\x011\x02",
+                    "j": "0",
+                    "k": "false",
+                }
+                r = await call(RequestCode.SEND_MESSAGE_V2, send, b"injected")
+                assert r.code != ResponseCode.SUCCESS and "forbidden" in (r.remark or ""), (
+                    internal,
+                    r,
+                )
             r = await call(RequestCode.GET_ALL_DELAY_OFFSET, None)
             assert r.code == ResponseCode.SUCCESS and b"offsetTable" in r.body_bytes()
         finally:

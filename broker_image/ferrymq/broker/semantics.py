@@ -29,8 +29,10 @@ from ferrymq.broker.processors.consumer_send_back import ConsumerSendBackProcess
 from ferrymq.broker.processors.end_transaction import EndTransactionProcessor
 from ferrymq.broker.processors.rebalance_lock import RebalanceLockProcessor
 from ferrymq.broker.retry import RetryService
-from ferrymq.broker.schedule import ScheduleMessageService, to_schedule_topic
+from ferrymq.broker.schedule import SCHEDULE_TOPIC, ScheduleMessageService, to_schedule_topic
 from ferrymq.broker.transaction import (
+    HALF_TOPIC,
+    OP_HALF_TOPIC,
     TransactionConfig,
     TransactionService,
     is_transaction_prepared,
@@ -47,6 +49,7 @@ from ferrymq.store.results import PutMessageResult, PutMessageStatus
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "NOT_ALLOWED_SEND_TOPICS",
     "SemanticsConfig",
     "SemanticsServices",
     "SendSemanticsStore",
@@ -97,6 +100,9 @@ def _is_alias(key: str) -> bool:
     return any(info.alias == key for info in SemanticsConfig.model_fields.values())
 
 
+NOT_ALLOWED_SEND_TOPICS = frozenset({SCHEDULE_TOPIC, HALF_TOPIC, OP_HALF_TOPIC})
+
+
 class SendSemanticsStore:
     """The store as the send processor sees it: delay and transaction rewrites happen on put.
 
@@ -119,6 +125,13 @@ class SendSemanticsStore:
         return getattr(self._store, name)
 
     async def put_message(self, msg: MessageInner) -> PutMessageResult:
+        if msg.topic in NOT_ALLOWED_SEND_TOPICS:
+            # upstream TopicValidator.isNotAllowedSendTopic: a client writing here could make the
+            # broker re-publish into any topic (REAL_TOPIC) on its own authority
+            return PutMessageResult(
+                PutMessageStatus.MESSAGE_ILLEGAL,
+                remark=f"sending message to topic[{msg.topic}] is forbidden",
+            )
         if is_transaction_prepared(msg.properties):
             if self._reject_transaction_message():
                 return PutMessageResult(
