@@ -111,20 +111,20 @@ async def scenario(root: Path) -> tuple[Path, Counter[int], dict[str, set[int]]]
 def test_collect_then_report(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     path, per_queue, owned = asyncio.run(scenario(tmp_path))
     snap = read_snapshot(path)
-    routes = [r for r in snap.rows("routes") if r.topic == TOPIC]  # type: ignore[attr-defined]
-    assert [(r.brokerName, r.readQueueNums) for r in routes] == [("broker-a", 4)]  # type: ignore[attr-defined]
-    queues = {r.queueId: r.maxOffset for r in snap.rows("queues") if r.topic == TOPIC}  # type: ignore[attr-defined]
+    routes = [r for r in snap.routes if r.topic == TOPIC]
+    assert [(r.brokerName, r.readQueueNums) for r in routes] == [("broker-a", 4)]
+    queues = {r.queueId: r.maxOffset for r in snap.queues if r.topic == TOPIC}
     assert queues == dict(per_queue)
-    pulled = {r.queueId: r for r in snap.rows("offsets") if r.group == "pull-g"}  # type: ignore[attr-defined]
+    pulled = {r.queueId: r for r in snap.offsets if r.group == "pull-g"}
     assert {q: r.consumerOffset for q, r in pulled.items()} == dict.fromkeys(range(4), 3)
     assert {q: r.brokerOffset for q, r in pulled.items()} == dict(per_queue)
-    clients = [c for c in snap.rows("clients") if c.group == "push-g"]  # type: ignore[attr-defined]
-    assert sorted(c.clientId for c in clients) == sorted(owned)  # type: ignore[attr-defined]
-    if all(c.runningInfo for c in clients):  # type: ignore[attr-defined]
+    clients = [c for c in snap.clients if c.group == "push-g"]
+    assert sorted(c.clientId for c in clients) == sorted(owned)
+    if all(c.runningInfo for c in clients):
         got: dict[str, set[int]] = {}
-        for r in snap.rows("ownership"):
-            if r.group == "push-g" and r.topic == TOPIC:  # type: ignore[attr-defined]
-                got.setdefault(r.clientId, set()).add(r.queueId)  # type: ignore[attr-defined]
+        for r in snap.ownership:
+            if r.group == "push-g" and r.topic == TOPIC:
+                got.setdefault(r.clientId, set()).add(r.queueId)
         assert got == owned
     else:
         assert any("307" in n for n in snap.meta.notes), snap.meta.notes

@@ -36,12 +36,12 @@ def test_round_trip_and_order(tmp_path: Path) -> None:
     dirs = list_snapshots(tmp_path)
     assert [d.name for d in dirs] == [snapshot_id_for(T0), snapshot_id_for(T0 + 60_000)]
     snap = read_snapshot(dirs[0])
-    offsets = snap.rows("offsets")
-    assert [(r.queueId, r.consumerOffset, r.brokerOffset) for r in offsets] == [  # type: ignore[attr-defined]
+    offsets = snap.offsets
+    assert [(r.queueId, r.consumerOffset, r.brokerOffset) for r in offsets] == [
         (0, 4, 10),
         (1, 7, 7),
     ]
-    assert snap.rows("clients")[0].seenConsumerIds == ["c1"]  # type: ignore[attr-defined]
+    assert snap.clients[0].seenConsumerIds == ["c1"]
 
 
 def test_writer_refuses_foreign_rows_and_duplicates(tmp_path: Path) -> None:

@@ -13,11 +13,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import cast
 
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from ferrymq.snapshot.schema import META_FILE, TABLES, SnapshotMeta, table_file
+from ferrymq.snapshot.schema import (
+    META_FILE,
+    TABLES,
+    ClientRow,
+    OffsetRow,
+    OwnershipRow,
+    QueueRow,
+    RouteRow,
+    SnapshotMeta,
+    SubscriptionRow,
+    table_file,
+)
 
 TMP_PREFIX = ".tmp-"
 
@@ -41,6 +53,31 @@ class Snapshot:
 
     def rows(self, table: str) -> list[BaseModel]:
         return self.tables.get(table, [])
+
+    # typed views of each table
+    @property
+    def routes(self) -> list[RouteRow]:
+        return cast(list[RouteRow], self.rows("routes"))
+
+    @property
+    def queues(self) -> list[QueueRow]:
+        return cast(list[QueueRow], self.rows("queues"))
+
+    @property
+    def offsets(self) -> list[OffsetRow]:
+        return cast(list[OffsetRow], self.rows("offsets"))
+
+    @property
+    def clients(self) -> list[ClientRow]:
+        return cast(list[ClientRow], self.rows("clients"))
+
+    @property
+    def subscriptions(self) -> list[SubscriptionRow]:
+        return cast(list[SubscriptionRow], self.rows("subscriptions"))
+
+    @property
+    def ownership(self) -> list[OwnershipRow]:
+        return cast(list[OwnershipRow], self.rows("ownership"))
 
 
 def _fsync_dir(path: Path) -> None:
