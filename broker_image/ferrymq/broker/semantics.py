@@ -106,8 +106,8 @@ NOT_ALLOWED_SEND_TOPICS = frozenset({SCHEDULE_TOPIC, HALF_TOPIC, OP_HALF_TOPIC})
 class SendSemanticsStore:
     """The store as the send processor sees it: delay and transaction rewrites happen on put.
 
-    Everything but ``put_message`` is the wrapped store's; batches are never delayed or
-    transactional (producers refuse that), so ``put_messages`` passes through.
+    Everything but the puts is the wrapped store's; batches are never delayed or transactional
+    (producers refuse that), so ``put_messages`` only checks the topic.
     """
 
     def __init__(
@@ -124,14 +124,28 @@ class SendSemanticsStore:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
+    @staticmethod
+    def _forbidden(topic: str) -> PutMessageResult | None:
+        if topic not in NOT_ALLOWED_SEND_TOPICS:
+            return None
+        # upstream TopicValidator.isNotAllowedSendTopic: a client writing here could make the
+        # broker re-publish into any topic (REAL_TOPIC) on its own authority
+        return PutMessageResult(
+            PutMessageStatus.MESSAGE_ILLEGAL,
+            remark=f"sending message to topic[{topic}] is forbidden",
+        )
+
+    async def put_messages(self, batch: MessageInner) -> PutMessageResult:
+        refused = self._forbidden(batch.topic)
+        if refused is not None:
+            return refused
+        result: PutMessageResult = await self._store.put_messages(batch)
+        return result
+
     async def put_message(self, msg: MessageInner) -> PutMessageResult:
-        if msg.topic in NOT_ALLOWED_SEND_TOPICS:
-            # upstream TopicValidator.isNotAllowedSendTopic: a client writing here could make the
-            # broker re-publish into any topic (REAL_TOPIC) on its own authority
-            return PutMessageResult(
-                PutMessageStatus.MESSAGE_ILLEGAL,
-                remark=f"sending message to topic[{msg.topic}] is forbidden",
-            )
+        refused = self._forbidden(msg.topic)
+        if refused is not None:
+            return refused
         if is_transaction_prepared(msg.properties):
             if self._reject_transaction_message():
                 return PutMessageResult(
