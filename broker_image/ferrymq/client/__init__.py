@@ -28,9 +28,16 @@ if TYPE_CHECKING:
     from ferrymq.client.broker_api import PullResult, PullStatus, SendResult, SendStatus
     from ferrymq.client.consume_service import ConsumeContext, ConsumeStatus
     from ferrymq.client.errors import MQClientError
+    from ferrymq.client.orderly_consume_service import (
+        ConsumeOrderlyContext,
+        ConsumeOrderlyStatus,
+        OrderlyPushConsumer,
+    )
     from ferrymq.client.producer import Producer
     from ferrymq.client.pull_consumer import PullConsumer
     from ferrymq.client.push_consumer import PushConsumer
+    from ferrymq.client.selectors import send_orderly
+    from ferrymq.client.transaction_producer import LocalTransactionState, TransactionProducer
     from ferrymq.message import Message, MessageExt
     from ferrymq.remoting.bodies import ConsumeFromWhere, MessageModel
 
@@ -38,11 +45,15 @@ _EXPORTS = {
     "AdminClient": "ferrymq.client.admin",
     "ConsumeContext": "ferrymq.client.consume_service",
     "ConsumeFromWhere": "ferrymq.remoting.bodies",
+    "ConsumeOrderlyContext": "ferrymq.client.orderly_consume_service",
+    "ConsumeOrderlyStatus": "ferrymq.client.orderly_consume_service",
     "ConsumeStatus": "ferrymq.client.consume_service",
+    "LocalTransactionState": "ferrymq.client.transaction_producer",
     "MQClientError": "ferrymq.client.errors",
     "Message": "ferrymq.message",
     "MessageExt": "ferrymq.message",
     "MessageModel": "ferrymq.remoting.bodies",
+    "OrderlyPushConsumer": "ferrymq.client.orderly_consume_service",
     "Producer": "ferrymq.client.producer",
     "PullConsumer": "ferrymq.client.pull_consumer",
     "PullResult": "ferrymq.client.broker_api",
@@ -50,17 +61,23 @@ _EXPORTS = {
     "PushConsumer": "ferrymq.client.push_consumer",
     "SendResult": "ferrymq.client.broker_api",
     "SendStatus": "ferrymq.client.broker_api",
+    "TransactionProducer": "ferrymq.client.transaction_producer",
+    "send_orderly": "ferrymq.client.selectors",
 }
 
 __all__ = [
     "AdminClient",
     "ConsumeContext",
     "ConsumeFromWhere",
+    "ConsumeOrderlyContext",
+    "ConsumeOrderlyStatus",
     "ConsumeStatus",
+    "LocalTransactionState",
     "MQClientError",
     "Message",
     "MessageExt",
     "MessageModel",
+    "OrderlyPushConsumer",
     "Producer",
     "PullConsumer",
     "PullResult",
@@ -68,6 +85,8 @@ __all__ = [
     "PushConsumer",
     "SendResult",
     "SendStatus",
+    "TransactionProducer",
+    "send_orderly",
 ]
 
 
