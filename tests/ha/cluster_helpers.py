@@ -43,13 +43,14 @@ def broker_addr(cluster: LocalCluster, index: int) -> str:
 
 
 def pin_ports(child: Child) -> None:
-    """Make a restart of ``child`` reuse the HA port the OS gave it (its slave keeps that address)."""
+    """Make a restart of ``child`` reuse its ports: clients and its slave keep those addresses."""
     assert child.conf_path is not None
-    match = _HA_PORT.search(child.log_path.read_bytes())
-    assert match, f"no HA port in {child.log_path}"
-    text = child.conf_path.read_text()
+    text = child.conf_path.read_text().replace("listenPort=0\n", f"listenPort={child.port}\n")
     if "haListenPort=" not in text:
-        child.conf_path.write_text(text + f"haListenPort={int(match.group(1))}\n")
+        match = _HA_PORT.search(child.log_path.read_bytes())
+        assert match, f"no HA port in {child.log_path}"
+        text += f"haListenPort={int(match.group(1))}\n"
+    child.conf_path.write_text(text)
 
 
 async def runtime_info(client: RemotingClient, addr: str) -> dict[str, str]:
