@@ -3,6 +3,7 @@ process so a crash in the native library cannot take the test run down. Prints J
 
     python cpp_semantics_client.py produce_delay NAMESRV TOPIC COUNT LEVEL
     python cpp_semantics_client.py produce_orderly NAMESRV TOPIC KEYS PER_KEY
+    python cpp_semantics_client.py produce_big NAMESRV TOPIC COUNT SIZE
     python cpp_semantics_client.py consume_retry NAMESRV TOPIC GROUP COUNT FAILURES TIMEOUT_S
     python cpp_semantics_client.py consume_orderly NAMESRV TOPIC GROUP TOTAL TIMEOUT_S
 """
@@ -39,6 +40,28 @@ def produce_delay(namesrv: str, topic: str, count: int, level: int) -> int:
     finally:
         producer.shutdown()
     return 0
+
+
+def produce_big(namesrv: str, topic: str, count: int, size: int) -> int:
+    from rocketmq.client import Message, Producer
+
+    producer = Producer("PID_cpp_big", compress_level=5)
+    producer.set_namesrv_addr(namesrv)
+    producer.start()
+    try:
+        for i in range(count):
+            msg = Message(topic)
+            msg.set_body(_big_body(i, size))
+            result = producer.send_sync(msg)
+            _emit({"sent": i, "status": int(result.status)})
+    finally:
+        producer.shutdown()
+    return 0
+
+
+def _big_body(i: int, size: int) -> str:
+    line = f"big message {i}: the quick brown fox jumps over the lazy dog\n"
+    return (line * (size // len(line) + 1))[:size]
 
 
 def produce_orderly(namesrv: str, topic: str, keys: int, per_key: int) -> int:
@@ -151,6 +174,8 @@ if __name__ == "__main__":
     mode, args = sys.argv[1], sys.argv[2:]
     if mode == "produce_delay":
         sys.exit(produce_delay(args[0], args[1], int(args[2]), int(args[3])))
+    if mode == "produce_big":
+        sys.exit(produce_big(args[0], args[1], int(args[2]), int(args[3])))
     if mode == "produce_orderly":
         sys.exit(produce_orderly(args[0], args[1], int(args[2]), int(args[3])))
     if mode == "consume_retry":

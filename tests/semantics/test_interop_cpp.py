@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from ferrymq.broker.local_cluster import LocalCluster
-from ferrymq.client import Message, MessageExt, Producer, PushConsumer
+from ferrymq.client import ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer
 from ferrymq.client.orderly_consume_service import ConsumeOrderlyContext, OrderlyPushConsumer
 from ferrymq.client.selectors import send_orderly
 
@@ -144,8 +144,6 @@ async def test_cpp_orderly_producer_to_ferrymq_orderly_consumer(
         120,
     )
     assert rc == 0 and all(e["status"] == 0 for e in sent)
-    from ferrymq.client import ConsumeFromWhere
-
     consumer.consume_from_where = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
     await consumer.start()
     try:
@@ -191,3 +189,46 @@ async def test_ferrymq_orderly_producer_to_cpp_orderly_consumer(
     assert {k: v for k, v in firsts.items()} == {
         f"key-{k}": list(range(per_key)) for k in range(keys)
     }
+
+
+def _big_body(i: int, size: int) -> bytes:
+    line = f"big message {i}: the quick brown fox jumps over the lazy dog\n"
+    return (line * (size // len(line) + 1))[:size].encode()
+
+
+async def test_compressed_bodies_cross_both_ways(cluster: LocalCluster, tmp_path: Path) -> None:
+    size = 20_000
+    # C++ producer (compresses over 4 KiB) -> ferrymq consumer
+    rc, sent = await asyncio.to_thread(
+        run_cpp, ["produce_big", cluster.namesrv_addr, "CppBig", "3", str(size)], tmp_path, 120
+    )
+    assert rc == 0 and [e["status"] for e in sent] == [0] * 3
+    got: list[MessageExt] = []
+    consumer = PushConsumer(
+        "big-interop-g",
+        cluster.namesrv_addr,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    )
+    consumer.subscribe("CppBig")
+    consumer.register_listener(lambda msgs, ctx: got.extend(msgs))
+    await consumer.start()
+    try:
+        await wait_for(lambda: len(got) == 3, 60, "three big messages")
+    finally:
+        await consumer.shutdown()
+    assert sorted(m.body for m in got) == sorted(_big_body(i, size) for i in range(3))
+    assert all(m.sys_flag & 1 for m in got)  # they travelled compressed
+
+    # ferrymq producer (compresses over 4 KiB) -> C++ consumer
+    async with Producer("big-interop-p", cluster.namesrv_addr) as producer:
+        for i in range(3):
+            await producer.send(Message("PyBig", _big_body(i, size)))
+    rc, events = await asyncio.to_thread(
+        run_cpp,
+        ["consume_retry", cluster.namesrv_addr, "PyBig", "CG_cpp_big", "3", "0", "90"],
+        tmp_path,
+        150,
+    )
+    assert rc == 0, events[-3:]
+    bodies = {str(e["body"]) for e in events if "body" in e}
+    assert bodies == {_big_body(i, size).decode() for i in range(3)}
