@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from ferrymq.store import record as rec
 from ferrymq.store.message_store import MessageStore
 
@@ -93,13 +94,23 @@ async def _verify(root: Path, acked: dict[tuple[int, int], tuple[int, int, int]]
 
 
 async def test_sigkill_during_sync_flush_appends(tmp_path: Path) -> None:
+    await _kill_loop(tmp_path, KILLS)
+
+
+@pytest.mark.slow
+async def test_sigkill_soak(tmp_path: Path) -> None:
+    """The same, five times longer (excluded from the default run)."""
+    await _kill_loop(tmp_path, KILLS * 5)
+
+
+async def _kill_loop(tmp_path: Path, kills: int) -> None:
     seed = int.from_bytes(os.urandom(4), "big")
     rng = random.Random(seed)
     print(f"crash test seed {seed}")  # shown on failure, to replay the kill moments
     root = tmp_path / "store"
     acked: dict[tuple[int, int], tuple[int, int, int]] = {}
     kills_while_appending = 0
-    for run in range(KILLS + KILLS // 5):
+    for run in range(kills + kills // 5):
         acks = _run_child_and_kill(root, run, rng)
         if acks:
             kills_while_appending += 1
@@ -107,5 +118,5 @@ async def test_sigkill_during_sync_flush_appends(tmp_path: Path) -> None:
             acked[(r, seq)] = (offset, qid, queue_offset)
         visible = await _verify(root, acked)
         assert visible >= len(acked)
-    assert kills_while_appending >= 20
+    assert kills_while_appending >= kills - 2 >= 20
     assert len(acked) > 100
