@@ -98,6 +98,7 @@ async def test_sigkill_during_sync_flush_appends(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 async def test_sigkill_soak(tmp_path: Path) -> None:
     """The same, five times longer (excluded from the default run)."""
     await _kill_loop(tmp_path, KILLS * 5)
