@@ -448,3 +448,17 @@ async def test_failing_replica_waiter_means_stored_not_replicated(tmp_path: Path
         assert store.look_message_by_offset(r.append_result.wrote_offset) is not None
     finally:
         await store.shutdown()
+
+
+async def test_properties_dict_alone_is_stored(tmp_path: Path) -> None:
+    from ferrymq.message import MessageInner
+
+    store = await open_store(small_config(tmp_path))
+    try:
+        inner = MessageInner("T", 0, b"x", properties={"KEYS": "only-dict"})  # no encoded string
+        r = await store.put_message(inner)
+        assert r.append_result is not None
+        m = store.look_message_by_offset(r.append_result.wrote_offset)
+        assert m is not None and m.properties == {"KEYS": "only-dict"}
+    finally:
+        await store.shutdown()

@@ -148,7 +148,11 @@ class CommitLog:
     def put_message(self, msg: MessageInner, now_ms: int | None = None) -> AppendMessageResult:
         """Append one message; raises AppendError / StoreFileError when it cannot."""
         topic = msg.topic.encode("utf-8")
-        props = msg.properties_string.encode("utf-8")
+        props_text = msg.properties_string
+        if not props_text and msg.properties:
+            # A caller that filled only the dict: store what it meant, not an empty string.
+            props_text = encode_properties(msg.properties)
+        props = props_text.encode("utf-8")
         body = msg.body
         self._check_lengths(topic, props, len(body))
         size = rec.record_size(len(body), len(topic), len(props))
