@@ -21,6 +21,9 @@ from k8s.operator_env import Cluster, ferrymq_crds, operator, wait_for
 
 __all__ = ["ferrymq_crds", "operator"]
 
+# The controller-manager's garbage collector is shared with every namespace being torn down.
+GC_WAIT_S = 120.0
+
 
 @pytest.fixture
 def cluster(kube_api: KubeApi, k8s_namespace: str) -> Iterator[Cluster]:
@@ -156,10 +159,12 @@ def test_broker_lifecycle(cluster: Cluster, operator: KopfRunner) -> None:
 
     # Deleting the Broker garbage-collects every group.
     cluster.delete("brokers", "orders")
+    wait_for("the Broker to be deleted", lambda: cluster.get("brokers", "orders") is None)
     for group in range(3):
         wait_for(
             f"group {group} collected",
             functools.partial(gone, cluster, f"orders-broker-{group}"),
+            timeout=GC_WAIT_S,
         )
     assert cluster.statefulset("routes-namesrv") is not None
 

@@ -7,7 +7,9 @@ them Ready through the Pod status subresource, as a kubelet would, to drive the 
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +20,9 @@ from k8s.control_plane import KubeApi
 from k8s.operator_env import Cluster, ferrymq_crds, operator, wait_for
 
 __all__ = ["ferrymq_crds", "operator"]
+
+# The controller-manager's garbage collector is shared with every namespace being torn down.
+GC_WAIT_S = 120.0
 
 SELECTOR = "app.kubernetes.io/instance=routes,app.kubernetes.io/component=namesrv"
 
@@ -152,12 +157,24 @@ def test_deleting_the_resource_garbage_collects_children(
     cluster.delete("nameservers", "gone")
     wait_for("the NameServer to be deleted", lambda: cluster.get("nameservers", "gone") is None)
     # The controller-manager's garbage collector follows the ownerReferences.
-    wait_for("the StatefulSet to be collected", lambda: cluster.statefulset("gone-namesrv") is None)
     wait_for(
-        "the ConfigMap to be collected", lambda: cluster.configmap("gone-namesrv-config") is None
+        "the StatefulSet to be collected",
+        lambda: cluster.statefulset("gone-namesrv") is None,
+        timeout=GC_WAIT_S,
     )
-    wait_for("the Services to be collected", lambda: cluster.service("gone-namesrv-hs") is None)
-    wait_for("the PDB to be collected", lambda: cluster.pdb("gone-namesrv") is None)
+    wait_for(
+        "the ConfigMap to be collected",
+        lambda: cluster.configmap("gone-namesrv-config") is None,
+        timeout=GC_WAIT_S,
+    )
+    wait_for(
+        "the Services to be collected",
+        lambda: cluster.service("gone-namesrv-hs") is None,
+        timeout=GC_WAIT_S,
+    )
+    wait_for(
+        "the PDB to be collected", lambda: cluster.pdb("gone-namesrv") is None, timeout=GC_WAIT_S
+    )
 
 
 def test_invalid_spec_sets_reconcile_failed_then_recovers(
@@ -184,3 +201,28 @@ def test_invalid_spec_sets_reconcile_failed_then_recovers(
     cluster.patch_spec("nameservers", "badconf", {"config": {"listenPort": None}})
     wait_for("the StatefulSet after the fix", lambda: cluster.statefulset("badconf-namesrv"))
     cluster.wait_condition("nameservers", "badconf", "ReconcileFailed", "False", generation=2)
+
+
+def test_kubectl_shows_printer_columns(
+    cluster: Cluster, ferrymq_crds: list[str], kubectl_bin: Path, kube_api: KubeApi
+) -> None:
+    cluster.create("nameservers", "cols", {"replicas": 1})
+    cluster.create("brokers", "cols", {"nameServerRef": {"name": "cols"}, "groups": 3})
+
+    def get(what: str) -> str:
+        return subprocess.run(
+            [str(kubectl_bin), "get", what, "-n", cluster.ns],
+            env=kube_api.env(),
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        ).stdout
+
+    brokers = get("fmqb").splitlines()
+    assert brokers[0].split() == ["NAME", "READY", "GROUPS", "PHASE", "AGE"]
+    assert brokers[1].split()[:1] == ["cols"] and "3" in brokers[1].split()
+    assert get("fmqns").splitlines()[0].split() == ["NAME", "READY", "REPLICAS", "PHASE", "AGE"]
+    # The "ferrymq" category lists both kinds.
+    both = get("ferrymq")
+    assert "broker.ferrymq.io/cols" in both and "nameserver.ferrymq.io/cols" in both
