@@ -31,7 +31,9 @@ TOPIC = "HaBrokerTopic"
 FILE_SIZE = 256 * 1024
 
 
-def make_broker(root: Path, namesrv_addr: str, broker_id: int, role: BrokerRole) -> BrokerApp:
+def make_broker(
+    root: Path, namesrv_addr: str, broker_id: int, role: BrokerRole, **store_extra: object
+) -> BrokerApp:
     cfg = BrokerConfig(
         broker_cluster_name="HaCluster",
         broker_name="broker-ha",
@@ -47,6 +49,7 @@ def make_broker(root: Path, namesrv_addr: str, broker_id: int, role: BrokerRole)
         mapped_file_size_consume_queue=20 * 1000,
         broker_role=role,
         flush_disk_type=FlushDiskType.SYNC_FLUSH,
+        **store_extra,  # type: ignore[arg-type]
     )
     settings = HASettings(ha_listen_port=0, ha_slave_sync_interval=200)
     return BrokerApp(cfg, store, ha_settings=settings)
@@ -270,5 +273,77 @@ async def test_slave_restart_and_late_joining_slave_catch_up(tmp_path: Path) -> 
     finally:
         for app in started:
             await app.stop()
+        await master.stop()
+        await namesrv.stop()
+
+
+async def test_pulls_far_behind_are_offloaded_to_the_slave(tmp_path: Path) -> None:
+    """Read offload (digest RO1/RO2): a pull that is further behind the CommitLog tail than
+    accessMessageInMemoryMaxRatio of RAM (0 % here, so any backlog counts) is answered with
+    suggestWhichBrokerId = whichBrokerWhenConsumeSlowly (1); a push consumer follows it to the slave."""
+    from ferrymq.client.broker_api import BrokerApi
+    from ferrymq.client.push_consumer import PushConsumer
+    from ferrymq.remoting import headers
+    from ferrymq.remoting.bodies import ConsumeFromWhere
+
+    namesrv = NamesrvApp(
+        NamesrvConfig(listen_port=0, bind_address="127.0.0.1", kv_config_path=tmp_path / "kv.json")
+    )
+    await namesrv.start()
+    master = make_broker(
+        tmp_path / "m",
+        namesrv.addr,
+        0,
+        BrokerRole.ASYNC_MASTER,
+        access_message_in_memory_max_ratio=0,
+    )
+    await master.start()
+    slave = make_broker(tmp_path / "s", namesrv.addr, 1, BrokerRole.SLAVE)
+    await slave.start()
+    client = RemotingClient()
+    consumer: PushConsumer | None = None
+    try:
+        await _send(namesrv.addr, "off", 200, size=100)
+        assert master.store is not None and slave.store is not None
+        m_store, s_store = master.store, slave.store
+        await wait_until(lambda: s_store.max_phy_offset == m_store.max_phy_offset, 10, "catch-up")
+        api = BrokerApi(client)
+
+        def header(queue_id: int, queue_offset: int) -> headers.PullMessageRequestHeader:
+            return headers.PullMessageRequestHeader(
+                consumer_group="offload_probe",
+                topic=TOPIC,
+                queue_id=queue_id,
+                queue_offset=queue_offset,
+                max_msg_nums=4,
+                sys_flag=4,
+                subscription="*",
+                expression_type="TAG",
+            )
+
+        behind = await api.pull_message(master.addr, header(0, 0), 5)
+        assert behind.messages and behind.suggest_which_broker_id == 1
+        # the slave (default ratio: 40 % of RAM) finds the same pull cheap and sends it home
+        await wait_until(lambda: s_store.dispatch_behind_bytes() == 0, 10, "slave dispatch")
+        from_slave = await api.pull_message(slave.addr, header(0, 0), 5)
+        assert from_slave.messages and from_slave.suggest_which_broker_id == 0
+
+        got: set[bytes] = set()
+        consumer = PushConsumer(
+            "offload_group",
+            namesrv.addr,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+            pull_batch_size=4,
+        )
+        consumer.subscribe(TOPIC, "*")
+        consumer.register_listener(lambda msgs, ctx: got.update(m.body for m in msgs))
+        await consumer.start()
+        await wait_until(lambda: len(got) == 200, 30, "all messages consumed")
+        assert slave.pull is not None and slave.pull.stats.got_messages > 0  # served by the slave
+    finally:
+        if consumer is not None:
+            await consumer.shutdown()
+        await client.close()
+        await slave.stop()
         await master.stop()
         await namesrv.stop()
