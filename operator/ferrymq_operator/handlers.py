@@ -131,11 +131,26 @@ async def _report_api_error(
 # --- the custom resources ---
 
 
+@kopf.index(models.GROUP, models.VERSION, "brokers")
+def brokers_by_nameserver(
+    namespace: str | None, name: str, spec: Mapping[str, Any], **_: Any
+) -> dict[tuple[str, str], str] | None:
+    """(namespace, NameServer name) -> the Brokers referring to it (kept by kopf from watches)."""
+    ref = (spec.get("nameServerRef") or {}).get("name") if spec else None
+    return {(namespace or "", str(ref)): name} if ref else None
+
+
 @kopf.on.resume(models.GROUP, models.VERSION, "nameservers")
 @kopf.on.create(models.GROUP, models.VERSION, "nameservers")
 @kopf.on.update(models.GROUP, models.VERSION, "nameservers")
-async def nameserver_changed(memo: Any, namespace: str | None, name: str, **_: Any) -> None:
+async def nameserver_changed(memo: Any, namespace: str | None, name: str, **kwargs: Any) -> None:
+    # kopf passes every index to every handler by the index function's name.
+    brokers_by_nameserver: kopf.Index[tuple[str, str], str] = kwargs["brokers_by_nameserver"]
     await reconcile_by_name(memo, "NameServer", namespace or "", name, raise_errors=True)
+    # Brokers list every NameServer pod in namesrvAddr: a new or resized NameServer changes
+    # their broker.conf, so bring them along now rather than at their next resync.
+    for broker in sorted(brokers_by_nameserver.get((namespace or "", name), [])):
+        await reconcile_by_name(memo, "Broker", namespace or "", broker, raise_errors=False)
 
 
 @kopf.on.resume(models.GROUP, models.VERSION, "brokers")

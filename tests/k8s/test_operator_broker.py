@@ -330,3 +330,16 @@ def test_audit_cronjob_follows_spec(cluster: Cluster, operator: KopfRunner) -> N
     cluster.patch_spec("brokers", "audited", {"audit": None})
     wait_for("the CronJob to be removed", lambda: cronjob() is None)
     cluster.wait_event("audited", "AuditDisabled")
+
+
+def test_nameserver_resize_updates_brokers(cluster: Cluster, operator: KopfRunner) -> None:
+    """Brokers list every NameServer pod; resizing the NameServer rewrites their broker.conf."""
+    cluster.create("nameservers", "grow", {"replicas": 1})
+    cluster.create("brokers", "follow", {"nameServerRef": {"name": "grow"}, "replicasPerGroup": 1})
+    wait_for("the broker ConfigMap", functools.partial(cluster.configmap, "follow-broker-0-config"))
+    assert len(broker_conf(cluster, 0, 0, name="follow")["namesrvAddr"].split(";")) == 1
+    cluster.patch_spec("nameservers", "grow", {"replicas": 3})
+    wait_for(
+        "three NameServer addresses in broker.conf",
+        lambda: len(broker_conf(cluster, 0, 0, name="follow")["namesrvAddr"].split(";")) == 3,
+    )
