@@ -168,6 +168,10 @@ class PullMessageProcessor:
         except _SubscriptionRefused as refused:
             return self._refuse(request, refused.code, refused.remark)
 
+        # commit the piggybacked offset on arrival, as upstream (brokerAllowSuspend): committing
+        # after a long hold would put back a stale offset once the queue changed owner meanwhile
+        if h.sys_flag & PULL_FLAG_COMMIT_OFFSET and self.is_master():
+            self.offsets.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         suspend = bool(h.sys_flag & PULL_FLAG_SUSPEND)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0, h.suspend_timeout_millis) / 1000
@@ -198,8 +202,6 @@ class PullMessageProcessor:
             if self.hold.closed:
                 suspend = False
 
-        if h.sys_flag & PULL_FLAG_COMMIT_OFFSET and self.is_master():
-            self.offsets.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         return self._respond(request, result, code, group_config.which_broker_when_consume_slowly)
 
     def _subscription_filter(self, h: PullMessageRequestHeader) -> Any:
