@@ -61,6 +61,7 @@ REBALANCE_LOCK_INTERVAL_S = 20.0
 # the client trusts a lock for 30 s after it was granted (broker expiry is 60 s)
 REBALANCE_LOCK_MAX_LIVE_TIME_S = 30.0
 SUSPEND_CURRENT_QUEUE_TIME_MILLIS = 1000
+QUIESCE_TIMEOUT_S = 1.0
 _WAIT_FOR_LOCK_S = 0.1
 
 
@@ -181,6 +182,7 @@ class OrderlyRebalance(Rebalance):
     ``updateProcessQueueTableInRebalance`` with ``isOrder``)."""
 
     locker: QueueLocker
+    service: OrderlyConsumeService | None = None
 
     async def apply(self, topic: str, owned: set[MessageQueue]) -> bool:
         new = sorted(owned - set(self.process_queues))
@@ -196,6 +198,9 @@ class OrderlyRebalance(Rebalance):
         return await super().apply(topic, keep)
 
     async def _remove(self, mq: MessageQueue) -> bool:
+        if self.service is not None:
+            # let the batch in the listener finish so its progress is handed over, not redone
+            await self.service.quiesce(mq)
         removed = await super()._remove(mq)
         if removed:
             await self.locker.unlock(mq)
@@ -207,6 +212,7 @@ class OrderlyStats:
     ok: int = 0
     suspended: int = 0
     dead_lettered: int = 0
+    quiesce_timeouts: int = 0  # hand-overs that did not wait for the batch in the listener
 
 
 @dataclass(eq=False)
@@ -214,6 +220,8 @@ class _QueueWorker:
     mq: MessageQueue
     pq: ProcessQueue
     wake: asyncio.Event = field(default_factory=asyncio.Event)
+    idle: asyncio.Event = field(default_factory=asyncio.Event)
+    releasing: bool = False
     task: asyncio.Task[None] | None = None
 
 
@@ -276,6 +284,27 @@ class OrderlyConsumeService:
             self._workers[mq] = worker
         worker.wake.set()
 
+    async def quiesce(self, mq: MessageQueue, timeout: float = QUIESCE_TIMEOUT_S) -> bool:
+        """Stop taking new batches of ``mq`` and wait (bounded) for the current one to finish;
+        False when the listener is still busy after ``timeout`` (upstream waits 1 s too)."""
+        w = self._workers.get(mq)
+        if w is None:
+            return True
+        w.releasing = True
+        w.wake.set()
+        try:
+            await asyncio.wait_for(w.idle.wait(), timeout)
+        except TimeoutError:
+            self.stats.quiesce_timeouts += 1
+            log.info(
+                "%s: %s still consuming after %.1fs; handing it over anyway",
+                self.group,
+                mq,
+                timeout,
+            )
+            return False
+        return True
+
     async def _renew_locks(self) -> None:
         assert self.locker is not None
         while True:
@@ -306,14 +335,17 @@ class OrderlyConsumeService:
     async def _run(self, w: _QueueWorker) -> None:
         try:
             while not w.pq.dropped:
-                if self.locker is not None and not self.locker.is_locked(w.mq):
+                if w.releasing or (self.locker is not None and not self.locker.is_locked(w.mq)):
+                    w.idle.set()
                     await asyncio.sleep(_WAIT_FOR_LOCK_S)
                     continue
                 msgs = list(w.pq.messages.values())[: self.batch_size]
                 if not msgs:
+                    w.idle.set()
                     w.wake.clear()
                     await w.wake.wait()
                     continue
+                w.idle.clear()
                 await self._consume(w, msgs)
         finally:
             if self._workers.get(w.mq) is w:
@@ -402,6 +434,7 @@ class OrderlyPushConsumer(PushConsumer):
                 old.config, old.host, old.offset_store, old.on_add, old.on_remove
             )
             rebalance.locker = self.locker
+            rebalance.service = self.orderly_service
             rebalance.topics = old.topics
             self.rebalance = rebalance
         self.orderly_service.owned = self.owned_queues
@@ -416,4 +449,5 @@ class OrderlyPushConsumer(PushConsumer):
             "consumed_ok": svc.stats.ok if svc else 0,
             "suspended": svc.stats.suspended if svc else 0,
             "dead_lettered": svc.stats.dead_lettered if svc else 0,
+            "quiesce_timeouts": svc.stats.quiesce_timeouts if svc else 0,
         }
