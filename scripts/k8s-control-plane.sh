@@ -15,6 +15,7 @@
 # Usage: scripts/k8s-control-plane.sh [--print-env]
 #   FERRYMQ_K8S_CACHE   cache directory (default $HOME/.cache/ferrymq-k8s)
 #   FERRYMQ_K8S_SKIP_APT=1  do not call apt-get install (packages must already be present)
+#   FERRYMQ_K8S_KEEP_SRC=1  keep the Kubernetes source tree and its build cache after a build
 set -euo pipefail
 
 CACHE=${FERRYMQ_K8S_CACHE:-$HOME/.cache/ferrymq-k8s}
@@ -131,6 +132,10 @@ SRC
     # Copy then rename: an interrupted copy never leaves a truncated binary that looks provisioned.
     install -m 0755 "$out" "$BIN/$b.tmp" && mv -f "$BIN/$b.tmp" "$BIN/$b"
   done
+  # The tree and its build cache (~2.5 GB) are not needed once the binaries are in bin/.
+  if [ "${FERRYMQ_K8S_KEEP_SRC:-0}" != 1 ]; then
+    rm -rf "$SRC_ROOT" "$APT_PRIV"
+  fi
 fi
 
 # ---------------------------------------------------------------- 4. helm + kubectl
