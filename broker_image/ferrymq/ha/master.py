@@ -205,6 +205,9 @@ class HAConnection:
                 writer.write(encode_frame_header(self.next_transfer_from, len(data)) + data)
                 self.next_transfer_from += len(data)
                 await writer.drain()
+                # drain() returns without yielding while the socket takes everything: yield
+                # anyway so catching up a long backlog never starves the broker's requests
+                await asyncio.sleep(0)
                 last_write = time.monotonic()
                 continue
             if self.next_transfer_from < source.min_offset():
