@@ -336,12 +336,14 @@ def audit_group_clients(
     strategies: Mapping[str, str | None],
     broker_cids: Sequence[str],
     seen: Mapping[str, Sequence[str] | None],
+    broker_views: Mapping[str, Sequence[str]] | None = None,
 ) -> list[AuditFinding]:
     """Group-wide findings: differing subscriptions, strategies, or consumer lists between clients.
 
     ``subscriptions`` maps client -> {topic: subString}; ``seen`` maps client -> the consumer id
     list it last rebalanced with (None when it does not report one); ``broker_cids`` is the
-    broker's connection list for the group.
+    broker's connection list for the group; ``broker_views`` maps each broker address to the
+    consumer id list it hands to rebalancing clients.
     """
     out: list[AuditFinding] = []
     variants = Counter(tuple(sorted(s.items())) for s in subscriptions.values())
@@ -368,6 +370,24 @@ def audit_group_clients(
                 None,
                 "clients use different allocation strategies",
                 clients=tuple(f"{c}={s}" for c, s in sorted(named.items())),
+            )
+        )
+    views = {b: tuple(sorted(v)) for b, v in (broker_views or {}).items()}
+    if len(set(views.values())) > 1:
+        out.append(
+            AuditFinding(
+                Finding.CONSUMER_VIEW_MISMATCH,
+                Severity.WARN,
+                group,
+                None,
+                "brokers hand out different consumer lists, so clients rebalance on different "
+                "views: " + "; ".join(f"{b}={list(v)}" for b, v in sorted(views.items())),
+                clients=tuple(
+                    sorted(
+                        {c for v in views.values() for c in v}
+                        ^ set.intersection(*(set(v) for v in views.values()))
+                    )
+                ),
             )
         )
     reference = tuple(sorted(broker_cids))

@@ -18,6 +18,15 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("filterwarnings", "ignore:The copy keyword is deprecated")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Spark jobs on a shared 2-core machine can take minutes under load (session start alone is
+    # 10 s idle, over 60 s loaded): a generous per-test limit, still finite, for this directory.
+    here = os.path.dirname(__file__)
+    for item in items:
+        if str(item.path).startswith(here) and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(900))
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     from ferrymq_spark.session import build_session

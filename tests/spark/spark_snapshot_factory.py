@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ferrymq.snapshot.schema import (
     ClientRow,
+    ConsumerViewRow,
     OffsetRow,
     OwnershipRow,
     QueueRow,
@@ -39,6 +40,7 @@ class Spec:
     clients: dict[str, list[Client]] = field(default_factory=dict)  # group -> clients
     routes: dict[str, list[tuple[str, int, int]]] | None = None  # topic -> (broker, nums, perm)
     last_consumed_ts: dict[tuple[str, str, str, int], int] = field(default_factory=dict)
+    views: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # group -> broker -> ids
 
 
 def write_history(root: Path, specs: Iterable[Spec]) -> list[Path]:
@@ -105,6 +107,11 @@ def write_history(root: Path, specs: Iterable[Spec]) -> list[Path]:
                     OwnershipRow(**base, group=g, clientId=c.cid, topic=t, brokerName=b, queueId=q)
                     for t, b, q in (c.owns or ())
                 )
+        views = [
+            ConsumerViewRow(**base, group=g, brokerAddr=b, consumerIds=ids)
+            for g, per in sorted(spec.views.items())
+            for b, ids in sorted(per.items())
+        ]
         meta = SnapshotMeta(
             snapshotId=sid, takenAt=spec.at, finishedAt=spec.at + 5, namesrv="127.0.0.1:9876"
         )
@@ -119,6 +126,7 @@ def write_history(root: Path, specs: Iterable[Spec]) -> list[Path]:
                     "clients": clients,
                     "subscriptions": subs,
                     "ownership": owns,
+                    "views": views,
                 },
             )
         )

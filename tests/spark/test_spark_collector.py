@@ -120,6 +120,8 @@ def test_collect_then_report(spark, tmp_path: Path) -> None:  # type: ignore[no-
     assert {q: r.brokerOffset for q, r in pulled.items()} == dict(per_queue)
     clients = [c for c in snap.clients if c.group == "push-g"]
     assert sorted(c.clientId for c in clients) == sorted(owned)
+    views = [v for v in snap.views if v.group == "push-g"]
+    assert [sorted(v.consumerIds) for v in views] == [sorted(owned)]
     if all(c.runningInfo for c in clients):
         got: dict[str, set[int]] = {}
         for r in snap.ownership:

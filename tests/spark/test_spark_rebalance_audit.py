@@ -72,8 +72,15 @@ CASES = {
 
 def test_each_finding_from_a_crafted_snapshot(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """One group per case in one snapshot (groups are audited independently), plus a healthy one."""
-    clients = {f"g-{kind}": cl for kind, cl in CASES.items()} | {"g-healthy": healthy_clients()}
-    found = run_audit(spark, tmp_path, [Spec(at=T0, max_offsets=MAX, clients=clients)])
+    clients = {f"g-{kind}": cl for kind, cl in CASES.items()} | {
+        "g-healthy": healthy_clients(),
+        "g-split-brokers": healthy_clients(),
+    }
+    views = {
+        "g-healthy": {"b1:1": ["c1", "c2"], "b2:1": ["c1", "c2"]},
+        "g-split-brokers": {"b1:1": ["c1", "c2"], "b2:1": ["c2"]},
+    }
+    found = run_audit(spark, tmp_path, [Spec(at=T0, max_offsets=MAX, clients=clients, views=views)])
     by_group: dict[str, set[str]] = {}
     for f in found:
         by_group.setdefault(f.group, set()).add(f.kind)
@@ -84,6 +91,7 @@ def test_each_finding_from_a_crafted_snapshot(spark, tmp_path: Path) -> None:  #
     assert by_group["g-DUPLICATE_OWNER"] == {"DUPLICATE_OWNER", "ALLOCATION_MISMATCH"}
     assert by_group["g-CONSUMER_VIEW_MISMATCH"] == {"CONSUMER_VIEW_MISMATCH"}
     assert by_group["g-STRATEGY_MISMATCH"] == {"STRATEGY_MISMATCH"}
+    assert by_group["g-split-brokers"] == {"CONSUMER_VIEW_MISMATCH"}
 
 
 def test_subscription_gap_leaves_orphans(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

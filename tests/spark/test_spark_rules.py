@@ -182,6 +182,15 @@ def test_group_client_findings() -> None:
     assert by_kind[Finding.CONSUMER_VIEW_MISMATCH].clients == ("c2",)
 
 
+def test_brokers_handing_out_different_consumer_lists() -> None:
+    same = {"b1:10911": ["c1", "c2"], "b2:10911": ["c2", "c1"]}
+    assert rules.audit_group_clients("g", {}, {}, ["c1", "c2"], {}, same) == []
+    split = {"b1:10911": ["c1", "c2"], "b2:10911": ["c1"]}
+    (f,) = rules.audit_group_clients("g", {}, {}, ["c1", "c2"], {}, split)
+    assert f.kind is Finding.CONSUMER_VIEW_MISMATCH and f.clients == ("c2",)
+    assert "b2:10911=['c1']" in f.detail
+
+
 def test_churn() -> None:
     before = view({"c1": mqs("T", "b", 0, 1), "c2": mqs("T", "b", 2, 3)})
     assert rules.allocation_churn(before, before) is None

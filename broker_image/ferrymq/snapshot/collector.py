@@ -7,6 +7,7 @@ What each table comes from (upstream request codes):
 * offsets: GET_CONSUME_STATS (208) per group; groups are those with offsets on any master
   (GET_ALL_CONSUMER_OFFSET, 43) plus those with a ``%RETRY%<group>`` topic;
 * clients, subscriptions: GET_CONSUMER_CONNECTION_LIST (203) per group;
+* views: GET_CONSUMER_LIST_BY_GROUP (38) from each broker of the group (what clients rebalance on);
 * ownership, per-client subscriptions and strategy: GET_CONSUMER_RUNNING_INFO (307), sent to the
   group's broker, which relays it to the client. When the broker does not relay it (a 3
   REQUEST_CODE_NOT_SUPPORTED or an error) the snapshot says so in ``meta.notes``, ``runningInfo``
@@ -36,6 +37,7 @@ from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.errors import RemotingError
 from ferrymq.snapshot.schema import (
     ClientRow,
+    ConsumerViewRow,
     OffsetRow,
     OwnershipRow,
     QueueRow,
@@ -203,6 +205,7 @@ async def collect(
     clients: list[BaseModel] = []
     subscriptions: list[BaseModel] = []
     ownership: list[BaseModel] = []
+    views: list[BaseModel] = []
     relay_refused: list[str] = []
 
     async def one_group(group: str) -> None:
@@ -229,6 +232,14 @@ async def collect(
             conn = await admin.consumer_connection(group)
         except MQClientError:
             return  # offline group: its offsets above still make its backlog
+        for addr in await group_broker_addrs(admin, group):
+            try:
+                ids = await admin.instance.broker.get_consumer_id_list(addr, group)
+            except MQClientError:
+                ids = []  # a client asking this broker gets no list and skips its rebalance
+            views.append(
+                ConsumerViewRow(**base, group=group, brokerAddr=addr, consumerIds=sorted(ids))
+            )
         model = conn.message_model.value if conn.message_model is not None else None
         for c in sorted(conn.connection_set, key=lambda c: c.client_id):
             info = await running_info(admin, group, c.client_id, relay_refused)
@@ -305,6 +316,7 @@ async def collect(
             "clients": sorted(clients, key=_key),
             "subscriptions": sorted(subscriptions, key=_key),
             "ownership": sorted(ownership, key=_key),
+            "views": sorted(views, key=_key),
         },
     )
 

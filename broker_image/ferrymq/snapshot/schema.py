@@ -112,6 +112,18 @@ class OwnershipRow(_Row):
     queueId: int = Field(ge=0)
 
 
+class ConsumerViewRow(_Row):
+    """The consumer id list one broker returns for a group (GET_CONSUMER_LIST_BY_GROUP, 38).
+
+    A client rebalances with the list of one broker of its topic's route; brokers that disagree
+    (a missed heartbeat) make clients compute different allocations.
+    """
+
+    group: str
+    brokerAddr: str
+    consumerIds: list[str]
+
+
 class SnapshotMeta(BaseModel):
     """``meta.json``: what was collected, from where, and what could not be."""
 
@@ -132,6 +144,7 @@ TABLES: Final[dict[str, type[_Row]]] = {
     "clients": ClientRow,
     "subscriptions": SubscriptionRow,
     "ownership": OwnershipRow,
+    "views": ConsumerViewRow,
 }
 """Table name -> row model; the file of table ``t`` is ``<snapshot dir>/<t>.jsonl``."""
 

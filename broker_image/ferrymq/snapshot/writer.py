@@ -22,6 +22,7 @@ from ferrymq.snapshot.schema import (
     META_FILE,
     TABLES,
     ClientRow,
+    ConsumerViewRow,
     OffsetRow,
     OwnershipRow,
     QueueRow,
@@ -78,6 +79,10 @@ class Snapshot:
     @property
     def ownership(self) -> list[OwnershipRow]:
         return cast(list[OwnershipRow], self.rows("ownership"))
+
+    @property
+    def views(self) -> list[ConsumerViewRow]:
+        return cast(list[ConsumerViewRow], self.rows("views"))
 
 
 def _fsync_dir(path: Path) -> None:

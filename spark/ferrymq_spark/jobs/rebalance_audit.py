@@ -76,6 +76,9 @@ def gather(history: SnapshotHistory, spark: SparkSession) -> DataFrame:
     owns = history.table(spark, "ownership").join(keys, ["snapshotId", "group", "clientId"])
     group_topics = subs.select("snapshotId", "group", "topic").distinct()
     routes = history.table(spark, "routes").join(group_topics, ["snapshotId", "topic"])
+    views = history.table(spark, "views").join(
+        clients.select("snapshotId", "group").distinct(), ["snapshotId", "group"]
+    )
     null_s, null_l = F.lit(None).cast("string"), F.lit(None).cast("long")
 
     def shape(df: DataFrame, kind: str, **cols: Any) -> DataFrame:
@@ -122,6 +125,14 @@ def gather(history: SnapshotHistory, spark: SparkSession) -> DataFrame:
                 topic=F.col("topic"),
                 brokerName=F.col("brokerName"),
                 queueId=F.col("queueId"),
+            )
+        )
+        .unionByName(
+            shape(
+                views,
+                "view",
+                text=F.col("brokerAddr"),
+                text2=F.concat_ws(SEP, F.col("consumerIds")),
             )
         )
         .unionByName(
@@ -178,7 +189,12 @@ def _views(snap: pd.DataFrame) -> tuple[list[rules.TopicView], dict[str, Any]]:
         # the topic or not: a client that does not subscribe still takes a share, which nobody
         # then consumes. So every reporting client counts, owning nothing here if not subscribed.
         views.append(rules.TopicView(group, topic, tuple(mq_all), cid_all, owned, strategy))
+    broker_views = {
+        str(r.text): [c for c in str(r.text2).split(SEP) if c]
+        for r in snap[snap["kind"] == "view"].itertuples()
+    }
     facts = {
+        "broker_views": broker_views,
         "subscriptions": subscriptions,
         "strategies": strategies,
         "cid_all": cid_all,
@@ -222,7 +238,12 @@ def audit_group(
         views, facts = _views(snap)
         group = str(snap["group"].iloc[0])
         for f in rules.audit_group_clients(
-            group, facts["subscriptions"], facts["strategies"], facts["cid_all"], facts["seen"]
+            group,
+            facts["subscriptions"],
+            facts["strategies"],
+            facts["cid_all"],
+            facts["seen"],
+            facts["broker_views"],
         ):
             out.append(_finding_row(sid, at, f))
         for v in views:
