@@ -55,6 +55,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     )
     memo.ctx = Context(kube, op, versions, broker_admin.default_admin(op.admin_timeout_seconds))
     memo.locks = {}
+    memo.waiting = set()
 
 
 @kopf.on.login()
@@ -76,11 +77,26 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
 async def reconcile_by_name(
     memo: kopf.Memo, kind: str, namespace: str, name: str, raise_errors: bool
 ) -> None:
-    """Reconcile the current version of one custom resource, then write its status."""
+    """Reconcile the current version of one custom resource, then write its status.
+
+    Triggers are coalesced: while one reconcile of a resource runs, at most one more waits, and
+    further triggers return at once (the waiting one re-reads the resource, so it sees their
+    changes too). Without this, a burst of StatefulSet events queues many slow passes, and a
+    deletion waits for all of them.
+    """
     ctx: Context = memo.ctx
+    key = (kind, namespace, name)
     locks: dict[tuple[str, str, str], asyncio.Lock] = memo.locks
-    lock = locks.setdefault((kind, namespace, name), asyncio.Lock())
-    async with lock:
+    waiting: set[tuple[str, str, str]] = memo.waiting
+    if key in waiting:
+        return
+    lock = locks.setdefault(key, asyncio.Lock())
+    waiting.add(key)
+    try:
+        await lock.acquire()
+    finally:
+        waiting.discard(key)
+    try:
         try:
             body = await ctx.kube.get(models.API_VERSION, kind, namespace, name)
             if body is None or body["metadata"].get("deletionTimestamp"):
@@ -99,6 +115,8 @@ async def reconcile_by_name(
                 "reconcile of %s %s/%s: %s", kind, namespace, name, error
             )
             return
+    finally:
+        lock.release()
     if not raise_errors:
         return
     if result.retry is not None:
