@@ -107,3 +107,34 @@ async def test_metrics_endpoint_reports_live_figures(
     assert 'ferrymq_broker_put_messages_total{broker="broker-a"} 3.0' in lines
     assert any(line.startswith('ferrymq_broker_topics{broker="broker-a"}') for line in lines)
     assert 'ferrymq_broker_writable{broker="broker-a"} 1.0' in lines
+
+
+async def test_vip_channel_on_listen_port_minus_two(tmp_path: Path) -> None:
+    import socket
+
+    from ferrymq.broker.local_cluster import pick_free_port
+    from test_send_pull import send_request
+
+    def free(port: int) -> bool:
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+            return True
+
+    port = pick_free_port("127.0.0.1")
+    while not free(port - 2):
+        port = pick_free_port("127.0.0.1")
+    cfg, store_cfg = broker_configs(tmp_path / "vip", None)
+    cfg.listen_port = port
+    broker = BrokerApp(cfg, store_cfg)
+    await broker.start()
+    client = RemotingClient()
+    try:
+        for p in (port, port - 2):
+            resp = await client.invoke(f"127.0.0.1:{p}", send_request("VipT", b"v"))
+            assert resp.code == 0, resp.remark
+    finally:
+        await client.close()
+        await broker.stop()

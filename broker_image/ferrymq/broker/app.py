@@ -68,6 +68,18 @@ class BrokerApp:
         self.semantics: SemanticsServices | None = None
         self.store_config = store_config
         self.server = RemotingServer(config.bind_address, config.listen_port, name="broker")
+        # the VIP channel serves the very same processor table on listenPort - 2
+        fast_port = config.fast_listen_port
+        self.fast_server = (
+            RemotingServer(
+                config.bind_address,
+                fast_port,
+                processors=self.server.processors,
+                name="broker-fast",
+            )
+            if fast_port is not None
+            else None
+        )
         self.server.processors.register_default(_starting)
         cfg_dir = config_dir(store_config.store_path_root_dir)
         self.topics_file = ConfigFile(cfg_dir / "topics.json")
@@ -141,6 +153,13 @@ class BrokerApp:
     async def start(self) -> None:
         self._persisting = asyncio.Lock()
         await self.server.start()
+        if self.fast_server is not None:
+            try:
+                await self.fast_server.start()
+            except OSError as exc:
+                # a compatibility channel: clients fall back to the main port when it is absent
+                log.error("fast channel on port %d not started: %s", self.fast_server.port, exc)
+                self.fast_server = None
         if self.config.listen_port == 0:
             # port 0 (tests, local-cluster): publish the port the OS picked
             self.config.listen_port = self.server.port
@@ -389,6 +408,8 @@ class BrokerApp:
         for task in list(self._saves):
             with contextlib.suppress(Exception):
                 await task
+        if self.fast_server is not None:
+            await self.fast_server.stop()
         await self.server.stop()
         if self.semantics is not None:
             await self.semantics.shutdown()

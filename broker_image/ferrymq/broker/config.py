@@ -49,6 +49,9 @@ class BrokerConfig(BaseModel):
     broker_ip1: str = Field(default_factory=_local_ip, alias="brokerIP1")
     broker_ip2: str | None = Field(default=None, alias="brokerIP2")
     listen_port: int = Field(default=10911, ge=0, le=65535)
+    # upstream's "VIP channel": the same service on listenPort - 2 (10909), which older Java
+    # clients (vipChannelEnabled=true, the default before 4.5) send to
+    fast_channel_enable: bool = True
     # ferrymq extension: the interface to bind (upstream binds all)
     bind_address: str = "0.0.0.0"
     namesrv_addr: str | None = None
@@ -102,6 +105,13 @@ class BrokerConfig(BaseModel):
     @property
     def broker_addr(self) -> str:
         return f"{self.broker_ip1}:{self.listen_port}"
+
+    @property
+    def fast_listen_port(self) -> int | None:
+        """listenPort - 2 when the fast channel is on and the port is fixed; else None."""
+        if not self.fast_channel_enable or self.listen_port <= 2:
+            return None
+        return self.listen_port - 2
 
     @property
     def namesrv_addrs(self) -> list[str]:

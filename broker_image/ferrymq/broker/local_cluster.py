@@ -161,6 +161,9 @@ class LocalCluster:
         # upstream: haListenPort = listenPort + 1; with picked ports, pick that one too
         ha_port = spec.listen_port + 1 if self.broker_port else pick_free_port(self.host)
         conf["haListenPort"] = str(ha_port)
+        if not self.broker_port:
+            # picked ports: listenPort - 2 (the VIP channel) is not known to be free
+            conf["fastChannelEnable"] = "false"
         if self.mapped_file_size_commit_log:
             conf["mappedFileSizeCommitLog"] = str(self.mapped_file_size_commit_log)
         conf.update(self.extra_conf)
