@@ -97,4 +97,5 @@ log "built ferrymq:$TAG and ferrymq-operator:$TAG"
 "$DOCKER" image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep -E "^ferrymq(-operator)?:$TAG " >&2
 }
 
-main "$@"
+# Same line: bash must not read further from this file (it may have been edited) after main returns.
+main "$@"; exit $?

@@ -211,4 +211,5 @@ else
 fi
 }
 
-main "$@"
+# Same line: bash must not read further from this file (it may have been edited) after main returns.
+main "$@"; exit $?
