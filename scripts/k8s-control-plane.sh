@@ -117,7 +117,7 @@ SRC
 
   # -------------------------------------------------------------- 3. build
   step=build
-  log "building $BUILD_WHAT in $tree (about 6-15 min cold on 2 cores; log: $CACHE/build.log)"
+  log "building $BUILD_WHAT in $tree (about 15 CPU-minutes: ~8 min on 2 idle cores, much longer on a busy machine; log: $CACHE/build.log)"
   start=$(date +%s)
   (
     cd "$tree"
