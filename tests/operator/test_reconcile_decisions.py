@@ -1,0 +1,81 @@
+"""The pure decisions inside reconcile.py (no cluster).
+
+handlers.py is not imported here: its timer interval is read from the environment at import,
+and the integration tests set it before the operator first imports the module.
+"""
+
+from __future__ import annotations
+
+from ferrymq_operator import conf_check, models, reconcile
+from ferrymq_operator.builders.names import Owner
+from ferrymq_operator.status import Failure
+
+OWNER = Owner("ferrymq.io/v1alpha1", "Broker", "orders", "prod", "uid")
+
+
+def test_scale_in_refused_naming_groups_and_fix() -> None:
+    assert reconcile.scale_in_failure(OWNER, 3, {0: {}, 1: {}, 2: {}}) is None
+    failure = reconcile.scale_in_failure(OWNER, 1, {0: {}, 1: {}, 2: {}})
+    assert failure is not None and failure.reason == "ScaleInNotSupported"
+    assert "orders-broker-1, orders-broker-2" in failure.message
+    assert "set spec.groups back to 3" in failure.message
+
+
+def test_initial_groups_hold_topics_only_on_first_reconcile() -> None:
+    assert reconcile.initial_synced_groups(models.BrokerStatus(), 3) == [0, 1, 2]
+    later = models.BrokerStatus(observed_generation=1, topic_synced_groups=[0, 1])
+    assert reconcile.initial_synced_groups(later, 3) == [0, 1]
+
+
+def test_transition_events_only_on_change() -> None:
+    previous = models.ClusterStatus(phase="Creating")
+    status = {
+        "phase": "Running",
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "AllPodsReady",
+                "message": "2/2 pods ready",
+            },
+            {"type": "ReconcileFailed", "status": "False", "reason": "Reconciled", "message": "ok"},
+        ],
+    }
+    assert reconcile._transition_events(previous, status) == [
+        ("Normal", "Running", "2/2 pods ready")
+    ]
+    same = models.ClusterStatus.model_validate(status)
+    assert reconcile._transition_events(same, status) == []
+
+
+def test_failure_event_once_per_distinct_failure() -> None:
+    failed = {
+        "phase": "Failed",
+        "conditions": [
+            {"type": "Ready", "status": "False", "reason": "InvalidSpec", "message": "x"},
+            {"type": "ReconcileFailed", "status": "True", "reason": "InvalidSpec", "message": "x"},
+        ],
+    }
+    events = reconcile._transition_events(models.ClusterStatus(phase="Running"), failed)
+    assert ("Warning", "InvalidSpec", "x") in events
+    again = reconcile._transition_events(models.ClusterStatus.model_validate(failed), failed)
+    assert again == []
+
+
+def test_unknown_config_key_warns_once_per_generation() -> None:
+    report = conf_check.ConfReport(problems=[], unknown=["fileReserveTime"])
+    result = reconcile.Result(status={})
+    previous = models.ClusterStatus(observed_generation=1)
+    assert reconcile._conf_failure(report, previous, 2, result) is None
+    assert [e[1] for e in result.events] == ["UnknownConfigKey"]
+    result = reconcile.Result(status={})
+    reconcile._conf_failure(report, models.ClusterStatus(observed_generation=2), 2, result)
+    assert result.events == []
+
+
+def test_bad_config_value_is_a_failure() -> None:
+    report = conf_check.ConfReport(problems=["fileReservedTime='x': not an int"], unknown=[])
+    failure = reconcile._conf_failure(
+        report, models.ClusterStatus(), 1, reconcile.Result(status={})
+    )
+    assert failure == Failure("InvalidSpec", "spec.config: fileReservedTime='x': not an int")
