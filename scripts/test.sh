@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 if [ -x scripts/k8s-control-plane.sh ] && [ "${FERRYMQ_SKIP_K8S:-0}" != "1" ]; then
   ./scripts/k8s-control-plane.sh
+  # provisioned: a missing or broken control plane now fails the cluster tests instead of skipping them
+  export FERRYMQ_K8S_REQUIRED=1
 fi
 export SPARK_LOCAL_IP=127.0.0.1
 export PYTHONUNBUFFERED=1
