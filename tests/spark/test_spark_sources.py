@@ -52,6 +52,28 @@ def test_commitlog_rows_equal_what_was_put(spark, store) -> None:  # type: ignor
             assert offs == list(range(len(offs)))
 
 
+def test_split_files_read_the_same_rows(spark, store) -> None:  # type: ignore[no-untyped-def]
+    root, puts = store
+    files = sorted((root / "commitlog").iterdir())
+    df = spark.read.format("ferrymq-commitlog").option("splitSize", "8192").load(str(root))
+    assert df.rdd.getNumPartitions() > 3 * len(files)
+    got = sorted((r.physicalOffset, r.queueOffset, r.topic) for r in df.collect())
+    assert got == [(p.physical_offset, p.queue_offset, p.topic) for p in puts]
+
+
+def test_record_boundaries_are_record_starts(store) -> None:  # type: ignore[no-untyped-def]
+    from ferrymq_spark.sources.commit_log import record_boundaries
+
+    root, puts = store
+    starts = {p.physical_offset for p in puts}
+    files = sorted((root / "commitlog").iterdir())
+    for f in files:
+        cuts = record_boundaries(str(f), 4096)
+        assert cuts[0] == 0 and cuts == sorted(cuts)
+        assert f == files[-1] or len(cuts) > 4  # full 64 KiB files cut about every 4 KiB
+        assert all(int(f.name) + c in starts for c in cuts)
+
+
 def test_commitlog_with_crc_check_and_sql(spark, store) -> None:  # type: ignore[no-untyped-def]
     root, puts = store
     df = (

@@ -3,10 +3,13 @@
 The CommitLog is a sequence of files named by their start offset; each holds records back to back
 until a blank end-of-file record or zeros (upstream ``CommitLog``; record layout in
 :mod:`ferrymq.store.record`, whose ``check_record`` is the only decoder used here). A partition is
-one file, so segments are read in parallel; rows leave ``read()`` as Arrow record batches.
+at most ``splitSize`` bytes of one file, so segments are read in parallel; rows leave ``read()``
+as Arrow record batches.
 
 Options (strings): ``checkCrc`` (default false: CRC costs a pass over every body), ``batchSize``
-(rows per Arrow batch, default 16384), ``onInvalid``: ``tail`` (default; a record that does not
+(rows per Arrow batch, default 16384), ``splitSize`` (bytes per partition, default 256 MiB: a
+1 GiB file becomes four partitions, cut at record boundaries found by walking the size chain on
+the driver), ``onInvalid``: ``tail`` (default; a record that does not
 parse ends the scan when it is in the newest file, as recovery truncates a torn tail, and fails the
 job when it is in an older file), ``fail`` (always fail) or ``stop`` (stop the file's scan, keep
 going with the others).
@@ -46,11 +49,47 @@ class CommitLogError(Exception):
 
 @dataclass(frozen=True)
 class SegmentPartition(InputPartition):  # type: ignore[misc]
-    """One CommitLog file: its path, start offset and whether it is the newest file."""
+    """A byte range ``[start, end)`` of one CommitLog file, cut at record boundaries.
+
+    ``end`` is None for "to the end of the file's data"; ``newest`` marks the newest file's last
+    range, where a torn tail may be.
+    """
 
     path: str
     file_from_offset: int
     newest: bool
+    start: int = 0
+    end: int | None = None
+
+
+def record_boundaries(path: str, split_size: int) -> list[int]:
+    """Positions of records at or just after every ``split_size`` bytes of ``path`` (plus 0).
+
+    Walks the TOTALSIZE chain with the codec's own header struct (8 bytes per record, no
+    decoding), stopping at the blank end record, zeros, or anything that is not a message header.
+    """
+    from ferrymq.store.record import BLANK_HEAD, MESSAGE_MAGIC_CODE, MIN_RECORD_SIZE
+
+    cuts = [0]
+    with open(path, "rb") as fh:
+        try:
+            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        except ValueError:
+            return cuts
+    try:
+        pos, limit, unpack = 0, len(mm), BLANK_HEAD.unpack_from
+        next_cut = split_size
+        while pos + BLANK_HEAD.size <= limit:
+            total, magic = unpack(mm, pos)
+            if magic != MESSAGE_MAGIC_CODE or total < MIN_RECORD_SIZE:
+                break
+            if pos >= next_cut:  # a message starts here: a valid cut
+                cuts.append(pos)
+                next_cut = pos + split_size
+            pos += total
+    finally:
+        mm.close()
+    return cuts
 
 
 def _arrow_schema() -> Any:
@@ -77,9 +116,16 @@ def _arrow_schema() -> Any:
 
 
 def scan_segment(
-    path: str, *, check_crc: bool, on_invalid: str, newest: bool
+    path: str,
+    *,
+    check_crc: bool,
+    on_invalid: str,
+    newest: bool,
+    start: int = 0,
+    end: int | None = None,
 ) -> Iterator[tuple[Any, ...]]:
-    """Rows of one CommitLog file, in file order (the decoder is ``record.check_record``)."""
+    """Rows of one CommitLog file from ``start`` (a record boundary) to ``end`` or the end of its
+    data, in file order (the decoder is ``record.check_record``)."""
     from ferrymq.store.record import RecordKind, check_record
 
     with open(path, "rb") as fh:
@@ -89,8 +135,9 @@ def scan_segment(
             return
     try:
         mm.madvise(mmap.MADV_SEQUENTIAL)
-        pos, limit = 0, len(mm)
-        while pos < limit:
+        pos, limit = start, len(mm)
+        stop = limit if end is None else min(end, limit)
+        while pos < stop:
             res = check_record(mm, pos, limit, check_crc=check_crc)
             if res.kind is RecordKind.MESSAGE and res.record is not None:
                 r = res.record
@@ -131,15 +178,26 @@ class CommitLogReader(DataSourceReader):  # type: ignore[misc]
         self.check_crc = bool_option(options, "checkCrc", False)
         self.batch_size = int_option(options, "batchSize", 16384)
         self.on_invalid = choice_option(options, "onInvalid", "tail", ("tail", "fail", "stop"))
+        self.split_size = int_option(options, "splitSize", 256 * 1024 * 1024, minimum=4096)
 
     def partitions(self) -> list[SegmentPartition]:
+        """One partition per ``splitSize`` bytes of each file, cut at record boundaries."""
         from pathlib import Path
 
         files = numbered_files(Path(self.directory))
-        return [
-            SegmentPartition(str(p), start, i == len(files) - 1)
-            for i, (start, p) in enumerate(files)
-        ]
+        parts = []
+        for i, (file_from, p) in enumerate(files):
+            newest = i == len(files) - 1
+            size = p.stat().st_size
+            cuts = record_boundaries(str(p), self.split_size) if size > self.split_size else [0]
+            for j, cut in enumerate(cuts):
+                last = j == len(cuts) - 1
+                parts.append(
+                    SegmentPartition(
+                        str(p), file_from, newest and last, cut, None if last else cuts[j + 1]
+                    )
+                )
+        return parts
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         import pyarrow as pa
@@ -152,6 +210,8 @@ class CommitLogReader(DataSourceReader):  # type: ignore[misc]
             check_crc=self.check_crc,
             on_invalid=self.on_invalid,
             newest=partition.newest,
+            start=partition.start,
+            end=partition.end,
         )
         batch: list[tuple[Any, ...]] = []
         for row in rows:
