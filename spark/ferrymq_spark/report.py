@@ -158,6 +158,7 @@ def lag_heatmap_plot(history: pd.DataFrame, max_rows: int = HEATMAP_MAX_ROWS) ->
         fontsize=7,
         rotation=45,
     )
+    ax.set_xlabel("snapshot time (UTC)")
     fig.colorbar(im, ax=ax, label="lag (messages)")
     return _png(fig)
 
