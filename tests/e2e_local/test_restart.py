@@ -69,7 +69,9 @@ async def test_restart_loses_no_acked_message_and_offsets_resume(
     first = await consume(sync_cluster, "Restart_G", 150)
     assert set(first) == {f"r{i}" for i in range(150)}
 
+    addr = sync_cluster.broker_addrs[0]
     sync_cluster.restart_broker(0)  # graceful: offsets and metadata saved, abort file removed
+    assert sync_cluster.broker_addrs[0] == addr, "a restarted broker keeps its address"
     await produce(sync_cluster, 150, 150)
     sync_cluster.restart_broker(0, kill=True)  # kill -9 right after the acks
 

@@ -135,13 +135,14 @@ class LocalCluster:
     def broker_specs(self) -> list[BrokerSpec]:
         specs = []
         for i in range(self.groups):
-            # upstream convention: 10911, 10921, ... (0 = let the OS choose, for tests)
-            port = self.broker_port + 10 * i if self.broker_port else 0
+            # upstream convention: 10911, 10921, ... (0 = pick free ones, for tests: a fixed
+            # port lets a restarted broker come back at the same address)
+            port = self.broker_port + 10 * i if self.broker_port else pick_free_port(self.host)
             specs.append(BrokerSpec(self.group_name(i), 0, port))
             # HA integration: slaves of the group (brokerId 1..n) after their master, each on
             # the master's port + 2n (listen) and + 2n + 1 (its own HA port, unused by a slave)
             for n in range(1, self.slaves + 1):
-                slave_port = port + 2 * n if port else 0
+                slave_port = port + 2 * n if self.broker_port else pick_free_port(self.host)
                 spec = BrokerSpec(self.group_name(i), n, slave_port, {"brokerRole": "SLAVE"})
                 specs.append(spec)
         return specs
@@ -161,8 +162,9 @@ class LocalCluster:
         # upstream: haListenPort = listenPort + 1; with picked ports, pick that one too
         ha_port = spec.listen_port + 1 if self.broker_port else pick_free_port(self.host)
         conf["haListenPort"] = str(ha_port)
-        if not self.broker_port:
-            # picked ports: listenPort - 2 (the VIP channel) is not known to be free
+        if not self.broker_port or spec.broker_id > 0:
+            # listenPort - 2 (the VIP channel) is not known to be free for picked ports, and is
+            # the previous broker's port for a slave at master + 2n: masters only
             conf["fastChannelEnable"] = "false"
         if self.mapped_file_size_commit_log:
             conf["mappedFileSizeCommitLog"] = str(self.mapped_file_size_commit_log)
