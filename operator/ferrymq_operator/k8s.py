@@ -89,6 +89,14 @@ def _translate(error: Exception, what: str) -> ApiError:
     return Transient(f"{what}: {error}")
 
 
+def _changed(before: Any, after: Any) -> bool:
+    """Did an apply change the object? By generation where the kind has one (a status update
+    between our read and our apply bumps resourceVersion, not generation), else resourceVersion."""
+    if getattr(before, "generation", None) is not None:
+        return bool(before.generation != after.generation)
+    return bool(before.resourceVersion != after.resourceVersion)
+
+
 class Kube:
     """Typed, asynchronous facade over the dynamic client (one per operator process)."""
 
@@ -187,9 +195,8 @@ class Kube:
         client = self._client()
         try:
             before = client.get(resource, name=meta["name"], namespace=meta["namespace"])
-            before_version = before.metadata.resourceVersion
         except NotFoundError:
-            before_version = None
+            before = None
         after = client.server_side_apply(
             resource,
             body=obj,
@@ -198,11 +205,11 @@ class Kube:
             field_manager=self._field_manager,
             force_conflicts=True,
         )
-        if before_version is None:
+        if before is None:
             return Outcome.CREATED
-        if after.metadata.resourceVersion != before_version:
-            return Outcome.CONFIGURED
-        return Outcome.UNCHANGED
+        return (
+            Outcome.CONFIGURED if _changed(before.metadata, after.metadata) else Outcome.UNCHANGED
+        )
 
     async def apply(self, obj: dict[str, Any]) -> Outcome:
         """Server-side apply (create or update; our field manager owns the fields we set)."""
