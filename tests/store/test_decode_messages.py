@@ -1,0 +1,122 @@
+"""The fused pull-body decoder (``decode_messages``) agrees with the per-record reference decoder
+(``decode_message_ext``) on good bodies and raises ValueError on every kind of bad one."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import pytest
+from ferrymq.message import MessageExt, MessageSysFlag, encode_properties
+from ferrymq.store import record as R
+
+IP = b"\x7f\x00\x00\x01"
+
+
+def body_of(
+    n: int,
+    *,
+    uniq: bool = True,
+    compressed: bool = False,
+    props: dict[str, str] | None = None,
+    topic: bytes = b"DecodeTopic",
+) -> bytes:
+    buf = bytearray(n * 2048)
+    pos = 0
+    for i in range(n):
+        properties = dict(props or {"TAGS": f"t{i % 3}", "KEYS": f"k{i}"})
+        if uniq:
+            properties["UNIQ_KEY"] = f"7F000001{i:024X}"
+        payload = f"body-{i}".encode() * 20
+        sys_flag = 0
+        if compressed:
+            payload = zlib.compress(payload)
+            sys_flag = MessageSysFlag.COMPRESSED_FLAG
+        pos += R.encode_record_into(
+            buf,
+            pos,
+            queue_id=i % 4,
+            flag=i,
+            queue_offset=i,
+            physical_offset=1000 + pos,
+            sys_flag=sys_flag,
+            born_timestamp=1_700_000_000_000 + i,
+            born_ip=b"\x0a\x00\x00\x05",
+            born_port=5000 + i,
+            store_timestamp=1_700_000_000_100 + i,
+            store_ip=IP,
+            store_port=10911,
+            reconsume_times=i % 2,
+            prepared_transaction_offset=0,
+            body=payload,
+            topic=topic,
+            properties=encode_properties(properties).encode(),
+        )
+    return bytes(buf[:pos])
+
+
+def reference(buf: bytes) -> list[MessageExt]:
+    return [R.decode_message_ext(buf, p, p + s) for p, s in R.iter_records(buf)]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{}, {"uniq": False}, {"compressed": True}, {"props": {}}, {"topic": "主题".encode()}],
+)
+def test_matches_reference_decoder(kwargs: dict[str, object]) -> None:
+    buf = body_of(7, **kwargs)  # type: ignore[arg-type]
+    got = R.decode_messages(buf)
+    assert got == reference(buf)
+    assert len(got) == 7
+    if kwargs.get("compressed"):
+        assert got[0].body == b"body-0" * 20
+    if kwargs.get("uniq", True):
+        assert got[3].msg_id == f"7F000001{3:024X}"
+    else:
+        assert got[3].msg_id == got[3].offset_msg_id
+    assert got[2].born_host == ("10.0.0.5", 5002)
+    assert got[2].store_host == ("127.0.0.1", 10911)
+
+
+def test_memoryview_and_bytearray_inputs() -> None:
+    buf = body_of(3)
+    assert R.decode_messages(memoryview(buf)) == R.decode_messages(bytearray(buf)) == reference(buf)
+
+
+def test_empty_body_is_no_messages() -> None:
+    assert R.decode_messages(b"") == []
+
+
+def corrupt(buf: bytes, pos: int, fmt: str, value: int) -> bytes:
+    out = bytearray(buf)
+    struct.pack_into(fmt, out, pos, value)
+    return bytes(out)
+
+
+def test_bad_bodies_raise_value_error() -> None:
+    good = body_of(3)
+    size0 = struct.unpack_from(">i", good, 0)[0]
+    body_len0 = struct.unpack_from(">i", good, R.BODY_LEN_POS)[0]
+    bad = {
+        "truncated": good[:-5],
+        "trailing": good + b"\x00\x00",
+        "size too small": corrupt(good, 0, ">i", 10),
+        "bad magic in 2nd": corrupt(good, size0 + R.MAGIC_POS, ">I", 0x12345678),
+        "blank magic": corrupt(good, R.MAGIC_POS, ">I", R.BLANK_MAGIC_CODE),
+        "ipv6 flag": corrupt(good, R.SYS_FLAG_POS, ">i", MessageSysFlag.BORNHOST_V6_FLAG),
+        "body length": corrupt(good, R.BODY_LEN_POS, ">i", body_len0 + 7),
+        "negative body length": corrupt(good, R.BODY_LEN_POS, ">i", -1),
+        "topic length negative": corrupt(good, R.BODY_POS + body_len0, ">b", -3),
+        "topic length zero": corrupt(good, R.BODY_POS + body_len0, ">b", 0),
+        "bad utf-8 topic": corrupt(good, R.BODY_POS + body_len0 + 1, ">B", 0xFF),
+        "not inflatable": corrupt(
+            corrupt(good, R.SYS_FLAG_POS, ">i", MessageSysFlag.COMPRESSED_FLAG), 0, ">i", size0
+        ),
+    }
+    for name, buf in bad.items():
+        with pytest.raises(ValueError):
+            R.decode_messages(buf)
+        # the reference decoder agrees that the body is bad
+        with pytest.raises(ValueError):
+            reference(buf)
+        assert name
