@@ -43,7 +43,7 @@ async def generate(root: Path, total_bytes: int, body: int) -> tuple[int, int]:
     n = 0
     payload = os.urandom(body)
     try:
-        while store.max_phy_offset() < total_bytes:
+        while store.max_phy_offset < total_bytes:
             for _ in range(1000):
                 props = {"TAGS": f"tag{n % 8}", "KEYS": f"order-{n}", "UNIQ_KEY": f"{n:016X}"}
                 msg = MessageInner.create(
@@ -58,7 +58,7 @@ async def generate(root: Path, total_bytes: int, body: int) -> tuple[int, int]:
                 if not res.is_ok:
                     raise RuntimeError(f"put failed: {res.status} {res.remark}")
                 n += 1
-        written = store.max_phy_offset() - store.min_phy_offset()
+        written = store.max_phy_offset - store.min_phy_offset
     finally:
         await store.shutdown()
     return n, written
