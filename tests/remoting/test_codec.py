@@ -5,9 +5,6 @@ from __future__ import annotations
 import struct
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
 from ferrymq.remoting import fastjson
 from ferrymq.remoting.command import (
     SERIALIZE_JSON,
@@ -17,6 +14,8 @@ from ferrymq.remoting.command import (
     decode_command,
 )
 from ferrymq.remoting.frame import FrameDecoder, FrameError
+from hypothesis import given
+from hypothesis import strategies as st
 
 ext_maps = st.dictionaries(
     st.text(min_size=1, max_size=20), st.text(max_size=50), max_size=8

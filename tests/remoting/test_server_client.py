@@ -7,9 +7,6 @@ import struct
 from collections.abc import AsyncIterator
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import ResponseCode
@@ -20,6 +17,8 @@ from ferrymq.remoting.errors import (
     RemotingTimeoutError,
 )
 from ferrymq.remoting.server import RemotingServer
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 ECHO, SLOW, BOOM, HANG, ONEWAY = 900, 901, 902, 903, 904
 
