@@ -17,9 +17,7 @@ from ferrymq.remoting.frame import FrameDecoder, FrameError
 from hypothesis import given
 from hypothesis import strategies as st
 
-ext_maps = st.dictionaries(
-    st.text(min_size=1, max_size=20), st.text(max_size=50), max_size=8
-)
+ext_maps = st.dictionaries(st.text(min_size=1, max_size=20), st.text(max_size=50), max_size=8)
 
 
 @given(
@@ -43,7 +41,12 @@ def test_command_round_trip_through_frames(
     chunk: int,
 ) -> None:
     cmd = RemotingCommand(
-        code=code, ext_fields=ext, body=body or None, opaque=opaque, flag=flag, remark=remark,
+        code=code,
+        ext_fields=ext,
+        body=body or None,
+        opaque=opaque,
+        flag=flag,
+        remark=remark,
         serialize_type=serialize,
     )
     wire = cmd.to_bytes() * 2
