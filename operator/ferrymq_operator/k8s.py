@@ -260,3 +260,30 @@ class Kube:
             )
         except DynamicApiError as error:
             raise _translate(error, f"status of {kind} {namespace}/{name}") from error
+
+    def _patch_annotations(
+        self, api_version: str, kind: str, namespace: str, name: str, values: dict[str, str | None]
+    ) -> bool:
+        resource = self._resource(api_version, kind)
+        try:
+            self._client().patch(
+                resource,
+                body={"metadata": {"annotations": values}},
+                name=name,
+                namespace=namespace,
+                content_type="application/merge-patch+json",
+            )
+        except NotFoundError:
+            return False
+        return True
+
+    async def patch_annotations(
+        self, api_version: str, kind: str, namespace: str, name: str, values: dict[str, str | None]
+    ) -> bool:
+        """Merge-patch annotations (None removes one); False when the object is gone."""
+        try:
+            return await asyncio.to_thread(
+                self._patch_annotations, api_version, kind, namespace, name, values
+            )
+        except DynamicApiError as error:
+            raise _translate(error, f"annotations of {kind} {namespace}/{name}") from error

@@ -319,11 +319,42 @@ class NameServerStatus(ClusterStatus):
     )
 
 
+class RolloutStatus(CamelModel):
+    """Progress of a health-gated rolling update (ferrymq_operator.rollout), kept between passes."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    pod: str | None = Field(default=None, description="Pod the operator restarted last.")
+    since: str | None = Field(default=None, description="When that pod was deleted.")
+    restart_since: str | None = Field(
+        default=None,
+        description="Manual rolling restart requested at; pods created before are restarted.",
+    )
+    message: str | None = Field(default=None, description="What the roll-out waits for.")
+
+
+class DrainStatus(CamelModel):
+    """A broker group being drained before a scale-in removes it (ferrymq_operator.drain)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    group: int
+    reason: str = Field(description="Draining, DrainBlocked, DrainUnavailable or Drained.")
+    message: str = ""
+    since: str | None = Field(default=None, description="When the drain started.")
+
+
 class BrokerStatus(ClusterStatus):
     name_server_addr: str | None = Field(default=None, description="namesrvAddr the brokers use.")
     topic_synced_groups: list[int] = Field(
         default_factory=list,
         description="Groups that hold the cluster's topics (new groups get them after scale-out).",
+    )
+    rollout: RolloutStatus | None = Field(
+        default=None, description="Rolling update in progress (one pod at a time)."
+    )
+    drains: list[DrainStatus] = Field(
+        default_factory=list, description="Broker groups being drained for a scale-in."
     )
 
 

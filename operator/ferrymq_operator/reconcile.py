@@ -8,11 +8,11 @@ back; what exists is observed from the API each time, never remembered in the pr
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ferrymq_operator import broker_admin, conf_check, k8s, models
+from ferrymq_operator import broker_admin, conf_check, drain, k8s, lifecycle, models, rollout
 from ferrymq_operator.builders import audit as audit_builder
 from ferrymq_operator.builders import broker as broker_builder
 from ferrymq_operator.builders import names
@@ -34,6 +34,8 @@ class Context:
     settings: OperatorSettings
     versions: k8s.ApiVersions
     admin: broker_admin.TopicAdmin
+    # Drained scale-in admin calls; None: RemotingDrainAdmin (ferrymq's AdminClient).
+    drain_admin: drain.DrainAdmin | None = None
 
 
 @dataclass
@@ -155,6 +157,11 @@ async def reconcile_nameserver(ctx: Context, body: Mapping[str, Any]) -> Result:
     generation = int(body["metadata"].get("generation", 1))
     previous = models.NameServerStatus.model_validate(body.get("status") or {})
     result = Result(status={})
+    if lifecycle.is_paused(body):
+        result.status = lifecycle.paused_status(previous, generation, now())
+        result.events.extend(lifecycle.paused_events(previous))
+        return result
+    result.events.extend(lifecycle.resumed_events(previous))
     failure: Failure | None = None
     replicas = 0
     try:
@@ -249,18 +256,74 @@ async def observe_broker(
     return out
 
 
-def scale_in_failure(owner: Owner, groups: int, existing: Mapping[int, Any]) -> Failure | None:
-    """Groups above spec.groups still exist: refuse to delete them (drained scale-in comes later)."""
-    extra = sorted(g for g in existing if g >= groups)
-    if not extra:
-        return None
-    listed = ", ".join(names.broker_statefulset(owner.name, g) for g in extra)
-    return Failure(
-        "ScaleInNotSupported",
-        f"spec.groups is {groups} but {listed} still exist; removing a group without draining "
-        f"would lose its messages, and drained scale-in is not supported yet: set spec.groups "
-        f"back to {max(extra) + 1}",
+async def _lifecycle_steps(
+    ctx: Context,
+    owner: Owner,
+    spec: models.BrokerSpec,
+    body: Mapping[str, Any],
+    previous: models.BrokerStatus,
+    existing: Mapping[int, dict[str, Any]],
+    workloads: list[WorkloadObservation],
+    addr: str,
+    result: Result,
+) -> tuple[lifecycle.RolloutOutcome, str | None, list[WorkloadObservation]]:
+    """Roll-out (one pod at a time) and namesrvAddr pushed to running brokers (ferrymq_operator.lifecycle)."""
+    domain = ctx.settings.cluster_domain
+    timeout = ctx.settings.admin_timeout_seconds
+    pods = await ctx.kube.list(
+        "v1",
+        "Pod",
+        owner.namespace,
+        _selector(names.selector_labels(owner, names.COMPONENT_BROKER)),
     )
+    states = lifecycle.group_states(owner, spec.replicas_per_group, existing, pods, spec.groups)
+    workloads = lifecycle.settle_on_delete(workloads, states)
+    policy = rollout.Policy(ctx.settings.rollout_stall_seconds, ctx.settings.rollout_max_lag_bytes)
+    runtime_info = lifecycle.remoting_runtime_info(addr, timeout)
+
+    async def fetch_sync(groups: Sequence[rollout.GroupState]) -> list[rollout.GroupState]:
+        return await lifecycle.with_sync(owner, groups, runtime_info, domain, policy.max_lag_bytes)
+
+    restart = lifecycle.restart_requested(body)
+    outcome = await lifecycle.roll(
+        ctx.kube,
+        owner,
+        states,
+        previous.rollout,
+        restart,
+        fetch_sync,
+        policy,
+        result.events,
+        datetime.datetime.now(datetime.UTC),
+    )
+    if outcome.remove_restart_annotation:
+        await ctx.kube.patch_annotations(
+            models.API_VERSION,
+            "Broker",
+            owner.namespace,
+            owner.name,
+            {lifecycle.RESTART_ANNOTATION: None},
+        )
+        result.events.append(("Normal", "RollingRestartDone", "every broker pod was restarted"))
+    note = None
+    if previous.name_server_addr and previous.name_server_addr != addr:
+        ready = {p.name for g in states for p in g.pods if p.ready}
+        failed = await lifecycle.push_namesrv_addr(
+            owner,
+            spec.groups,
+            spec.replicas_per_group,
+            ready,
+            addr,
+            lifecycle.remoting_config_update(addr, timeout),
+            domain,
+        )
+        if failed:
+            note = "namesrvAddr not yet updated on " + "; ".join(failed[:3])
+        else:
+            result.events.append(
+                ("Normal", "NameServersUpdated", f"namesrvAddr={addr} set on running brokers")
+            )
+    return outcome, note, workloads
 
 
 def initial_synced_groups(previous: models.BrokerStatus, groups: int) -> list[int]:
@@ -359,6 +422,11 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
     generation = int(body["metadata"].get("generation", 1))
     previous = models.BrokerStatus.model_validate(body.get("status") or {})
     result = Result(status={})
+    if lifecycle.is_paused(body):
+        result.status = lifecycle.paused_status(previous, generation, now())
+        result.events.extend(lifecycle.paused_events(previous))
+        return result
+    result.events.extend(lifecycle.resumed_events(previous))
     try:
         spec = models.parse_broker_spec(body.get("spec") or {})
         owner.check_name()
@@ -387,15 +455,48 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
         await delete_removed_claims(ctx, owner, spec, result)
 
     existing = await existing_groups(ctx.kube, owner)
-    failure = failure or scale_in_failure(owner, spec.groups, existing)
+    lifecycle_ok = failure is None and not isinstance(addr, Failure)
+    drains: list[dict[str, Any]] = []
+    if lifecycle_ok and isinstance(addr, str):
+        extra = [g for g in existing if g >= spec.groups]
+        drains = await lifecycle.drain_groups(
+            ctx.kube,
+            owner,
+            extra,
+            previous.drains,
+            ctx.drain_admin or drain.RemotingDrainAdmin(ctx.settings.admin_timeout_seconds),
+            addr,
+            ctx.settings.cluster_domain,
+            spec.storage.delete_claim_on_scale_down,
+            result.events,
+            now(),
+        )
+        if len(drains) != len(extra):
+            existing = await existing_groups(ctx.kube, owner)
     workloads = await observe_broker(ctx.kube, owner, spec, existing)
+    outcome: lifecycle.RolloutOutcome | None = None
+    namesrv_note: str | None = None
+    if lifecycle_ok and isinstance(addr, str):
+        outcome, namesrv_note, workloads = await _lifecycle_steps(
+            ctx, owner, spec, body, previous, existing, workloads, addr, result
+        )
     synced, pending = await sync_topics(
         ctx, owner, spec, workloads, initial_synced_groups(previous, spec.groups), result
     )
+    notes = [n for n in (pending, lifecycle.drain_pending(drains), namesrv_note) if n]
+    pending = "; ".join(notes) if notes else None
     status = compute(generation, workloads, previous, failure, now(), pending=pending)
     status["topicSyncedGroups"] = synced
+    status["drains"] = drains
     if not isinstance(addr, Failure):
         status["nameServerAddr"] = addr
+        if namesrv_note is not None and previous.name_server_addr:
+            status["nameServerAddr"] = previous.name_server_addr  # pushed again next pass
+    if outcome is not None:
+        status["rollout"] = outcome.status
+        lifecycle.decorate_status(status, outcome.decision, now())
+        if not isinstance(outcome.decision, rollout.Done) and result.retry is None:
+            result.retry = ctx.settings.retry_delay_seconds
     result.status, result.failure = status, failure
     if pending is not None and result.retry is None:
         result.retry = ctx.settings.retry_delay_seconds

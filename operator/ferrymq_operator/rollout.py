@@ -109,9 +109,11 @@ class Stalled:
 
     reason: str
     message: str
+    gate: str = ""  # the Wait reason that timed out (WaitingForPods, WaitingForReplication)
 
 
 Decision = Done | Wait | Roll | Stalled
+REPLICATION_GATE = "WaitingForReplication"
 
 
 def parse_time(value: str) -> datetime.datetime | None:
@@ -166,6 +168,9 @@ def next_step(
         if needs_roll(p, g.update_revision, restart_since)
     ]
 
+    if not stale and in_flight is None:
+        return Done()  # nothing to roll; pods coming up or lagging are ordinary health
+
     # 1. A pod that is not Ready and needs rolling anyway goes first: it serves nothing now, and
     #    its new revision may be the fix (a bad image). Never while another pod terminates.
     terminating = [f"{p.name} is terminating" for g in ordered for p in g.pods if p.terminating]
@@ -202,14 +207,10 @@ def next_step(
                 lagging.append(f"{p.name} has not caught up with its master ({sync.detail})")
     if not stale:
         if lagging and in_flight is not None:
-            return _wait_or_stall(
-                "WaitingForReplication", "; ".join(lagging[:5]), in_flight, now, policy
-            )
+            return _wait_or_stall(REPLICATION_GATE, "; ".join(lagging[:5]), in_flight, now, policy)
         return Done()
     if lagging:
-        return _wait_or_stall(
-            "WaitingForReplication", "; ".join(lagging[:5]), in_flight, now, policy
-        )
+        return _wait_or_stall(REPLICATION_GATE, "; ".join(lagging[:5]), in_flight, now, policy)
 
     g, p = stale[0]
     role = "master" if p.ordinal == 0 else "slave"
@@ -227,6 +228,7 @@ def _wait_or_stall(
                 f"{in_flight.pod} was restarted {int(elapsed)}s ago and the roll-out cannot "
                 f"continue: {message}; stopped (fix the spec or the pod, the roll resumes by "
                 f"itself)",
+                reason,
             )
     return Wait(reason, message)
 

@@ -26,6 +26,16 @@ class OperatorSettings(BaseSettings):
         default=None, description="kubeconfig path; in-cluster config, then $KUBECONFIG when unset."
     )
     admin_timeout_seconds: float = Field(default=5.0, gt=0)
+    rollout_stall_seconds: float = Field(
+        default=600.0,
+        gt=0,
+        description="A rolled pod not Ready (or its slave not caught up) after this: Degraded.",
+    )
+    rollout_max_lag_bytes: int = Field(
+        default=1024 * 1024,
+        ge=0,
+        description="Replication lag a slave may have to count caught up.",
+    )
     retry_delay_seconds: float = Field(
         default=15.0, gt=0, description="Delay before retrying after a transient API error."
     )

@@ -60,6 +60,17 @@ def test_consumer_groups_from_offset_keys() -> None:
 # --- real brokers ---
 
 
+async def poll_lags(
+    drain: RemotingDrainAdmin, namesrv: str, addr: str, expected: list[GroupLag]
+) -> list[GroupLag]:
+    deadline = asyncio.get_running_loop().time() + 15
+    while True:
+        lags = await drain.lags(namesrv, addr)
+        if lags == expected or asyncio.get_running_loop().time() > deadline:
+            return lags
+        await asyncio.sleep(0.1)
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     with LocalCluster(
@@ -102,8 +113,10 @@ async def test_drain_against_real_brokers(cluster: LocalCluster) -> None:
         perms = {qd.broker_name: qd.perm for qd in route.queue_datas}
         assert perms[name] & PERM_WRITE == 0 and perms[cluster.group_name(0)] & PERM_WRITE
 
-        lags = await drain.lags(cluster.namesrv_addr, draining)
-        assert lags == [GroupLag("reports", sent_to_draining, False)]
+        # the consume queues are dispatched from the commit log asynchronously: poll
+        expected = [GroupLag("reports", sent_to_draining, False)]
+        lags = await poll_lags(drain, cluster.namesrv_addr, draining, expected)
+        assert lags == expected
         blocked = assess(name, lags)
         assert blocked.reason == "DrainBlocked" and "reports" in blocked.message
 

@@ -12,13 +12,8 @@ from ferrymq_operator.status import Failure
 
 OWNER = Owner("ferrymq.io/v1alpha1", "Broker", "orders", "prod", "uid")
 
-
-def test_scale_in_refused_naming_groups_and_fix() -> None:
-    assert reconcile.scale_in_failure(OWNER, 3, {0: {}, 1: {}, 2: {}}) is None
-    failure = reconcile.scale_in_failure(OWNER, 1, {0: {}, 1: {}, 2: {}})
-    assert failure is not None and failure.reason == "ScaleInNotSupported"
-    assert "orders-broker-1, orders-broker-2" in failure.message
-    assert "set spec.groups back to 3" in failure.message
+# Scale-in is no longer refused: groups are drained first (tests/operator/test_drain.py,
+# tests/operator/test_lifecycle.py, tests/k8s/test_lifecycle_*.py).
 
 
 def test_initial_groups_hold_topics_only_on_first_reconcile() -> None:

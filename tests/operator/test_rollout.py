@@ -255,3 +255,10 @@ def test_needs_roll_with_unparseable_times_rolls_conservatively() -> None:
     assert rollout.needs_roll(pod, NEW, "2026-11-22T01:00:00Z")
     assert not rollout.needs_roll(pod, NEW, None)
     assert not rollout.needs_roll(pod, "", None)
+
+
+def test_pods_coming_up_without_a_roll_are_not_the_rolls_business() -> None:
+    creating = group(0, [NEW, NEW], ready=[False, False])
+    missing = GroupState(0, "b-broker-0", NEW, 2, creating.pods[:1], creating.sync)
+    assert next_step([creating], NOW) == Done()
+    assert next_step([missing], NOW) == Done()

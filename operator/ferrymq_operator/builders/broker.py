@@ -119,7 +119,9 @@ def _command() -> list[str]:
 def statefulset(owner: Owner, spec: BrokerSpec, namesrv_addr: str, group: int) -> dict[str, Any]:
     selector = group_selector(owner, group)
     labels = group_labels(owner, group)
-    conf_hash = pod.config_hash(configmap(owner, spec, namesrv_addr, group)["data"])
+    # namesrvAddr is left out of the hash: NameServer scaling reaches running brokers through
+    # UPDATE_BROKER_CONFIG (ferrymq_operator.lifecycle), without restarting them.
+    conf_hash = pod.config_hash(configmap(owner, spec, "", group)["data"])
     container: dict[str, Any] = {
         "name": "broker",
         "image": spec.image,
@@ -176,8 +178,9 @@ def statefulset(owner: Owner, spec: BrokerSpec, namesrv_addr: str, group: int) -
             "serviceName": names.broker_headless_service(owner.name),
             # Master and slaves start independently; a slave waits for its master by itself.
             "podManagementPolicy": "Parallel",
-            # Highest ordinal first: slaves roll before their master.
-            "updateStrategy": {"type": "RollingUpdate"},
+            # The operator rolls the pods itself, one at a time, slaves before their master, each
+            # only once the previous is Ready and caught up (ferrymq_operator.rollout).
+            "updateStrategy": {"type": "OnDelete"},
             "selector": {"matchLabels": selector},
             "template": {
                 "metadata": {

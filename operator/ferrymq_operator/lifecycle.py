@@ -1,0 +1,408 @@
+"""Lifecycle steps of a Broker reconcile: annotations, health-gated roll-out, drained scale-in,
+namesrvAddr pushed to running brokers. The decisions are pure (rollout.py, drain.py, the functions
+here); this module gathers the observations and carries the decisions out through k8s.Kube and the
+broker admin protocol.
+
+Annotations on a NameServer or Broker:
+
+* ``ferrymq.io/pause-reconciliation: "true"``: the operator changes nothing (no apply, no roll, no
+  drain) and sets the condition ``ReconciliationPaused``; removing it resumes.
+* ``ferrymq.io/manual-rolling-restart`` (any value): every broker pod is restarted with the same
+  health gates as an update; the annotation is removed when the restart is done (one-shot).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from ferrymq_operator import drain, k8s, models, rollout
+from ferrymq_operator.builders import names
+from ferrymq_operator.builders.names import Owner
+from ferrymq_operator.status import WorkloadObservation, carry_transition_times
+
+PAUSE_ANNOTATION = "ferrymq.io/pause-reconciliation"
+RESTART_ANNOTATION = "ferrymq.io/manual-rolling-restart"
+RECONCILIATION_PAUSED = "ReconciliationPaused"
+TRUE_VALUES = frozenset({"true", "yes", "1", "on"})
+
+Events = list[tuple[str, str, str]]
+
+
+def annotations_of(body: Mapping[str, Any]) -> Mapping[str, str]:
+    return (body.get("metadata") or {}).get("annotations") or {}
+
+
+def is_paused(body: Mapping[str, Any]) -> bool:
+    return str(annotations_of(body).get(PAUSE_ANNOTATION, "")).strip().lower() in TRUE_VALUES
+
+
+def restart_requested(body: Mapping[str, Any]) -> bool:
+    return RESTART_ANNOTATION in annotations_of(body)
+
+
+def paused_status(previous: models.ClusterStatus, generation: int, now: str) -> dict[str, Any]:
+    """The previous status with ReconciliationPaused=True added (nothing else is re-observed)."""
+    conditions = [c for c in previous.conditions if c.type != RECONCILIATION_PAUSED]
+    conditions.append(
+        models.Condition(
+            type=RECONCILIATION_PAUSED,
+            status="True",
+            reason="AnnotationSet",
+            message=f"{PAUSE_ANNOTATION} is set: the operator changes nothing until it is removed",
+        )
+    )
+    return {
+        "conditions": [
+            c.model_dump(by_alias=True, exclude_none=True)
+            for c in carry_transition_times(conditions, previous.conditions, generation, now)
+        ]
+    }
+
+
+def paused_events(previous: models.ClusterStatus) -> Events:
+    already = any(
+        c.type == RECONCILIATION_PAUSED and c.status == "True" for c in previous.conditions
+    )
+    if already:
+        return []
+    return [("Normal", RECONCILIATION_PAUSED, f"{PAUSE_ANNOTATION} set: reconciliation paused")]
+
+
+def resumed_events(previous: models.ClusterStatus) -> Events:
+    if any(c.type == RECONCILIATION_PAUSED and c.status == "True" for c in previous.conditions):
+        return [("Normal", "ReconciliationResumed", f"{PAUSE_ANNOTATION} removed")]
+    return []
+
+
+# --- roll-out ---
+
+
+class RuntimeInfo(Protocol):
+    async def __call__(self, addr: str) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO of one broker."""
+
+
+def remoting_runtime_info(namesrv_addr: str, timeout: float) -> RuntimeInfo:
+    """GET_BROKER_RUNTIME_INFO through ferrymq's AdminClient."""
+
+    async def call(addr: str) -> dict[str, str]:
+        from ferrymq.client.admin import AdminClient
+
+        async with AdminClient(namesrv_addr, timeout=timeout) as admin:
+            return await asyncio.wait_for(admin.broker_runtime_info(addr), timeout * 2)
+
+    return call
+
+
+def _utc(value: datetime.datetime) -> str:
+    return value.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def group_states(
+    owner: Owner,
+    replicas_per_group: int,
+    stateful_sets: Mapping[int, Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]],
+    groups: int,
+) -> list[rollout.GroupState]:
+    out = []
+    for group in range(groups):
+        sts = stateful_sets.get(group)
+        if sts is None:
+            continue
+        name = names.broker_statefulset(owner.name, group)
+        own = [
+            rollout.pod_state(p)
+            for p in pods
+            if (p.get("metadata") or {}).get("labels", {}).get(names.LABEL_GROUP) == name
+        ]
+        own = [p for p in own if 0 <= p.ordinal < replicas_per_group]
+        out.append(
+            rollout.GroupState(
+                group=group,
+                statefulset=name,
+                update_revision=str((sts.get("status") or {}).get("updateRevision") or ""),
+                replicas=replicas_per_group,
+                pods=tuple(sorted(own, key=lambda p: p.ordinal)),
+            )
+        )
+    return out
+
+
+async def with_sync(
+    owner: Owner,
+    states: Sequence[rollout.GroupState],
+    runtime_info: RuntimeInfo,
+    domain: str,
+    max_lag_bytes: int,
+) -> list[rollout.GroupState]:
+    """Add the slaves' replication state (runtime info of every pod, fetched concurrently)."""
+
+    async def info(group: int, broker_id: int) -> dict[str, str] | None:
+        addr = names.broker_pod_address(owner.name, owner.namespace, group, broker_id, domain)
+        try:
+            return await runtime_info(addr)
+        except Exception:  # unreachable or refusing: replication state unknown, roll waits
+            return None
+
+    wanted = [(g.group, p.ordinal) for g in states if g.replicas > 1 for p in g.pods]
+    answers = await asyncio.gather(*(info(g, i) for g, i in wanted))
+    by_pod = dict(zip(wanted, answers, strict=True))
+    out = []
+    for g in states:
+        master = by_pod.get((g.group, 0))
+        sync = {
+            p.ordinal: rollout.slave_sync(master, by_pod.get((g.group, p.ordinal)), max_lag_bytes)
+            for p in g.pods
+            if p.ordinal > 0
+        }
+        out.append(dataclasses.replace(g, sync=sync))
+    return out
+
+
+def settle_on_delete(
+    workloads: Sequence[WorkloadObservation], states: Sequence[rollout.GroupState]
+) -> list[WorkloadObservation]:
+    """With updateStrategy OnDelete, Kubernetes (1.20) never advances currentRevision; a group whose
+    pods all run updateRevision has finished rolling, whatever currentRevision says."""
+    done = {
+        g.statefulset
+        for g in states
+        if len(g.pods) == g.replicas and all(p.revision == g.update_revision for p in g.pods)
+    }
+    return [
+        dataclasses.replace(w, current_revision=w.update_revision) if w.name in done else w
+        for w in workloads
+    ]
+
+
+@dataclasses.dataclass
+class RolloutOutcome:
+    decision: rollout.Decision
+    status: dict[str, Any] | None  # status.rollout (None clears it)
+    remove_restart_annotation: bool = False
+
+
+async def roll(
+    kube: k8s.Kube,
+    owner: Owner,
+    states: Sequence[rollout.GroupState],
+    previous: models.RolloutStatus | None,
+    restart: bool,
+    fetch_sync: Callable[[Sequence[rollout.GroupState]], Awaitable[list[rollout.GroupState]]],
+    policy: rollout.Policy,
+    events: Events,
+    now: datetime.datetime,
+) -> RolloutOutcome:
+    """One step of the roll-out: decide, delete at most one pod, say what happened."""
+    in_flight = (
+        rollout.InFlight(previous.pod, previous.since)
+        if previous is not None and previous.pod and previous.since
+        else None
+    )
+    restart_since = previous.restart_since if previous is not None else None
+    if restart and not restart_since:
+        restart_since = _utc(now)
+        events.append(("Normal", "RollingRestart", f"{RESTART_ANNOTATION}: restarting every pod"))
+    decision = rollout.next_step(states, now, in_flight, restart_since, policy)
+    # Replication state is asked of the brokers only when it is what the decision hinges on.
+    gate = decision.reason if isinstance(decision, rollout.Wait) else ""
+    if isinstance(decision, rollout.Stalled):
+        gate = decision.gate
+    if gate == rollout.REPLICATION_GATE:
+        states = await fetch_sync(states)
+        decision = rollout.next_step(states, now, in_flight, restart_since, policy)
+
+    base: dict[str, Any] = {"restartSince": restart_since} if restart_since else {}
+    if isinstance(decision, rollout.Roll):
+        if await kube.delete("v1", "Pod", owner.namespace, decision.pod):
+            events.append(("Normal", "RollingPod", decision.message))
+        return RolloutOutcome(
+            decision, {**base, "pod": decision.pod, "since": _utc(now), "message": decision.message}
+        )
+    if isinstance(decision, rollout.Done):
+        if in_flight is not None:
+            events.append(("Normal", "RolloutComplete", "every broker pod runs the current spec"))
+        return RolloutOutcome(decision, None, remove_restart_annotation=restart)
+    kept = {**base, "message": decision.message}
+    if in_flight is not None:
+        kept.update(pod=in_flight.pod, since=in_flight.since)
+    if isinstance(decision, rollout.Stalled) and (
+        previous is None or not (previous.message or "").startswith("stalled: ")
+    ):
+        events.append(("Warning", decision.reason, decision.message))
+    if isinstance(decision, rollout.Stalled):
+        kept["message"] = "stalled: " + decision.message
+    return RolloutOutcome(decision, kept)
+
+
+def decorate_status(status: dict[str, Any], decision: rollout.Decision, now: str) -> None:
+    """Put the roll-out on the conditions: Progressing while it rolls, Degraded when it stalls."""
+    if isinstance(decision, rollout.Done):
+        return
+    failed = status.get("phase") == "Failed"
+    for cond in status["conditions"]:
+        if isinstance(decision, rollout.Stalled):
+            if cond["type"] == "Degraded":
+                _set(cond, "True", decision.reason, decision.message, now)
+            elif cond["type"] == "Progressing":
+                _set(cond, "False", decision.reason, "stopped: see Degraded", now)
+            elif cond["type"] == "Ready":
+                _set(cond, "False", decision.reason, decision.message, now)
+        elif cond["type"] == "Progressing" and not failed:
+            message = (
+                decision.message
+                if isinstance(decision, rollout.Roll)
+                else f"rolling update: {decision.message}"
+            )
+            _set(cond, "True", "RollingUpdate", message, now)
+    if isinstance(decision, rollout.Stalled):
+        if not failed:
+            status["phase"] = "Degraded"
+    elif not failed and status.get("phase") == "Running":
+        status["phase"] = "Updating"
+
+
+def _set(cond: dict[str, Any], value: str, reason: str, message: str, now: str) -> None:
+    if cond.get("status") != value:
+        cond["lastTransitionTime"] = now
+    cond.update(status=value, reason=reason, message=message or reason)
+
+
+# --- drained scale-in ---
+
+
+async def drain_groups(
+    kube: k8s.Kube,
+    owner: Owner,
+    extra: Sequence[int],
+    previous: Sequence[models.DrainStatus],
+    admin: drain.DrainAdmin,
+    namesrv_addr: str,
+    domain: str,
+    delete_claims: bool,
+    events: Events,
+    now: str,
+) -> list[dict[str, Any]]:
+    """Drain each group above spec.groups; remove the ones that are drained. Returns status.drains
+    for the groups still there."""
+    before = {d.group: d for d in previous}
+    out = []
+    for group in sorted(extra):
+        broker = names.broker_name(owner.name, group)
+        addr = names.broker_pod_address(owner.name, owner.namespace, group, 0, domain)
+        old = before.get(group)
+        since = old.since if old is not None and old.since else now
+        if old is None:
+            events.append(("Normal", "DrainStarted", f"{broker}: stopping writes before scale-in"))
+        try:
+            await admin.stop_writes(namesrv_addr, broker, addr)
+            result = drain.assess(broker, await admin.lags(namesrv_addr, addr))
+        except drain.DrainUnavailable as error:
+            result = drain.Assessment(
+                False,
+                "DrainUnavailable",
+                f"{broker}: {error}; the group is kept until its messages can be checked",
+            )
+        if result.drained:
+            await remove_group(kube, owner, group, delete_claims, events)
+            events.append(("Normal", "Drained", result.message))
+            continue
+        if old is None or (old.reason, old.message) != (result.reason, result.message):
+            kind = "Warning" if result.reason in ("DrainBlocked", "DrainUnavailable") else "Normal"
+            if old is None or old.reason != result.reason or kind == "Normal":
+                events.append((kind, result.reason, result.message))
+        out.append(
+            {"group": group, "reason": result.reason, "message": result.message, "since": since}
+        )
+    return out
+
+
+async def remove_group(
+    kube: k8s.Kube, owner: Owner, group: int, delete_claims: bool, events: Events
+) -> None:
+    ns = owner.namespace
+    sts = names.broker_statefulset(owner.name, group)
+    if await kube.delete("apps/v1", "StatefulSet", ns, sts):
+        events.append(("Normal", "GroupRemoved", f"deleted StatefulSet {sts} (drained)"))
+    await kube.delete("v1", "ConfigMap", ns, names.broker_configmap(owner.name, group))
+    for api_version in ("policy/v1", "policy/v1beta1"):
+        try:
+            await kube.delete(
+                api_version, "PodDisruptionBudget", ns, names.broker_pdb(owner.name, group)
+            )
+            break
+        except k8s.Rejected:
+            continue  # this server does not serve that version
+    if not delete_claims:
+        return
+    from ferrymq_operator.claims import parse_claim
+
+    selector = ",".join(
+        f"{k}={v}" for k, v in sorted(names.selector_labels(owner, names.COMPONENT_BROKER).items())
+    )
+    for claim in await kube.list("v1", "PersistentVolumeClaim", ns, selector):
+        claim_name = claim["metadata"]["name"]
+        parsed = parse_claim(owner.name, claim_name)
+        if (
+            parsed is not None
+            and parsed[0] == group
+            and await kube.delete("v1", "PersistentVolumeClaim", ns, claim_name)
+        ):
+            events.append(("Normal", "ClaimDeleted", f"deleted PersistentVolumeClaim {claim_name}"))
+
+
+def drain_pending(drains: Sequence[Mapping[str, Any]]) -> str | None:
+    if not drains:
+        return None
+    return "scale-in: " + "; ".join(str(d["message"]) for d in drains)
+
+
+# --- NameServer scaling ---
+
+
+async def push_namesrv_addr(
+    owner: Owner,
+    groups: int,
+    replicas_per_group: int,
+    ready_pods: set[str],
+    namesrv_addr: str,
+    update: Callable[[str, dict[str, str]], Awaitable[None]],
+    domain: str,
+) -> list[str]:
+    """UPDATE_BROKER_CONFIG namesrvAddr on every ready broker pod (no restart: the broker registers
+    with the new list at its next round). Returns the pods that could not be updated."""
+
+    async def one(group: int, broker_id: int) -> str | None:
+        pod = names.broker_pod(owner.name, group, broker_id)
+        addr = names.broker_pod_address(owner.name, owner.namespace, group, broker_id, domain)
+        try:
+            await update(addr, {"namesrvAddr": namesrv_addr})
+        except Exception as error:  # reported and retried at the next pass
+            return f"{pod}: {error}"
+        return None
+
+    targets = [
+        (g, i)
+        for g in range(groups)
+        for i in range(replicas_per_group)
+        if names.broker_pod(owner.name, g, i) in ready_pods
+    ]
+    failed = await asyncio.gather(*(one(g, i) for g, i in targets))
+    return [f for f in failed if f is not None]
+
+
+def remoting_config_update(
+    namesrv_addr: str, timeout: float
+) -> Callable[[str, dict[str, str]], Awaitable[None]]:
+    async def call(addr: str, properties: dict[str, str]) -> None:
+        from ferrymq.client.admin import AdminClient
+
+        async with AdminClient(namesrv_addr, timeout=timeout) as admin:
+            await asyncio.wait_for(admin.update_broker_config(addr, properties), timeout * 2)
+
+    return call
