@@ -136,7 +136,9 @@ def test_update_rolls_one_pod_at_a_time_and_stalls_on_a_pod_that_never_starts(
     assert uid(cluster, pods[1]) == new1b
     for group, name in enumerate(pods):
         current = cluster.statefulset(f"orders-broker-{group}").status.update_revision
-        assert pod(cluster, name).metadata.labels["controller-revision-hash"] == current
+        found = pod(cluster, name)
+        assert found is not None
+        assert found.metadata.labels["controller-revision-hash"] == current
 
 
 def test_pause_annotation_freezes_the_cluster(
