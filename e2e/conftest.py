@@ -1,0 +1,129 @@
+"""Fixtures of the kind e2e suite (run with ``.venv/bin/pytest e2e``; not part of the default run).
+
+- With ``E2E_KUBECONFIG`` set, that cluster is used (its current context, or ``E2E_CONTEXT``), and
+  nothing is created or deleted outside the suite's namespace; the context name must look like a
+  test cluster (``kind-*``, or containing test/e2e/ci), else the suite refuses to run.
+- Otherwise a kind cluster ``ferrymq-e2e`` is created (and deleted at the end unless
+  ``E2E_KEEP_CLUSTER=1``); this needs docker and kind. Without them the suite skips, saying so.
+
+Images are built from this tree (broker_image/Dockerfile, operator/Dockerfile) and loaded into
+kind (``kind load docker-image``); ``E2E_SKIP_BUILD=1`` reuses images already loaded.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from e2e.kind_env import (
+    BROKER_IMAGE,
+    CLUSTER_NAME,
+    OPERATOR_IMAGE,
+    OPERATOR_IMAGE_REPO,
+    ROOT,
+    TAG,
+    Kube,
+    Refused,
+    check_context,
+    helm_path,
+    missing_tools,
+    run,
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker(pytest.mark.k8s)
+        item.add_marker(pytest.mark.timeout(3600))
+
+
+@pytest.fixture(scope="session")
+def kube() -> Iterator[Kube]:
+    existing = os.environ.get("E2E_KUBECONFIG")
+    needed = ["kubectl"] if existing else ["docker", "kind", "kubectl"]
+    missing = missing_tools(needed)
+    helm = helm_path()
+    if helm is None:
+        missing.append("helm")
+    if missing:
+        pytest.skip(
+            f"e2e needs {', '.join(missing)} on PATH ("
+            + ("set E2E_KUBECONFIG to an existing test cluster, or " if not existing else "")
+            + "install docker + kind to let the suite create one)"
+        )
+    created = False
+    if existing:
+        kubeconfig = existing
+        context = (
+            os.environ.get("E2E_CONTEXT")
+            or run(
+                ["kubectl", f"--kubeconfig={kubeconfig}", "config", "current-context"]
+            ).stdout.strip()
+        )
+    else:
+        kubeconfig = str(Path(tempfile.mkdtemp(prefix="ferrymq-e2e-")) / "kubeconfig")
+        context = f"kind-{CLUSTER_NAME}"
+        clusters = run(["kind", "get", "clusters"]).stdout.split()
+        if CLUSTER_NAME not in clusters:
+            run(
+                ["kind", "create", "cluster", "--name", CLUSTER_NAME, "--wait", "180s"], timeout=900
+            )
+            created = True
+        run(["kind", "export", "kubeconfig", "--name", CLUSTER_NAME, "--kubeconfig", kubeconfig])
+    try:
+        check_context(context)
+    except Refused as error:
+        pytest.exit(str(error), returncode=2)
+
+    if os.environ.get("E2E_SKIP_BUILD") != "1":
+        run(
+            ["docker", "build", "-f", "broker_image/Dockerfile", "-t", BROKER_IMAGE, "."],
+            timeout=1800,
+        )
+        run(
+            ["docker", "build", "-f", "operator/Dockerfile", "-t", OPERATOR_IMAGE, "."],
+            timeout=1800,
+        )
+        if not existing:
+            for image in (BROKER_IMAGE, OPERATOR_IMAGE):
+                run(["kind", "load", "docker-image", image, "--name", CLUSTER_NAME], timeout=900)
+
+    namespace = f"ferrymq-e2e-{uuid.uuid4().hex[:6]}"
+    k = Kube(kubeconfig, context, namespace)
+    k.kubectl("create", "namespace", namespace)
+    release = "ferrymq-e2e"
+    helm_env = {"KUBECONFIG": kubeconfig}
+    run(
+        [
+            str(helm), "install", release, str(ROOT / "charts" / "ferrymq-operator"),
+            "--kube-context", context, "--namespace", namespace, "--wait", "--timeout", "5m",
+            "--set", f"image.repository={OPERATOR_IMAGE_REPO}", "--set", f"image.tag={TAG}",
+            "--set", "image.pullPolicy=Never",
+            "--set", f"watchNamespaces={{{namespace}}}",
+        ],
+        env=helm_env,
+        timeout=600,
+    )  # fmt: skip
+    try:
+        yield k
+    finally:
+        # Delete everything: custom resources first (their children go with them), then the chart.
+        k.ns("delete", "brokers,nameservers", "--all", "--wait=true", timeout=600, check=False)
+        run(
+            [str(helm), "uninstall", release, "--kube-context", context, "--namespace", namespace],
+            env=helm_env,
+            check=False,
+        )
+        k.kubectl("delete", "namespace", namespace, "--wait=true", timeout=600, check=False)
+        if created and os.environ.get("E2E_KEEP_CLUSTER") != "1":
+            run(["kind", "delete", "cluster", "--name", CLUSTER_NAME], check=False)
+
+
+@pytest.fixture(scope="session")
+def broker_image() -> str:
+    return BROKER_IMAGE

@@ -1,0 +1,165 @@
+"""The kind environment of the e2e suite: tool checks, context guard, cluster, images, chart.
+
+Nothing here runs in the default test run (``testpaths`` is ``tests/``); ``.venv/bin/pytest e2e``
+runs it. Where docker or kind is missing the suite skips and says what to install.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+ROOT = Path(__file__).resolve().parents[1]
+CLUSTER_NAME = os.environ.get("E2E_KIND_CLUSTER", "ferrymq-e2e")
+TAG = os.environ.get("E2E_IMAGE_TAG", "e2e")
+BROKER_IMAGE = f"ferrymq/ferrymq:{TAG}"
+OPERATOR_IMAGE_REPO = "ferrymq/ferrymq-operator"
+OPERATOR_IMAGE = f"{OPERATOR_IMAGE_REPO}:{TAG}"
+# Context names this suite agrees to touch: kind's own, or ones that say they are for tests.
+TEST_CONTEXT_MARKERS = ("kind-", "test", "e2e", "ci")
+
+T = TypeVar("T")
+
+
+class Refused(RuntimeError):
+    """The kube context does not look like a test cluster."""
+
+
+def missing_tools(needed: Sequence[str]) -> list[str]:
+    return [tool for tool in needed if shutil.which(tool) is None]
+
+
+def helm_path() -> str | None:
+    """helm on PATH, else the one scripts/k8s-control-plane.sh provisions into its cache."""
+    found = shutil.which("helm")
+    if found:
+        return found
+    cache = Path(os.environ.get("FERRYMQ_K8S_CACHE", Path.home() / ".cache" / "ferrymq-k8s"))
+    candidate = cache / "bin" / "helm"
+    return str(candidate) if candidate.exists() else None
+
+
+def is_test_context(name: str) -> bool:
+    lowered = name.lower()
+    return any(marker in lowered for marker in TEST_CONTEXT_MARKERS)
+
+
+def check_context(context: str) -> None:
+    if not is_test_context(context):
+        raise Refused(
+            f"refusing to run the e2e suite against kube context {context!r}: it creates and "
+            f"deletes workloads; use a context whose name contains one of "
+            f"{', '.join(TEST_CONTEXT_MARKERS)}"
+        )
+
+
+def run(
+    args: Sequence[str],
+    *,
+    env: dict[str, str] | None = None,
+    timeout: float = 600,
+    check: bool = True,
+) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        list(args),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        cwd=ROOT,
+    )
+    if check and proc.returncode != 0:
+        raise RuntimeError(
+            f"{' '.join(args)} exited {proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+        )
+    return proc
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 300) -> T:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            result = probe()
+        except RuntimeError as error:  # a kubectl call failing now may succeed later
+            last = error
+            result = None
+        else:
+            last = result
+        if result:
+            return result
+        time.sleep(2)  # polling interval of an external cluster, not synchronisation
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+
+
+@dataclass
+class Kube:
+    """kubectl against one kubeconfig + context, in one namespace."""
+
+    kubeconfig: str
+    context: str
+    namespace: str
+
+    def kubectl(
+        self, *args: str, timeout: float = 300, check: bool = True, stdin: str | None = None
+    ) -> str:
+        cmd = ["kubectl", f"--kubeconfig={self.kubeconfig}", f"--context={self.context}", *args]
+        proc = subprocess.run(
+            cmd, input=stdin, capture_output=True, text=True, timeout=timeout, cwd=ROOT
+        )
+        if check and proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr[-2000:]}")
+        return proc.stdout
+
+    def ns(self, *args: str, **kwargs: Any) -> str:
+        return self.kubectl("-n", self.namespace, *args, **kwargs)
+
+    def get_json(self, *args: str) -> dict[str, Any]:
+        out: dict[str, Any] = json.loads(self.ns("get", *args, "-o", "json"))
+        return out
+
+    def apply(self, manifest: dict[str, Any]) -> None:
+        self.ns("apply", "-f", "-", stdin=json.dumps(manifest))
+
+    def condition(self, plural: str, name: str, kind: str) -> dict[str, Any] | None:
+        try:
+            body = self.get_json(plural, name)
+        except RuntimeError:
+            return None
+        for cond in (body.get("status") or {}).get("conditions") or []:
+            if cond.get("type") == kind:
+                return dict(cond)
+        return None
+
+    def run_pod(self, name: str, image: str, args: Sequence[str], timeout: float = 300) -> str:
+        """Run the ferrymq CLI in a pod inside the cluster (brokers advertise pod IPs, reachable
+        only from inside); returns its log once it succeeded."""
+        self.ns("delete", "pod", name, "--ignore-not-found", "--wait=true")
+        overrides = {
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [
+                    {"name": name, "image": image, "imagePullPolicy": "Never", "args": list(args)}
+                ],
+            }
+        }
+        self.ns(
+            "run", name, f"--image={image}", "--restart=Never", "--image-pull-policy=Never",
+            f"--overrides={json.dumps(overrides)}",
+        )  # fmt: skip
+
+        def finished() -> str | None:
+            phase = self.get_json("pod", name).get("status", {}).get("phase")
+            if phase == "Failed":
+                raise AssertionError(f"pod {name} failed:\n{self.ns('logs', name, check=False)}")
+            return phase if phase == "Succeeded" else None
+
+        wait_for(f"pod {name} to finish", finished, timeout=timeout)
+        return self.ns("logs", name)

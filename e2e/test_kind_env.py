@@ -1,0 +1,23 @@
+"""The e2e suite's own guards (run without a cluster): which contexts it agrees to touch."""
+
+from __future__ import annotations
+
+import pytest
+
+from e2e.kind_env import Refused, check_context, is_test_context, missing_tools
+
+
+@pytest.mark.parametrize("name", ["kind-ferrymq-e2e", "ci-east", "team-test-cluster", "E2E"])
+def test_test_contexts_are_accepted(name: str) -> None:
+    assert is_test_context(name)
+    check_context(name)
+
+
+@pytest.mark.parametrize("name", ["prod-eu-1", "arn:aws:eks:eu-west-1:1:cluster/payments", ""])
+def test_other_contexts_are_refused_with_the_reason(name: str) -> None:
+    with pytest.raises(Refused, match="refusing to run the e2e suite"):
+        check_context(name)
+
+
+def test_missing_tools_are_named() -> None:
+    assert missing_tools(["sh", "no-such-tool-ferrymq"]) == ["no-such-tool-ferrymq"]
