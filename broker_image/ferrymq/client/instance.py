@@ -42,6 +42,8 @@ HEARTBEAT_BROKER_INTERVAL_S = 30.0
 PERSIST_CONSUMER_OFFSET_INTERVAL_S = 5.0
 REBALANCE_INTERVAL_S = 20.0
 DEFAULT_TOPIC = "TBW102"
+# no shutdown step may hang on a stuck peer
+SHUTDOWN_STEP_TIMEOUT_S = 5.0
 
 
 class ProducerMember(Protocol):
@@ -139,11 +141,18 @@ class ClientInstance:
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        if tasks:
+            await asyncio.wait(tasks, timeout=SHUTDOWN_STEP_TIMEOUT_S)
         self._tasks.clear()
-        await self.remoting.close()
+        # a peer that stopped reading keeps our unsent bytes (and the close) pending: bounded
+        try:
+            await asyncio.wait_for(self.remoting.close(), SHUTDOWN_STEP_TIMEOUT_S)
+        except TimeoutError:
+            log.warning(
+                "%s: connections did not close within %.0fs",
+                self.client_id,
+                SHUTDOWN_STEP_TIMEOUT_S,
+            )
 
     @property
     def running(self) -> bool:

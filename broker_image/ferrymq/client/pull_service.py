@@ -109,7 +109,7 @@ class PullService:
         task = self._tasks.pop(mq, None)
         if task is not None:
             task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            await asyncio.wait([task], timeout=5.0)
 
     async def shutdown(self) -> None:
         self._closed = True
@@ -117,7 +117,8 @@ class PullService:
         self._tasks.clear()
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        if tasks:
+            await asyncio.wait(tasks, timeout=5.0)
 
     async def _broker_addr(self, mq: MessageQueue) -> str:
         suggested = self._suggested.get(mq, 0)

@@ -208,10 +208,15 @@ class Rebalance:
             return -1
         return offset
 
-    async def stop(self) -> None:
-        """No rebalance after this; waits for one in progress to finish."""
-        async with self._lock:
-            self.stopped = True
+    async def stop(self, timeout: float = 5.0) -> None:
+        """No rebalance after this; waits (bounded) for one in progress to finish."""
+        self.stopped = True
+        try:
+            await asyncio.wait_for(self._lock.acquire(), timeout)
+        except TimeoutError:
+            log.warning("%s: a rebalance still running at shutdown", self.config.group)
+            return
+        self._lock.release()
 
     async def release_all(self) -> None:
         async with self._lock:
