@@ -52,6 +52,9 @@ class DrainAdmin(Protocol):
     async def lags(self, namesrv_addr: str, broker_addr: str) -> list[GroupLag]:
         """Every consumer group with offsets on this master, with its lag there."""
 
+    async def resume_writes(self, namesrv_addr: str, broker_name: str, broker_addr: str) -> None:
+        """ADD_WRITE_PERM_OF_BROKER: the scale-in was called off (spec.groups raised again)."""
+
 
 def assess(broker_name: str, lags: Sequence[GroupLag]) -> Assessment:
     """Drained when no consumer group has a message left on the broker group."""
@@ -110,6 +113,21 @@ class RemotingDrainAdmin:
                 )
         except (OSError, TimeoutError, MQClientError) as error:
             raise DrainUnavailable(f"cannot stop writes on {broker_name}: {error}") from error
+
+    async def resume_writes(self, namesrv_addr: str, broker_name: str, broker_addr: str) -> None:
+        from ferrymq.client.admin import AdminClient
+        from ferrymq.client.errors import MQClientError
+
+        try:
+            async with AdminClient(namesrv_addr, timeout=self.timeout_seconds) as admin:
+                await asyncio.wait_for(
+                    admin.instance.broker.add_write_perm(broker_addr), self.timeout_seconds * 2
+                )
+                await asyncio.wait_for(
+                    admin.instance.namesrv.add_write_perm(broker_name), self.timeout_seconds * 2
+                )
+        except (OSError, TimeoutError, MQClientError) as error:
+            raise DrainUnavailable(f"cannot restore writes on {broker_name}: {error}") from error
 
     async def lags(self, namesrv_addr: str, broker_addr: str) -> list[GroupLag]:
         from ferrymq.client.admin import AdminClient

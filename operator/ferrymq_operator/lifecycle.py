@@ -292,6 +292,27 @@ async def drain_groups(
     for the groups still there."""
     before = {d.group: d for d in previous}
     out = []
+    # Drains called off by raising spec.groups again: the group takes writes again.
+    for off in previous:
+        if off.group in extra:
+            continue
+        broker = names.broker_name(owner.name, off.group)
+        addr = names.broker_pod_address(owner.name, owner.namespace, off.group, 0, domain)
+        try:
+            await admin.resume_writes(namesrv_addr, broker, addr)
+        except drain.DrainUnavailable as error:
+            out.append(
+                {
+                    "group": off.group,
+                    "reason": "ResumeWritesPending",
+                    "message": f"{broker}: scale-in called off; {error}; retrying",
+                    "since": off.since or now,
+                }
+            )
+            continue
+        events.append(
+            ("Normal", "DrainCancelled", f"{broker}: scale-in called off, writes back on")
+        )
     for group in sorted(extra):
         broker = names.broker_name(owner.name, group)
         addr = names.broker_pod_address(owner.name, owner.namespace, group, 0, domain)

@@ -128,6 +128,12 @@ async def test_drain_against_real_brokers(cluster: LocalCluster) -> None:
         lags = await drain.lags(cluster.namesrv_addr, draining)
         assert lags == [GroupLag("reports", 0, False)]
         assert assess(name, lags).drained
+
+        # a scale-in called off (spec.groups raised again) gives the group its writes back
+        await drain.resume_writes(cluster.namesrv_addr, name, draining)
+        async with AdminClient(cluster.namesrv_addr) as admin:
+            route = await admin.topic_route(topic)
+        assert all(qd.perm & PERM_WRITE for qd in route.queue_datas)
     finally:
         await producer.shutdown()
         async with AdminClient(cluster.namesrv_addr) as admin:

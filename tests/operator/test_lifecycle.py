@@ -240,7 +240,9 @@ async def test_namesrv_addr_pushed_to_running_brokers(ha_cluster: LocalCluster) 
         for addr in ha_cluster.broker_addrs:  # put the original list back
             await admin.update_broker_config(addr, {"namesrvAddr": ha_cluster.namesrv_addr})
     # no restart: the same broker processes are running
-    assert [b.pid for b in ha_cluster.brokers] == pids and all(b.alive() for b in ha_cluster.brokers)
+    assert [b.pid for b in ha_cluster.brokers] == pids and all(
+        b.alive() for b in ha_cluster.brokers
+    )
 
     # An unreachable pod is reported by name (retried at the next pass), the others updated.
     async def one_down(addr: str, properties: dict[str, str]) -> None:
