@@ -77,7 +77,7 @@ def cluster(kube_api: KubeApi, k8s_namespace: str) -> Iterator[Cluster]:
 
 def claims(cluster: Cluster) -> list[str]:
     items = cluster.core.list_namespaced_persistent_volume_claim(cluster.ns).items
-    return sorted(c.metadata.name for c in items)
+    return sorted(str(c.metadata.name) for c in items if c.metadata is not None)
 
 
 async def test_group_is_removed_only_once_drained(

@@ -208,3 +208,32 @@ def test_manual_rolling_restart_is_one_shot(
     cluster.wait_condition("brokers", "orders", "Ready", "True")
     # one-shot: no further restarts
     assert uid(cluster, pods[0]) == new0
+
+
+def test_nameserver_scaling_reaches_brokers_without_a_restart(
+    cluster: Cluster, lifecycle_operator: KopfRunner
+) -> None:
+    """The new namesrvAddr goes into broker.conf (for the next start) and to the running brokers
+    through UPDATE_BROKER_CONFIG; the pod template does not change, so no pod is restarted. The
+    brokers' DNS names do not resolve here, so the push is reported pending (and retried)."""
+    pods = start_cluster(cluster, groups=1)
+    before = uid(cluster, pods[0])
+    template = cluster.statefulset("orders-broker-0").spec.template.metadata.annotations
+    cluster.patch_spec("nameservers", "routes", {"replicas": 2})
+
+    def conf_lists_two() -> bool | None:
+        cm = cluster.configmap("orders-broker-0-config")
+        return (cm is not None and "routes-namesrv-1." in cm.data["broker-0.conf"]) or None
+
+    wait_for("broker.conf to list both NameServers", conf_lists_two)
+    progressing = cluster.wait_condition("brokers", "orders", "Progressing", "True")
+    wait_for(
+        "the pending namesrvAddr push reported",
+        lambda: (
+            "namesrvAddr not yet updated on orders-broker-0-0"
+            in (cluster.condition("brokers", "orders", "Progressing") or progressing)["message"]
+            or None
+        ),
+    )
+    assert cluster.statefulset("orders-broker-0").spec.template.metadata.annotations == template
+    assert uid(cluster, pods[0]) == before
