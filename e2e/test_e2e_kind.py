@@ -8,10 +8,38 @@ Run: ``.venv/bin/pytest e2e`` (skips where docker/kind are missing; see e2e/conf
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from e2e.kind_env import Kube, wait_for
 
 TOPIC = "e2e-orders"
+
+
+def nameserver_cr(image: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "ferrymq.io/v1alpha1",
+        "kind": "NameServer",
+        "metadata": {"name": "routes"},
+        "spec": {"replicas": 2, "image": image, "imagePullPolicy": "Never"},
+    }
+
+
+def broker_cr(image: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "ferrymq.io/v1alpha1",
+        "kind": "Broker",
+        "metadata": {"name": "orders"},
+        "spec": {
+            "nameServerRef": {"name": "routes"},
+            "groups": 2,
+            "replicasPerGroup": 2,
+            "brokerRole": "ASYNC_MASTER",
+            "image": image,
+            "imagePullPolicy": "Never",
+            "storage": {"size": "1Gi", "deleteClaimOnScaleDown": True},
+            "config": {"autoCreateTopicEnable": "true", "slaveReadEnable": "true"},
+        },
+    }
 
 
 def namesrv_addr(kube: Kube) -> str:
@@ -33,31 +61,8 @@ def received(log: str) -> int:
 
 
 def test_cluster_lifecycle_on_kind(kube: Kube, broker_image: str) -> None:
-    kube.apply(
-        {
-            "apiVersion": "ferrymq.io/v1alpha1",
-            "kind": "NameServer",
-            "metadata": {"name": "routes"},
-            "spec": {"replicas": 2, "image": broker_image, "imagePullPolicy": "Never"},
-        }
-    )
-    kube.apply(
-        {
-            "apiVersion": "ferrymq.io/v1alpha1",
-            "kind": "Broker",
-            "metadata": {"name": "orders"},
-            "spec": {
-                "nameServerRef": {"name": "routes"},
-                "groups": 2,
-                "replicasPerGroup": 2,
-                "brokerRole": "ASYNC_MASTER",
-                "image": broker_image,
-                "imagePullPolicy": "Never",
-                "storage": {"size": "1Gi", "deleteClaimOnScaleDown": True},
-                "config": {"autoCreateTopicEnable": "true", "slaveReadEnable": "true"},
-            },
-        }
-    )
+    kube.apply(nameserver_cr(broker_image))
+    kube.apply(broker_cr(broker_image))
     wait_for("the NameServer Ready", lambda: ready(kube, "nameservers", "routes"), timeout=600)
     wait_for("the Broker Ready", lambda: ready(kube, "brokers", "orders"), timeout=900)
     namesrv = namesrv_addr(kube)

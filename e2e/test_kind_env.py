@@ -21,3 +21,13 @@ def test_other_contexts_are_refused_with_the_reason(name: str) -> None:
 
 def test_missing_tools_are_named() -> None:
     assert missing_tools(["sh", "no-such-tool-ferrymq"]) == ["no-such-tool-ferrymq"]
+
+
+def test_the_suites_custom_resources_are_valid_specs() -> None:
+    """The CRs the suite applies parse with the operator's models (so they cannot go stale)."""
+    from ferrymq_operator import models
+
+    from e2e.test_e2e_kind import broker_cr, nameserver_cr
+
+    models.parse_nameserver_spec(nameserver_cr("ferrymq/ferrymq:e2e")["spec"])
+    models.parse_broker_spec(broker_cr("ferrymq/ferrymq:e2e")["spec"])
