@@ -155,26 +155,35 @@ class QueueLocker:
         return held
 
     async def unlock(self, mq: MessageQueue) -> None:
-        self.locked_at.pop(mq, None)
-        body = bodies.UnlockBatchRequestBody(
-            consumer_group=self.group,
-            client_id=self.instance.client_id,
-            mq_set=[
-                bodies.MessageQueue(
-                    topic=mq.topic, broker_name=mq.broker_name, queue_id=mq.queue_id
-                )
-            ],
-        )
-        try:
-            addr = await self.instance.find_broker_addr(mq.broker_name, mq.topic)
-            await self.instance.remoting.invoke(
-                addr,
-                RemotingCommand.request(RequestCode.UNLOCK_BATCH_MQ, None, body.encode()),
-                self.timeout,
+        await self.unlock_all([mq])
+
+    async def unlock_all(self, mqs: list[MessageQueue]) -> None:
+        """Release ``mqs`` (one request per broker); a failure only delays the next owner until
+        the broker lets the lock expire (60 s)."""
+        by_broker: dict[str, list[MessageQueue]] = {}
+        for mq in mqs:
+            self.locked_at.pop(mq, None)
+            by_broker.setdefault(mq.broker_name, []).append(mq)
+        for broker_name, queues in by_broker.items():
+            body = bodies.UnlockBatchRequestBody(
+                consumer_group=self.group,
+                client_id=self.instance.client_id,
+                mq_set=[
+                    bodies.MessageQueue(
+                        topic=q.topic, broker_name=q.broker_name, queue_id=q.queue_id
+                    )
+                    for q in queues
+                ],
             )
-        except (MQClientError, RemotingError, ValueError) as exc:
-            # the broker lets it expire after 60 s: the next owner waits at most that long
-            log.info("%s: unlocking %s failed: %s", self.group, mq, exc)
+            try:
+                addr = await self.instance.find_broker_addr(broker_name, queues[0].topic)
+                await self.instance.remoting.invoke(
+                    addr,
+                    RemotingCommand.request(RequestCode.UNLOCK_BATCH_MQ, None, body.encode()),
+                    self.timeout,
+                )
+            except (MQClientError, RemotingError, ValueError) as exc:
+                log.info("%s: unlocking queues on %s failed: %s", self.group, broker_name, exc)
 
 
 class OrderlyRebalance(Rebalance):
@@ -440,6 +449,19 @@ class OrderlyPushConsumer(PushConsumer):
         self.orderly_service.owned = self.owned_queues
         self.pull_service.deliver = self.orderly_service.submit
         self.consume_service = self.orderly_service  # type: ignore[assignment]
+
+    async def shutdown(self) -> None:
+        """Stop consuming, save progress, then release the broker locks before leaving the group
+        (upstream unlockAll at shutdown), so the next owners need not wait for lock expiry."""
+        running = self._state == "running"
+        if running and self.locker is not None and self.pull_service is not None:
+            owned = self.owned_queues()
+            await self.pull_service.shutdown()
+            if self.orderly_service is not None:
+                await self.orderly_service.shutdown()
+            await self.persist_offsets()
+            await self.locker.unlock_all(owned)
+        await super().shutdown()
 
     @property
     def stats(self) -> dict[str, int]:
