@@ -67,8 +67,8 @@ async def _consume(
     )
     consumer.subscribe(topic, expression)
     consumer.register_listener(on_messages)
-    await consumer.start()
     begin = time.monotonic()
+    await consumer.start()
     try:
         await asyncio.wait_for(done.wait(), timeout)
     except TimeoutError:
