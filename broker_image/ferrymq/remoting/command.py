@@ -55,6 +55,13 @@ def _ext_str(value: object) -> str:
     return str(value)
 
 
+def _ext_fields(ext_fields: Mapping[str, object] | None) -> dict[str, str]:
+    """extFields as strings, None values dropped; strings (nearly every value) pass unconverted."""
+    if not ext_fields:
+        return {}
+    return {k: v if type(v) is str else _ext_str(v) for k, v in ext_fields.items() if v is not None}
+
+
 @dataclass(slots=True)
 class RemotingCommand:
     code: int
@@ -77,7 +84,7 @@ class RemotingCommand:
         *,
         oneway: bool = False,
     ) -> RemotingCommand:
-        fields = {k: _ext_str(v) for k, v in (ext_fields or {}).items() if v is not None}
+        fields = _ext_fields(ext_fields)
         return cls(
             code=int(code),
             ext_fields=fields,
@@ -94,7 +101,7 @@ class RemotingCommand:
         body: Buffer | Sequence[Buffer] | None = None,
     ) -> RemotingCommand:
         """The response to this request: same opaque, response flag set, same header encoding."""
-        fields = {k: _ext_str(v) for k, v in (ext_fields or {}).items() if v is not None}
+        fields = _ext_fields(ext_fields)
         return RemotingCommand(
             code=int(code),
             ext_fields=fields,
@@ -244,7 +251,11 @@ def _decode_json_header(header: bytes) -> RemotingCommand:
     ext_raw = obj.get("extFields") or {}
     if not isinstance(ext_raw, dict):
         raise CommandDecodeError("header extFields is not an object")
-    ext = {str(k): _ext_str(v) for k, v in ext_raw.items() if v is not None}
+    ext: dict[str, str] = ext_raw  # orjson keys are str; the usual all-string values are kept
+    for value in ext_raw.values():
+        if type(value) is not str:
+            ext = {str(k): _ext_str(v) for k, v in ext_raw.items() if v is not None}
+            break
     remark = obj.get("remark")
     return RemotingCommand(
         code=code,
