@@ -97,6 +97,16 @@ async def test_drain_against_real_brokers(cluster: LocalCluster) -> None:
         for mq in queues:
             await broker.update_consumer_offset(draining, "reports", mq, 0)
 
+        # each broker re-registers with the NameServer after a topic change, asynchronously: wait
+        # until the route names both groups, or the producer may only ever see one of them
+        deadline = asyncio.get_running_loop().time() + 30
+        while True:
+            route = await admin.topic_route(topic)
+            if {qd.broker_name for qd in route.queue_datas} >= {name, cluster.group_name(0)}:
+                break
+            assert asyncio.get_running_loop().time() < deadline, "route never named both groups"
+            await asyncio.sleep(0.1)
+
     producer = Producer("drain-test", cluster.namesrv_addr)
     await producer.start()
     try:
