@@ -45,14 +45,23 @@ class WaitNotify:
 
     def __init__(self) -> None:
         self._event = asyncio.Event()
+        self._waiting = 0
 
     def wakeup_all(self) -> None:
+        # called for every dispatched message: with no writer waiting there is nothing to wake
+        # (a later waiter starts on a fresh event either way), so skip the new Event
+        if not self._waiting:
+            return
         event, self._event = self._event, asyncio.Event()
         event.set()
 
     async def wait(self, timeout: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._event.wait(), timeout)
+        self._waiting += 1
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._event.wait(), timeout)
+        finally:
+            self._waiting -= 1
 
 
 def check_slave_start(source: ReplicationSource, slave_offset: int) -> str | None:
