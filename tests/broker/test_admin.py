@@ -25,6 +25,7 @@ from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.headers import CreateTopicRequestHeader
+from ferrymq.remoting.processor import ProcessorTable
 from ferrymq.store.record import decode_messages
 from test_send_pull import pull_all, send_request
 
@@ -317,3 +318,50 @@ async def test_metadata_survives_restart(broker: BrokerApp, client: RemotingClie
         assert not broker.store_config.abort_path.exists() or again.store is not None
     finally:
         await again.stop()
+
+
+async def test_consumer_running_info_is_relayed_to_the_client(
+    broker: BrokerApp, client: RemotingClient
+) -> None:
+    """GET_CONSUMER_RUNNING_INFO goes to the named client over its own connection (callConsumer)."""
+    asked: list[RemotingCommand] = []
+
+    def answer(channel: object, request: RemotingCommand) -> RemotingCommand:
+        asked.append(request)
+        return request.response(ResponseCode.SUCCESS, None, None, b'{"properties":{"x":"1"}}')
+
+    consumer_side = ProcessorTable()
+    consumer_side.register(RequestCode.GET_CONSUMER_RUNNING_INFO, answer)  # type: ignore[arg-type]
+    consumer = RemotingClient(consumer_side)
+    try:
+        hb = HeartbeatData.from_json_obj(
+            {
+                "clientID": "relay-c1",
+                "consumerDataSet": [
+                    {
+                        "groupName": "RG",
+                        "consumeType": "CONSUME_PASSIVELY",
+                        "messageModel": "CLUSTERING",
+                        "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                        "subscriptionDataSet": [{"topic": "RelayT", "subString": "*"}],
+                    }
+                ],
+            }
+        )
+        await call(consumer, broker.addr, RequestCode.HEART_BEAT, None, hb.encode())
+        ext = {"consumerGroup": "RG", "clientId": "relay-c1", "jstackEnable": "false"}
+        resp = await client.invoke(
+            broker.addr, RemotingCommand.request(RequestCode.GET_CONSUMER_RUNNING_INFO, ext), 5
+        )
+        assert resp.code == ResponseCode.SUCCESS
+        assert fastjson.loads(resp.body_bytes()) == {"properties": {"x": "1"}}
+        assert [r.ext_fields["clientId"] for r in asked] == ["relay-c1"]
+
+        ext["clientId"] = "nobody"
+        missing = await client.invoke(
+            broker.addr, RemotingCommand.request(RequestCode.GET_CONSUMER_RUNNING_INFO, ext), 5
+        )
+        assert missing.code == ResponseCode.SYSTEM_ERROR
+        assert missing.remark and "nobody" in missing.remark and "not online" in missing.remark
+    finally:
+        await consumer.close()

@@ -1,7 +1,7 @@
 """Consumer administration: GET_ALL_CONSUMER_OFFSET (43), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200),
 GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), DELETE_SUBSCRIPTIONGROUP (207),
 GET_CONSUMER_CONNECTION_LIST (203), GET_PRODUCER_CONNECTION_LIST (204), GET_CONSUME_STATS (208),
-QUERY_TOPIC_CONSUME_BY_WHO (300)."""
+QUERY_TOPIC_CONSUME_BY_WHO (300), and GET_CONSUMER_RUNNING_INFO (307) relayed to the named client."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import logging
 from ferrymq.broker.client_registry import ConsumerManager, ProducerManager
 from ferrymq.broker.config import BrokerConfig
 from ferrymq.broker.consumer_offsets import ConsumerOffsetManager
-from ferrymq.broker.processors.common import guarded
+from ferrymq.broker.processors.common import guarded, guarded_async
 from ferrymq.broker.store_port import MessageStorePort
 from ferrymq.broker.subscription_groups import SubscriptionGroupManager
 from ferrymq.broker.topic_config import TopicConfigManager
@@ -27,6 +27,7 @@ from ferrymq.remoting.bodies import (
 from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
+from ferrymq.remoting.errors import RemotingError, RemotingTimeoutError
 from ferrymq.remoting.headers import (
     DeleteSubscriptionGroupRequestHeader,
     GetConsumerConnectionListRequestHeader,
@@ -37,6 +38,9 @@ from ferrymq.remoting.headers import (
 from ferrymq.remoting.server import RemotingServer
 
 log = logging.getLogger(__name__)
+
+# upstream callConsumer waits this long for the client's answer
+RUNNING_INFO_TIMEOUT_S = 5.0
 
 
 class AdminConsumerProcessor:
@@ -71,6 +75,37 @@ class AdminConsumerProcessor:
         }
         for code, handler in table.items():
             server.register(code, guarded(handler))
+        server.register(
+            RequestCode.GET_CONSUMER_RUNNING_INFO, guarded_async(self.consumer_running_info)
+        )
+
+    async def consumer_running_info(
+        self, channel: Channel, request: RemotingCommand
+    ) -> RemotingCommand:
+        """Relay to the client's own connection and hand its answer back (upstream callConsumer)."""
+        group = request.ext_fields.get("consumerGroup", "")
+        client_id = request.ext_fields.get("clientId", "")
+        info = self.consumers.get(group)
+        target = None
+        if info is not None:
+            target = next((c for c in info.channels.values() if c.client_id == client_id), None)
+        if target is None:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online"
+            )
+        relay = RemotingCommand.request(request.code, request.ext_fields, request.body)
+        try:
+            answer = await target.channel.invoke(relay, RUNNING_INFO_TIMEOUT_S)
+        except RemotingTimeoutError:
+            return request.response(
+                ResponseCode.CONSUME_MSG_TIMEOUT,
+                f"consumer <{group}> <{client_id}> did not answer within {RUNNING_INFO_TIMEOUT_S:.0f}s",
+            )
+        except RemotingError as exc:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR, f"relay to <{group}> <{client_id}> failed: {exc}"
+            )
+        return request.response(answer.code, answer.remark, answer.ext_fields, answer.body)
 
     def all_consumer_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         return request.response(ResponseCode.SUCCESS, None, None, self.offsets.wrapper().encode())
