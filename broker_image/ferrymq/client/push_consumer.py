@@ -11,6 +11,8 @@ Clustering consumers also subscribe to ``%RETRY%<group>`` so messages that faile
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -140,6 +142,7 @@ class PushConsumer:
         self.subscriptions: dict[str, bodies.SubscriptionData] = {}
         self.listener: Listener | None = None
         self._state = "created"
+        self._route_watch: asyncio.Task[None] | None = None
         self.offset_store: OffsetStore | None = None
         self.rebalance: Rebalance | None = None
         self.pull_service: PullService | None = None
@@ -248,11 +251,37 @@ class PushConsumer:
             )
         await self.instance.send_heartbeat_to_all_brokers()
         await self.do_rebalance()
+        missing = [t for t in self.subscriptions if not self.instance.routes.subscribe.get(t)]
+        if missing:
+            self._route_watch = asyncio.create_task(self._await_routes(missing))
+
+    async def _await_routes(self, topics: list[str], within_s: float = 15.0) -> None:
+        """Fetch routes that did not exist at start (the broker creates the group's retry topic on
+        our first heartbeat and registers it moments later) promptly, not at the 30 s route poll,
+        so none of their queues sits unowned meanwhile; rebalance as soon as one appears."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within_s
+        pending = set(topics)
+        while pending and self._state == "running" and loop.time() < deadline:
+            await asyncio.sleep(0.5)
+            found = False
+            for topic in sorted(pending):
+                with contextlib.suppress(MQClientError):
+                    await self.instance.update_route(topic)
+                if self.instance.routes.subscribe.get(topic):
+                    pending.discard(topic)
+                    found = True
+            if found:
+                self.instance.rebalance_immediately()
 
     async def shutdown(self) -> None:
         if self._state != "running":
             return
         self._state = "shutting down"
+        if self._route_watch is not None:
+            self._route_watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._route_watch
         assert self.pull_service and self.consume_service and self.rebalance and self.offset_store
         await self.rebalance.stop()
         await self.pull_service.shutdown()
