@@ -39,7 +39,9 @@ def lifecycle_operator(kube_api: KubeApi, ferrymq_crds: list[str]) -> Iterator[K
         mp.setenv("FERRYMQ_OPERATOR_ADMIN_TIMEOUT_SECONDS", "1")
         mp.setenv("FERRYMQ_OPERATOR_ROLLOUT_STALL_SECONDS", str(STALL_S))
         args = ["run", "--standalone", "--all-namespaces", "-m", "ferrymq_operator.handlers"]
-        with KopfRunner(args, timeout=60) as runner:
+        # stopping waits for kopf's event-post retries into namespaces being deleted (its
+        # backoffs add up to about a minute), so give teardown more than that
+        with KopfRunner(args, timeout=180) as runner:
             yield runner
     assert runner.exception is None, runner.output
     assert runner.exit_code == 0, runner.output

@@ -99,7 +99,7 @@ def test_operator_works_with_the_chart_rbac_only(
         mp.setenv("KUBECONFIG", str(service_account_kubeconfig))
         mp.setenv("FERRYMQ_OPERATOR_RETRY_DELAY_SECONDS", "2")
         args = ["run", "--standalone", "--all-namespaces", "-m", "ferrymq_operator.handlers"]
-        with kube_api.api_client() as admin_client, KopfRunner(args, timeout=60) as runner:
+        with kube_api.api_client() as admin_client, KopfRunner(args, timeout=180) as runner:
             cluster = Cluster(admin_client, k8s_namespace)
             cluster.create("nameservers", "rbac", {"replicas": 1})
             wait_for("the StatefulSet", lambda: cluster.statefulset("rbac-namesrv"))
