@@ -19,6 +19,12 @@ from ferrymq.remoting.headers import (
 from ferrymq.remoting.server import RemotingServer
 
 
+def reported_min_offset(store_min: int) -> int:
+    """The min offset a client sees: upstream's findConsumeQueue creates a missing queue on demand,
+    so an empty or never-seen queue answers 0, never the store's -1 "no such queue"."""
+    return max(0, store_min)
+
+
 class QueueOffsetProcessor:
     def __init__(self, store: MessageStorePort) -> None:
         self.store = store
@@ -36,7 +42,7 @@ class QueueOffsetProcessor:
 
     def min_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = GetMinOffsetRequestHeader.from_ext(request.ext_fields)
-        offset = self.store.get_min_offset_in_queue(h.topic, h.queue_id)
+        offset = reported_min_offset(self.store.get_min_offset_in_queue(h.topic, h.queue_id))
         return request.response(ResponseCode.SUCCESS, None, OffsetResponseHeader(offset).to_ext())
 
     def search_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
