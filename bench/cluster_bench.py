@@ -15,6 +15,10 @@ Ratios are ferrymq / peer, with the peer figures read from the peers' result JSO
 
     .venv/bin/python bench/cluster_bench.py [--backlog 200000] [--runs 1] \\
         [--peers /tmp/peerbench-results] [--out cluster_bench.json]
+
+``--cases consume_drain,latency`` runs a subset (consume_drain needs produce_batched's backlog, so
+it runs that too); ``--breakdown`` adds to the latency case where messages waited (send->store,
+store->pulled, pulled->callback; see ``ferrymq.client.benchmark.latency_breakdown``).
 """
 
 from __future__ import annotations
@@ -145,8 +149,17 @@ async def create_topic(namesrv: str, topic: str, queues: int = 8) -> None:
     raise RuntimeError(f"topic {topic} not routed")
 
 
+CASES = ("produce_sync", "produce_batched", "produce_async", "consume_drain", "latency")
+
+
 async def one_run(
-    cluster: Cluster, run_no: int, backlog: int, lat_rate: int, lat_seconds: float
+    cluster: Cluster,
+    run_no: int,
+    backlog: int,
+    lat_rate: int,
+    lat_seconds: float,
+    cases: frozenset[str] = frozenset(CASES),
+    breakdown: bool = False,
 ) -> dict[str, Any]:
     ns = cluster.namesrv
     out: dict[str, Any] = {}
@@ -169,38 +182,53 @@ async def one_run(
 
     async with Producer(f"bench_pg_{suffix}", [ns]) as producer:
         await producer.send(Message(topics["Sync"], bm.payload(1024)))  # warm the route/connection
-        cpu0, t0 = cpu_seconds(cluster.broker_pid), time.perf_counter()
-        client_cpu0[0] = time.process_time()
-        r = await bm.produce_sync(producer, topics["Sync"], max_count=50_000, max_seconds=8.0)
-        measured("produce_sync", r.as_dict(), cpu0, time.perf_counter() - t0)
+        if "produce_sync" in cases:
+            cpu0, t0 = cpu_seconds(cluster.broker_pid), time.perf_counter()
+            client_cpu0[0] = time.process_time()
+            r = await bm.produce_sync(producer, topics["Sync"], max_count=50_000, max_seconds=8.0)
+            measured("produce_sync", r.as_dict(), cpu0, time.perf_counter() - t0)
 
+        stored = 0
+        if "produce_batched" in cases or "consume_drain" in cases:
+            cpu0, t0 = cpu_seconds(cluster.broker_pid), time.perf_counter()
+            client_cpu0[0] = time.process_time()
+            r = await bm.produce_batched(
+                producer, topics["Backlog"], total=backlog, batch=64, window=8, max_seconds=150
+            )
+            measured("produce_batched", r.as_dict(), cpu0, time.perf_counter() - t0)
+            stored = r.messages
+
+        if "produce_async" in cases:
+            cpu0, t0 = cpu_seconds(cluster.broker_pid), time.perf_counter()
+            client_cpu0[0] = time.process_time()
+            r = await bm.produce_async(
+                producer, topics["Async"], total=min(backlog, 100_000), window=1000, max_seconds=150
+            )
+            measured("produce_async", r.as_dict(), cpu0, time.perf_counter() - t0)
+
+    if "consume_drain" in cases:
         cpu0, t0 = cpu_seconds(cluster.broker_pid), time.perf_counter()
         client_cpu0[0] = time.process_time()
-        r = await bm.produce_batched(
-            producer, topics["Backlog"], total=backlog, batch=64, window=8, max_seconds=150
+        r = await bm.drain(
+            [ns], topics["Backlog"], f"bench_drain_{suffix}", stored, max_seconds=150
         )
-        measured("produce_batched", r.as_dict(), cpu0, time.perf_counter() - t0)
-        stored = r.messages
+        measured("consume_drain", r.as_dict(), cpu0, time.perf_counter() - t0)
 
-        cpu0, t0 = cpu_seconds(cluster.broker_pid), time.perf_counter()
-        client_cpu0[0] = time.process_time()
-        r = await bm.produce_async(
-            producer, topics["Async"], total=min(backlog, 100_000), window=1000, max_seconds=150
-        )
-        measured("produce_async", r.as_dict(), cpu0, time.perf_counter() - t0)
-
-    cpu0, t0 = cpu_seconds(cluster.broker_pid), time.perf_counter()
-    client_cpu0[0] = time.process_time()
-    r = await bm.drain([ns], topics["Backlog"], f"bench_drain_{suffix}", stored, max_seconds=150)
-    measured("consume_drain", r.as_dict(), cpu0, time.perf_counter() - t0)
-
+    if "latency" not in cases:
+        return out
     async with Producer(f"bench_lat_{suffix}", [ns]) as producer:
         await producer.send(Message(topics["Latency"], bm.payload(1024)))
         with tempfile.TemporaryDirectory(prefix="ferrymq-lat-") as tmp:
             cpu0, t0 = cpu_seconds(cluster.broker_pid), time.perf_counter()
             client_cpu0[0] = time.process_time()
             lat = await bm.latency(
-                producer, [ns], topics["Latency"], Path(tmp), rate=lat_rate, seconds=lat_seconds
+                producer,
+                [ns],
+                topics["Latency"],
+                Path(tmp),
+                rate=lat_rate,
+                seconds=lat_seconds,
+                breakdown=breakdown,
             )
             measured(f"latency_{lat_rate}", lat.as_dict(), cpu0, time.perf_counter() - t0)
     return out
@@ -273,7 +301,15 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             for i in range(args.runs):
                 print(f"run {i + 1}/{args.runs}", flush=True)
                 runs.append(
-                    await one_run(cluster, i, args.backlog, args.lat_rate, args.lat_seconds)
+                    await one_run(
+                        cluster,
+                        i,
+                        args.backlog,
+                        args.lat_rate,
+                        args.lat_seconds,
+                        args.cases,
+                        args.breakdown,
+                    )
                 )
         finally:
             cluster.stop()
@@ -290,6 +326,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             "flushDiskType": "ASYNC_FLUSH",
             "latency_rate": args.lat_rate,
             "latency_seconds": args.lat_seconds,
+            "cases": sorted(args.cases),
+            "breakdown": args.breakdown,
         },
         "load_average": os.getloadavg(),
         "runs": runs,
@@ -309,9 +347,23 @@ def main() -> int:
     parser.add_argument(
         "--peers", default=os.environ.get("PEERBENCH_RESULTS", "/tmp/peerbench-results")
     )
+    parser.add_argument(
+        "--cases",
+        default=",".join(CASES),
+        type=lambda text: frozenset(c.strip() for c in text.split(",") if c.strip()),
+        help=f"comma-separated subset of {','.join(CASES)}",
+    )
+    parser.add_argument(
+        "--breakdown", action="store_true", help="latency: where messages waited, per slice"
+    )
     parser.add_argument("--out", default="cluster_bench.json")
     parser.add_argument("--keep-log", default=None, help="copy the cluster's log here")
     args = parser.parse_args()
+    unknown = args.cases - set(CASES)
+    if unknown:
+        parser.error(
+            f"unknown case(s) {', '.join(sorted(unknown))}; choose from {', '.join(CASES)}"
+        )
     result = run(main_async(args))
     Path(args.out).write_text(json.dumps(result, indent=1))
     print("\nratios (ferrymq / peer):")

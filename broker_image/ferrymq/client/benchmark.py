@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ferrymq.client.broker_api import SendResult
+from ferrymq.client.broker_api import PullResult, SendResult
 from ferrymq.client.consume_service import ConsumeContext
 from ferrymq.client.producer import Producer
 from ferrymq.client.push_consumer import PushConsumer
@@ -60,9 +60,13 @@ class Latency:
     p50_us: float
     p99_us: float
     p999_us: float
+    breakdown: dict[str, dict[str, float]] | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if self.breakdown is None:
+            del out["breakdown"]
+        return out
 
 
 def payload(size: int, i: int = 0) -> bytes:
@@ -211,16 +215,34 @@ def percentile(sorted_values: list[int], q: float) -> float:
 
 
 async def latency_consumer(
-    namesrv: list[str], topic: str, group: str, out: Path, expected: int, max_seconds: float
+    namesrv: list[str],
+    topic: str,
+    group: str,
+    out: Path,
+    expected: int,
+    max_seconds: float,
+    breakdown: bool = False,
 ) -> None:
-    """Runs in its own process: record receive - send (ns) of every message into ``out``."""
+    """Runs in its own process: record receive - send (ns) of every message into ``out``.
+
+    With ``breakdown``, also where each message waited (see :func:`latency_breakdown`): the
+    broker's store timestamp (wall-clock ms) and the moment its pull response was decoded."""
     samples: list[int] = []
+    stages: list[tuple[int, int, int]] = []  # (store - send, pulled - send, callback - send) ns
     done = asyncio.Event()
+    pulled_at: dict[int, int] = {}  # id(message) -> monotonic ns its pull response was decoded
+    # CLOCK_MONOTONIC is machine-wide, the store timestamp is wall-clock ms: one offset maps them
+    wall_minus_mono = time.time_ns() - time.monotonic_ns()
 
     def on_messages(msgs: list[MessageExt], ctx: ConsumeContext) -> None:
         now = time.monotonic_ns()
         for m in msgs:
-            samples.append(now - _TS.unpack_from(m.body)[0])
+            sent = _TS.unpack_from(m.body)[0]
+            samples.append(now - sent)
+            if breakdown:
+                # the store stamps whole ms: +0.5 ms centres the truncation
+                stored = m.store_timestamp * 1_000_000 + 500_000 - wall_minus_mono
+                stages.append((stored - sent, pulled_at.pop(id(m), now) - sent, now - sent))
         if len(samples) >= expected:
             done.set()
 
@@ -234,13 +256,52 @@ async def latency_consumer(
     )
     consumer.subscribe(topic, "*")
     consumer.register_listener(on_messages)
+    if breakdown:
+        _time_pulls(consumer, pulled_at)
     await consumer.start()
     ready = out.with_suffix(".ready")
     ready.write_text(str(sorted(consumer.owned_queues())))
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(done.wait(), max_seconds)
     await consumer.shutdown()
-    out.write_text(json.dumps(samples))
+    out.write_text(json.dumps({"samples": samples, "stages": stages} if breakdown else samples))
+
+
+def _time_pulls(consumer: PushConsumer, pulled_at: dict[int, int]) -> None:
+    """Breakdown mode only: note when each pulled message's response was decoded (wraps the
+    consumer's pull call; measurement code, not used by the normal latency case)."""
+    api = consumer.instance.broker
+    pull = api.pull_message
+
+    async def timed(addr: str, header: Any, timeout: float) -> PullResult:
+        result = await pull(addr, header, timeout)
+        now = time.monotonic_ns()
+        for m in result.messages:
+            pulled_at[id(m)] = now
+        return result
+
+    api.pull_message = timed  # type: ignore[method-assign]
+
+
+def latency_breakdown(stages: list[tuple[int, int, int]]) -> dict[str, dict[str, float]]:
+    """p50/p99/mean (us) of each slice: send->store (producer + broker append, ms-resolution
+    store stamp), store->pulled (reput, held-pull wake-up, read, response, client read + decode),
+    pulled->callback (ProcessQueue, consume dispatch) and the total."""
+    slices = {
+        "send_to_store": [s for s, _, _ in stages],
+        "store_to_pulled": [p - s for s, p, _ in stages],
+        "pulled_to_callback": [c - p for _, p, c in stages],
+        "total": [c for _, _, c in stages],
+    }
+    out: dict[str, dict[str, float]] = {}
+    for name, values in slices.items():
+        us = sorted(v // 1000 for v in values)
+        out[name] = {
+            "p50_us": percentile(us, 0.5),
+            "p99_us": percentile(us, 0.99),
+            "mean_us": round(sum(us) / len(us), 1) if us else float("nan"),
+        }
+    return out
 
 
 async def latency(
@@ -253,6 +314,7 @@ async def latency(
     seconds: float = 10.0,
     size: int = 1024,
     warmup: int = 500,
+    breakdown: bool = False,
 ) -> Latency:
     total = int(rate * seconds)
     out = workdir / "latency-samples.json"
@@ -271,6 +333,7 @@ async def latency(
             str(out),
             str(total),
             str(seconds + 60),
+            *(["breakdown"] if breakdown else []),
         ],
     )
     try:
@@ -302,7 +365,12 @@ async def latency(
         if proc.poll() is None:
             proc.terminate()
             proc.wait(10)
-    samples = sorted(json.loads(out.read_text())[warmup:]) if out.exists() else []
+    raw: Any = json.loads(out.read_text()) if out.exists() else []
+    stages = None
+    if isinstance(raw, dict):
+        stages = latency_breakdown([tuple(x) for x in raw["stages"][warmup:]])
+        raw = raw["samples"]
+    samples = sorted(raw[warmup:])
     us = [s // 1000 for s in samples]
     return Latency(
         f"latency_{rate}",
@@ -312,18 +380,25 @@ async def latency(
         percentile(us, 0.5),
         percentile(us, 0.99),
         percentile(us, 0.999),
+        stages,
     )
 
 
 def _main(argv: list[str]) -> int:
-    if len(argv) == 7 and argv[0] == "latency-consumer":
-        _, ns, topic, group, out, expected, max_s = argv
+    if len(argv) in (7, 8) and argv[0] == "latency-consumer":
+        _, ns, topic, group, out, expected, max_s = argv[:7]
+        breakdown = argv[7:] == ["breakdown"]
         from ferrymq.remoting.eventloop import run
 
-        run(latency_consumer(ns.split(";"), topic, group, Path(out), int(expected), float(max_s)))
+        run(
+            latency_consumer(
+                ns.split(";"), topic, group, Path(out), int(expected), float(max_s), breakdown
+            )
+        )
         return 0
     print(
-        "usage: python -m ferrymq.client.benchmark latency-consumer NAMESRV TOPIC GROUP OUT N MAX_S",
+        "usage: python -m ferrymq.client.benchmark latency-consumer NAMESRV TOPIC GROUP OUT N MAX_S"
+        " [breakdown]",
         file=sys.stderr,
     )
     return 2
