@@ -3,22 +3,27 @@
 One broker.conf feeds both this model and the store's MessageStoreConfig (``load_broker_configs``);
 unknown keys are ignored as RocketMQ does. Built once, handed to the services at construction. The few
 settings an admin may change at runtime (UPDATE_BROKER_CONFIG: brokerPermission...) are assigned with
-validation (``validate_assignment``).
+validation (``validate_assignment``) and written back into the broker.conf the broker started from
+(``persist_properties``: other lines, comments and unknown keys kept) so they hold after a restart.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import socket
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+import javaproperties
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 from ferrymq.properties import build_model, collect_values, known_keys, load_properties
 from ferrymq.remoting.bodies import PERM_INHERIT, PERM_READ, PERM_WRITE
 from ferrymq.store.config import MessageStoreConfig
+from ferrymq.store.json_file import write_bytes_atomic
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +89,10 @@ class BrokerConfig(BaseModel):
     # 0 disables the Prometheus endpoint
     metrics_port: int = Field(default=0, ge=0, le=65535)
 
+    # the broker.conf this broker was started from (``-c``); runtime updates are persisted there
+    # (upstream BrokerPathConfigHelper). Set by load_broker_configs, never read from the file.
+    broker_config_path: Path | None = Field(default=None, exclude=True)
+
     @field_validator("broker_name", "broker_cluster_name")
     @classmethod
     def _non_empty(cls, value: str) -> str:
@@ -142,7 +151,10 @@ __all__ = [
     "BrokerConfig",
     "config_dir",
     "load_broker_configs",
+    "merge_properties_text",
     "namesrv_list",
+    "persist_properties",
+    "property_value",
 ]
 
 
@@ -179,4 +191,55 @@ def load_broker_configs(
         )
     broker, store = models
     assert isinstance(broker, BrokerConfig) and isinstance(store, MessageStoreConfig)
+    broker.broker_config_path = path
     return broker, store
+
+
+def property_value(value: Any) -> str:
+    """A setting as broker.conf spells it (Java booleans are lower-case)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _property_line(key: str, value: str) -> str:
+    """``key=value``: escaped as Java needs, but ':' '=' '#' '!' left readable inside the value
+    (they are literal after the separator), so ``namesrvAddr=a:9876`` reads as typed."""
+    escaped = javaproperties.escape(value)
+    for char in ":=#!":
+        escaped = re.sub(r"(?<!\\)((?:\\\\)*)\\" + re.escape(char), r"\1" + char, escaped)
+    return f"{javaproperties.escape(key)}={escaped}\n"
+
+
+def merge_properties_text(text: str, values: Mapping[str, str]) -> str:
+    """``text`` (a properties file) with ``values`` (by upstream key) set. Pure.
+
+    Comments, blank lines, unknown keys and the order stay; a key the file spells by its Python
+    name (``default_topic_queue_nums``) keeps that spelling; keys the file lacks are appended.
+    """
+    aliases = {**known_keys(BrokerConfig), **known_keys(MessageStoreConfig)}
+    pending = dict(values)
+    out: list[str] = []
+    for element in javaproperties.parse(text):
+        if isinstance(element, javaproperties.KeyValue):
+            alias = aliases.get(element.key.strip(), element.key.strip())
+            if alias in values:
+                # every occurrence: the last one wins when the file is read again
+                out.append(_property_line(element.key, values[alias]))
+                pending.pop(alias, None)
+                continue
+        out.append(element.source)
+    if pending:
+        if out and not out[-1].endswith("\n"):
+            out.append("\n")
+        out.extend(_property_line(k, v) for k, v in pending.items())
+    return "".join(out)
+
+
+def persist_properties(path: Path, values: Mapping[str, str]) -> None:
+    """Set ``values`` in the properties file ``path`` atomically (temp file, fsync, rename;
+    upstream Configuration.persist). Blocking: run it in a thread. Raises OSError."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = ""
+    merged = merge_properties_text(text, values)
+    write_bytes_atomic(path, merged.encode("utf-8"), keep_backup=False)

@@ -43,12 +43,22 @@ def write_json(path: Path, data: Any) -> None:
     write_bytes_atomic(path, payload)
 
 
-def write_bytes_atomic(path: Path, payload: bytes) -> None:
+def write_bytes_atomic(path: Path, payload: bytes, *, keep_backup: bool = True) -> None:
+    """Replace ``path`` with ``payload`` so a crash leaves either the old or the new content.
+
+    ``keep_backup`` renames the previous version to ``<name>.bak`` first (metadata files load it
+    when the main one is torn); an existing file's permission bits carry over to the new one.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     bak = path.with_name(path.name + ".bak")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
+        mode = os.stat(path).st_mode & 0o7777
+    except FileNotFoundError:
+        mode = 0o644
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        os.fchmod(fd, mode)  # O_CREAT's mode is masked by the umask; an existing tmp keeps its own
         view = memoryview(payload)
         while view:
             written = os.write(fd, view)
@@ -56,7 +66,7 @@ def write_bytes_atomic(path: Path, payload: bytes) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-    if path.exists():
+    if keep_backup and path.exists():
         # Keep the previous good version: a later torn disk write still leaves one to load.
         os.replace(path, bak)
     os.replace(tmp, path)

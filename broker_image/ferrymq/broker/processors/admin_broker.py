@@ -3,6 +3,7 @@ GET_BROKER_RUNTIME_INFO (28), WIPE_WRITE_PERM_OF_BROKER (205), ADD_WRITE_PERM_OF
 
 from __future__ import annotations
 
+import asyncio
 import io
 import logging
 import time
@@ -13,8 +14,8 @@ import javaproperties
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from ferrymq.broker.config import BrokerConfig
-from ferrymq.broker.processors.common import guarded
+from ferrymq.broker.config import BrokerConfig, persist_properties, property_value
+from ferrymq.broker.processors.common import guarded, guarded_async
 from ferrymq.broker.store_port import MessageStorePort
 from ferrymq.remoting.bodies import PERM_WRITE, DataVersion, KVTable
 from ferrymq.remoting.channel import Channel
@@ -53,16 +54,17 @@ def properties_text(*models: BaseModel) -> str:
         for name, value in model.model_dump(by_alias=True, mode="json").items():
             if value is None:
                 continue
-            props[name] = str(value).lower() if isinstance(value, bool) else str(value)
+            props[name] = property_value(value)
     out = io.StringIO()
     javaproperties.dump(props, out, timestamp=False)
     return out.getvalue()
 
 
-def apply_runtime_update(config: BrokerConfig, text: str) -> list[str]:
-    """Pure-ish: validate and apply ``key=value`` lines to ``config``; returns the changed keys.
+def plan_runtime_update(config: BrokerConfig, text: str) -> dict[str, Any]:
+    """Pure: validate ``key=value`` lines against ``config``; returns {field name: new value} for
+    every key given (changed or not).
 
-    Raises ValueError naming the key on an unknown/immutable key or a bad value; applies nothing then.
+    Raises ValueError naming the key on an unknown/immutable key or a bad value.
     """
     props = javaproperties.loads(text)
     fields_by_alias = {
@@ -82,10 +84,16 @@ def apply_runtime_update(config: BrokerConfig, text: str) -> list[str]:
         err = exc.errors()[0]
         key = ".".join(str(p) for p in err.get("loc", ()))
         raise ValueError(f"broker config key '{key}': {err.get('msg')}") from None
-    updates = {fields_by_alias[k]: v for k, v in updates.items()}
+    return {fields_by_alias[k]: getattr(candidate, fields_by_alias[k]) for k in updates}
+
+
+def apply_runtime_update(config: BrokerConfig, text: str) -> list[str]:
+    """Validate and apply ``key=value`` lines to ``config``; returns the changed field names.
+
+    Raises ValueError naming the key on an unknown/immutable key or a bad value; applies nothing then.
+    """
     changed = []
-    for name in updates:
-        new = getattr(candidate, name)
+    for name, new in plan_runtime_update(config, text).items():
         if getattr(config, name) != new:
             setattr(config, name, new)
             changed.append(name)
@@ -109,27 +117,54 @@ class AdminBrokerProcessor:
         self.on_config_changed = on_config_changed
         self.boot_timestamp = int(time.time() * 1000)
         self.data_version = DataVersion(timestamp=self.boot_timestamp)
+        # one read-modify-write of broker.conf at a time, in the order the updates were applied
+        self._persist_lock = asyncio.Lock()
 
     def register_to(self, server: RemotingServer) -> None:
-        server.register(RequestCode.UPDATE_BROKER_CONFIG, guarded(self.update_config))
+        server.register(RequestCode.UPDATE_BROKER_CONFIG, guarded_async(self.update_config))
         server.register(RequestCode.GET_BROKER_CONFIG, guarded(self.get_config))
         server.register(RequestCode.GET_BROKER_RUNTIME_INFO, guarded(self.runtime_info))
         server.register(RequestCode.WIPE_WRITE_PERM_OF_BROKER, guarded(self.wipe_write_perm))
         server.register(RequestCode.ADD_WRITE_PERM_OF_BROKER, guarded(self.add_write_perm))
 
-    def update_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+    async def update_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         try:
             text = request.body_bytes().decode("utf-8")
-            changed = apply_runtime_update(self.config, text)
+            planned = plan_runtime_update(self.config, text)
         except (ValueError, UnicodeDecodeError) as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
+        changed = []
+        for name, new in planned.items():
+            if getattr(self.config, name) != new:
+                setattr(self.config, name, new)
+                changed.append(name)
         if changed:
             self.data_version = DataVersion(
                 timestamp=int(time.time() * 1000), counter=self.data_version.counter + 1
             )
             log.info("broker config updated by %s: %s", channel.remote_addr, changed)
             self.on_config_changed(changed)
-        return request.response(ResponseCode.SUCCESS)
+        remark = await self._persist(list(planned)) if planned else None
+        return request.response(ResponseCode.SUCCESS, remark)
+
+    async def _persist(self, names: list[str]) -> str | None:
+        """Write the current values of ``names`` into the broker.conf the broker started from, so
+        they hold after a restart; None when done, else why not (the update stays applied in
+        memory, as upstream Configuration.persist only logs a failed write)."""
+        path = self.config.broker_config_path
+        if path is None:
+            return None  # started without -c: nothing to rewrite, the change lasts until restart
+        fields = BrokerConfig.model_fields
+        values = {(fields[n].alias or n): property_value(getattr(self.config, n)) for n in names}
+        async with self._persist_lock:
+            try:
+                await asyncio.to_thread(persist_properties, path, values)
+            except OSError as exc:
+                # e.g. a read-only ConfigMap mount: the operator owns that file
+                log.warning("broker config applied but not persisted to %s: %s", path, exc)
+                return f"applied, but not persisted to {path}: {exc}"
+        log.info("broker config persisted to %s: %s", path, sorted(values))
+        return None
 
     def get_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         models: list[BaseModel] = [self.config]
