@@ -2,9 +2,11 @@
 
 The CommitLog is a sequence of files named by their start offset; each holds records back to back
 until a blank end-of-file record or zeros (upstream ``CommitLog``; record layout in
-:mod:`ferrymq.store.record`, whose ``check_record`` is the only decoder used here). A partition is
-at most ``splitSize`` bytes of one file, so segments are read in parallel; rows leave ``read()``
-as Arrow record batches.
+:mod:`ferrymq.store.record`). Records are decoded a batch at a time into columns
+(:mod:`ferrymq.store.record_columns`, vectorised with numpy and pyarrow), with
+``record.check_record`` deciding wherever that path stops, so rows and stopping points are those
+of a record-at-a-time scan. A partition is at most ``splitSize`` bytes of one file, so segments
+are read in parallel; rows leave ``read()`` as Arrow record batches.
 
 Options (strings): ``checkCrc`` (default false: CRC costs a pass over every body), ``batchSize``
 (rows per Arrow batch, default 16384), ``splitSize`` (bytes per partition, default 256 MiB: a
@@ -92,41 +94,25 @@ def record_boundaries(path: str, split_size: int) -> list[int]:
     return cuts
 
 
-def _arrow_schema() -> Any:
-    import pyarrow as pa
-
-    return pa.schema(
-        [
-            ("topic", pa.string()),
-            ("queueId", pa.int32()),
-            ("queueOffset", pa.int64()),
-            ("physicalOffset", pa.int64()),
-            ("storeTimestamp", pa.int64()),
-            ("bornTimestamp", pa.int64()),
-            ("bodySize", pa.int32()),
-            ("tags", pa.string()),
-            ("keys", pa.list_(pa.string())),
-            ("reconsumeTimes", pa.int32()),
-            ("sysFlag", pa.int32()),
-            ("flag", pa.int32()),
-            ("storeSize", pa.int32()),
-            ("uniqKey", pa.string()),
-        ]
-    )
-
-
-def scan_segment(
+def scan_batches(
     path: str,
     *,
     check_crc: bool,
     on_invalid: str,
     newest: bool,
+    batch_size: int,
     start: int = 0,
     end: int | None = None,
-) -> Iterator[tuple[Any, ...]]:
-    """Rows of one CommitLog file from ``start`` (a record boundary) to ``end`` or the end of its
-    data, in file order (the decoder is ``record.check_record``)."""
+) -> Iterator[Any]:
+    """Arrow record batches of one CommitLog file from ``start`` (a record boundary) to ``end``
+    or the end of its data, in file order.
+
+    Records are decoded in columns (:func:`ferrymq.store.record_columns.decode_columns`); where
+    that path stops, ``record.check_record`` decides what the record is, exactly as a
+    record-at-a-time scan would: blank or zeros end the file, damage follows ``on_invalid``.
+    """
     from ferrymq.store.record import RecordKind, check_record
+    from ferrymq.store.record_columns import decode_columns, records_batch
 
     with open(path, "rb") as fh:
         try:
@@ -138,27 +124,16 @@ def scan_segment(
         pos, limit = start, len(mm)
         stop = limit if end is None else min(end, limit)
         while pos < stop:
+            batch, after = decode_columns(
+                mm, pos, stop, limit, max_rows=batch_size, check_crc=check_crc
+            )
+            if batch.num_rows:
+                yield batch
+                pos = after
+                continue
             res = check_record(mm, pos, limit, check_crc=check_crc)
             if res.kind is RecordKind.MESSAGE and res.record is not None:
-                r = res.record
-                props = r.properties
-                keys = props.get("KEYS")
-                yield (
-                    r.topic,
-                    r.queue_id,
-                    r.queue_offset,
-                    r.physical_offset,
-                    r.store_timestamp,
-                    r.born_timestamp,
-                    r.body_len,
-                    props.get("TAGS"),
-                    [k for k in keys.split(" ") if k] if keys else [],
-                    r.reconsume_times,
-                    r.sys_flag,
-                    r.flag,
-                    r.size,
-                    props.get("UNIQ_KEY"),
-                )
+                yield records_batch([res.record])  # one the columnar path declined
                 pos += res.size
                 continue
             if res.kind in (RecordKind.BLANK, RecordKind.END):
@@ -200,41 +175,17 @@ class CommitLogReader(DataSourceReader):  # type: ignore[misc]
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        import pyarrow as pa
-
         if not isinstance(partition, SegmentPartition):
             raise TypeError(f"unexpected partition {partition!r}")
-        schema = _arrow_schema()
-        rows = scan_segment(
+        yield from scan_batches(
             partition.path,
             check_crc=self.check_crc,
             on_invalid=self.on_invalid,
             newest=partition.newest,
+            batch_size=self.batch_size,
             start=partition.start,
             end=partition.end,
         )
-        # rows go straight into per-column lists (one transpose less than tuples + zip)
-        columns: list[list[Any]] = [[] for _ in COLUMNS]
-        appends = [c.append for c in columns]
-        n = 0
-        for row in rows:
-            for append, value in zip(appends, row, strict=True):
-                append(value)
-            n += 1
-            if n >= self.batch_size:
-                yield _to_batch(pa, schema, columns)
-                columns = [[] for _ in COLUMNS]
-                appends = [c.append for c in columns]
-                n = 0
-        if n:
-            yield _to_batch(pa, schema, columns)
-
-
-def _to_batch(pa: Any, schema: Any, columns: list[list[Any]]) -> Any:
-    return pa.RecordBatch.from_arrays(
-        [pa.array(col, type=schema.field(i).type) for i, col in enumerate(columns)],
-        schema=schema,
-    )
 
 
 class CommitLogDataSource(DataSource):  # type: ignore[misc]
