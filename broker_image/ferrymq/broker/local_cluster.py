@@ -20,7 +20,17 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import ValidationError
+
+from ferrymq.store.config import MessageStoreConfig
+
 _READY = re.compile(rb"ready on port (\d+)")
+_SIZE = re.compile(r"\s*(\d+)\s*([kmg]?)(?:i?b)?\s*", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+# A dev cluster's CommitLog files: each broker preallocates (posix_fallocate) one whole file at
+# start, so upstream's 1 GiB would reserve 4 GiB of disk for the default 2 groups x (master + slave).
+LOCAL_COMMITLOG_FILE_SIZE = 128 * 1024 * 1024
 
 
 class ClusterStartError(RuntimeError):
@@ -72,6 +82,24 @@ def pick_free_port(host: str) -> int:
                 continue
             return port
     raise ClusterStartError("no free port found in 20000-32000")
+
+
+def parse_size(text: str) -> int:
+    """``"128M"``/``"128MiB"``/``"1g"``/``"134217728"`` -> bytes (binary units). Pure; ValueError
+    names the accepted forms or the store's limit that the size breaks."""
+    match = _SIZE.fullmatch(text)
+    if match is None:
+        raise ValueError(
+            f"{text!r} is not a size: use bytes or a number with K, M or G (e.g. 128M)"
+        )
+    size = int(match.group(1)) * _UNITS[match.group(2).lower()]
+    try:
+        # the broker's own limits, so the cluster never starts brokers that refuse their conf
+        MessageStoreConfig.model_validate({"mappedFileSizeCommitLog": size})
+    except ValidationError as exc:
+        reason = exc.errors()[0].get("msg", "invalid")
+        raise ValueError(f"{text!r} = {size} bytes: mappedFileSizeCommitLog {reason}") from None
+    return size
 
 
 def broker_conf_text(values: dict[str, str]) -> str:

@@ -13,10 +13,22 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ferrymq.broker.local_cluster import ClusterStartError, LocalCluster
+from ferrymq.broker.local_cluster import (
+    LOCAL_COMMITLOG_FILE_SIZE,
+    ClusterStartError,
+    LocalCluster,
+    parse_size,
+)
 from ferrymq.remoting.eventloop import run
 
 console = Console(stderr=True)
+
+
+def _commitlog_file_size(value: str) -> int:
+    try:
+        return parse_size(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 def local_cluster(
@@ -37,6 +49,18 @@ def local_cluster(
         bool, typer.Option("--demo", help="send and consume demo messages once the cluster is up")
     ] = False,
     demo_messages: Annotated[int, typer.Option("--demo-messages", min=1)] = 1000,
+    commitlog_file_size: Annotated[
+        int,
+        typer.Option(
+            "--commitlog-file-size",
+            parser=_commitlog_file_size,
+            metavar="SIZE",
+            help="size of each CommitLog file (broker.conf mappedFileSizeCommitLog), bytes or "
+            "with K/M/G. A broker reserves each file's full size on disk (posix_fallocate) when it "
+            "first writes to it, so the local default is 128M; a broker run on its own keeps "
+            "upstream's 1G. A message must fit in one file.",
+        ),
+    ] = f"{LOCAL_COMMITLOG_FILE_SIZE // (1024 * 1024)}M",  # type: ignore[assignment]
 ) -> None:
     """Run a NameServer and GROUPS broker groups locally until Ctrl-C."""
     if flush_disk_type not in ("ASYNC_FLUSH", "SYNC_FLUSH"):
@@ -52,6 +76,7 @@ def local_cluster(
         namesrv_port=namesrv_port,
         broker_port=broker_port,
         flush_disk_type=flush_disk_type,
+        mapped_file_size_commit_log=commitlog_file_size,
     )
     stop = threading.Event()
 
