@@ -34,7 +34,7 @@ import enum
 import struct
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from ferrymq.message import (
     MessageConst,
@@ -535,99 +535,112 @@ def decode_messages(
     The consumer's hot path: one fused loop with the structural checks of :func:`check_record`
     (no CRC, as :func:`decode_message_ext` by default) and no intermediate record object; a
     record that fails a check is handed to :func:`decode_message_ext`, which raises the same
-    ValueError it always did. Host strings are decoded once per distinct address.
+    ValueError it always did. Host strings are decoded once per distinct address. The body is
+    sliced as ``bytes`` (one copy per field, no memoryview objects), the properties parsed
+    inline and the MessageExt built positionally (``_EXT_FIELDS`` pins the field order).
     """
     out: list[MessageExt] = []
+    append = out.append
     end = len(buf)
-    mv = memoryview(buf)
+    data = buf if isinstance(buf, bytes) else bytes(buf)
     hosts: dict[bytes, str] = {}
     unpack_head = RECORD_HEAD.unpack_from
-    try:
-        pos = 0
-        while pos + 4 <= end:
-            (size,) = _I32.unpack_from(mv, pos)
-            if size < MIN_RECORD_SIZE or pos + size > end:
-                raise ValueError(f"record at byte {pos} has size {size}; {end - pos} bytes remain")
-            rec_end = pos + size
-            (
-                total, magic, crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
-                born_ts, born_ip, born_port, store_ts, store_ip, store_port, reconsume,
-                prepared, body_len,
-            ) = unpack_head(mv, pos)  # fmt: skip
-            body_pos = pos + BODY_POS
-            tpos = body_pos + body_len
-            ok = (
-                magic == MESSAGE_MAGIC_CODE
-                and not sys_flag & _V6_FLAGS
-                and body_len >= 0
-                and tpos + 3 <= rec_end
-            )
-            if ok:
-                topic_len = mv[tpos]
-                if topic_len > 127:  # the signed i8 of check_record: negative is invalid
-                    topic_len = 0
-                ppos = tpos + 1 + topic_len
-                ok = topic_len > 0 and ppos + 2 <= rec_end
-            if ok:
-                props_len = (mv[ppos] << 8) | mv[ppos + 1]
-                ok = props_len < 0x8000 and ppos + 2 + props_len == rec_end
-            if ok:
-                try:
-                    topic = str(mv[tpos + 1 : ppos], "utf-8")
-                    properties = (
-                        decode_properties(str(mv[ppos + 2 : rec_end], "utf-8")) if props_len else {}
-                    )
-                except UnicodeDecodeError:
-                    ok = False
-            if not ok:
-                # the slow path names what is wrong (and raises)
-                out.append(decode_message_ext(buf, pos, rec_end, decompress_body=decompress_body))
-                pos = rec_end
-                continue
-            body = bytes(mv[body_pos:tpos])
-            if decompress_body and sys_flag & MessageSysFlag.COMPRESSED_FLAG:
-                try:
-                    body = zlib.decompress(body)
-                except zlib.error as exc:
-                    raise ValueError(
-                        f"record at byte {pos}: compressed body does not inflate"
-                    ) from exc
-            store_host_str = hosts.get(store_ip)
-            if store_host_str is None:
-                store_host_str = hosts[store_ip] = unpack_host(store_ip)
-            born_host_str = hosts.get(born_ip)
-            if born_host_str is None:
-                born_host_str = hosts[born_ip] = unpack_host(born_ip)
-            msg_id = properties.get(_UNIQ_KEY) or create_message_id(
-                (store_ip, store_port), physical_offset
-            )
-            out.append(
-                MessageExt(
-                    topic=topic,
-                    body=body,
-                    flag=flag,
-                    properties=properties,
-                    queue_id=queue_id,
-                    store_size=total,
-                    queue_offset=queue_offset,
-                    sys_flag=sys_flag,
-                    born_timestamp=born_ts,
-                    born_host=(born_host_str, born_port),
-                    store_timestamp=store_ts,
-                    store_host=(store_host_str, store_port),
-                    msg_id=msg_id,
-                    commit_log_offset=physical_offset,
-                    body_crc=crc,
-                    reconsume_times=reconsume,
-                    prepared_transaction_offset=prepared,
-                )
-            )
+    ext = MessageExt
+    compressed = MessageSysFlag.COMPRESSED_FLAG
+    pos = 0
+    while pos + 4 <= end:
+        if pos + MIN_RECORD_SIZE > end:
+            (size,) = _I32.unpack_from(data, pos)
+            raise ValueError(f"record at byte {pos} has size {size}; {end - pos} bytes remain")
+        (
+            total, magic, crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
+            born_ts, born_ip, born_port, store_ts, store_ip, store_port, reconsume,
+            prepared, body_len,
+        ) = unpack_head(data, pos)  # fmt: skip
+        rec_end = pos + total
+        if total < MIN_RECORD_SIZE or rec_end > end:
+            raise ValueError(f"record at byte {pos} has size {total}; {end - pos} bytes remain")
+        body_pos = pos + BODY_POS
+        tpos = body_pos + body_len
+        properties: dict[str, str] | None = None
+        if (
+            magic == MESSAGE_MAGIC_CODE
+            and not sys_flag & _V6_FLAGS
+            and body_len >= 0
+            and tpos + 3 <= rec_end
+        ):
+            topic_len = data[tpos]  # the signed i8 of check_record: above 127 is negative
+            ppos = tpos + 1 + topic_len
+            if 0 < topic_len <= 127 and ppos + 2 <= rec_end:
+                props_len = (data[ppos] << 8) | data[ppos + 1]
+                if props_len < 0x8000 and ppos + 2 + props_len == rec_end:
+                    try:
+                        topic = data[tpos + 1 : ppos].decode()
+                        properties = {}
+                        if props_len:
+                            # decode_properties, inlined (once per message)
+                            for item in data[ppos + 2 : rec_end].decode().split("\x02"):
+                                name, sep, value = item.partition("\x01")
+                                if sep and name:
+                                    properties[name] = value
+                    except UnicodeDecodeError:
+                        properties = None
+        if properties is None:
+            # the slow path names what is wrong (and raises)
+            append(decode_message_ext(data, pos, rec_end, decompress_body=decompress_body))
             pos = rec_end
-        if pos != end:
-            raise ValueError(f"{end - pos} trailing bytes after the last record")
-    finally:
-        mv.release()
+            continue
+        body = data[body_pos:tpos]
+        if decompress_body and sys_flag & compressed:
+            try:
+                body = zlib.decompress(body)
+            except zlib.error as exc:
+                raise ValueError(f"record at byte {pos}: compressed body does not inflate") from exc
+        store_host = hosts.get(store_ip)
+        if store_host is None:
+            store_host = hosts[store_ip] = unpack_host(store_ip)
+        born_host = hosts.get(born_ip)
+        if born_host is None:
+            born_host = hosts[born_ip] = unpack_host(born_ip)
+        msg_id = properties.get(_UNIQ_KEY) or create_message_id(
+            (store_ip, store_port), physical_offset
+        )
+        append(
+            ext(
+                topic,
+                body,
+                flag,
+                properties,
+                None,
+                queue_id,
+                total,
+                queue_offset,
+                sys_flag,
+                born_ts,
+                (born_host, born_port),
+                store_ts,
+                (store_host, store_port),
+                msg_id,
+                physical_offset,
+                crc,
+                reconsume,
+                prepared,
+            )
+        )
+        pos = rec_end
+    if pos != end:
+        raise ValueError(f"{end - pos} trailing bytes after the last record")
     return out
+
+
+# decode_messages builds MessageExt positionally: fail at import if the field order moves
+_EXT_FIELDS = (
+    "topic", "body", "flag", "properties", "transaction_id", "queue_id", "store_size",
+    "queue_offset", "sys_flag", "born_timestamp", "born_host", "store_timestamp", "store_host",
+    "msg_id", "commit_log_offset", "body_crc", "reconsume_times", "prepared_transaction_offset",
+)  # fmt: skip
+if tuple(f.name for f in fields(MessageExt)) != _EXT_FIELDS:  # pragma: no cover - a guard
+    raise ImportError("MessageExt fields moved: update decode_messages and _EXT_FIELDS")
 
 
 def read_physical_offset(buf: object, pos: int) -> int:
