@@ -17,7 +17,10 @@ import logging
 import struct
 import time
 from collections.abc import Sequence
+from itertools import repeat
+from operator import and_
 from pathlib import Path
+from typing import Any
 
 from ferrymq.message import (
     Message,
@@ -45,6 +48,15 @@ _HEAD_VARYING = struct.Struct(">iIiiiqq")  # TOTALSIZE .. PHYSICALOFFSET
 _HEAD_CONSTANT = struct.Struct(">iq4siq4siiq")  # SYSFLAG .. PREPAREDTRANSACTIONOFFSET
 assert _HEAD_VARYING.size == rec.SYS_FLAG_POS
 assert _HEAD_VARYING.size + _HEAD_CONSTANT.size == rec.BODY_LEN_POS
+# The whole record head in one call: the varying fields, the batch's constant 48 bytes, BODYLEN.
+_HEAD_FULL = struct.Struct(f">iIiiiqq{_HEAD_CONSTANT.size}si")
+assert _HEAD_FULL.size == rec.BODY_POS
+_SIZE_MAGIC = struct.Struct(">iI")
+# A batch whose items all have the same lengths is parsed and encoded with one struct call each
+# (no per-record Python code); these bound the compiled structs kept per CommitLog.
+_UNIFORM_MAX_ITEMS = 1024
+_UNIFORM_CACHE_MAX = 32
+_CRC_MASK = 0x7FFFFFFF
 
 
 class AppendError(Exception):
@@ -86,6 +98,10 @@ class CommitLog:
         self.topic_queue_table: dict[str, int] = {}
         self.last_append_timestamp = 0
         self._born_ip_cache: dict[str, bytes] = {}
+        # (items, body length, properties length, topic length) -> (parse, encode) structs.
+        self._uniform_structs: dict[
+            tuple[int, int, int, int], tuple[struct.Struct, struct.Struct]
+        ] = {}
         # msgId = hex(store ip + port) + hex(offset): the first half never changes.
         self._msg_id_prefix = (self._store_ip + _U32.pack(self._store_port)).hex().upper()
 
@@ -277,12 +293,13 @@ class CommitLog:
     ) -> AppendMessageResult:
         """Append a SEND_BATCH_MESSAGE body without building message objects (the hot path).
 
-        One pass validates each item and encodes its record as parts (head, then the item's own
-        BODYLEN+BODY and PROPERTIESLEN+PROPERTIES bytes, which the record lays out in the same
-        order around the topic); one copy puts the whole batch into the map. A malformed body
-        raises AppendError before anything is written. When the batch does not fit in the
-        current file, the file is closed with a blank record and the batch re-encoded for the
-        next one (physical offsets change).
+        A body whose items all have the same lengths (the common case: one producer, one
+        message shape) is checked, parsed and encoded straight into the map with one compiled
+        struct call each. Any other body takes the general path: one pass validates each item
+        and encodes its record as parts (head, then the item's own BODY and
+        PROPERTIESLEN+PROPERTIES bytes around the topic), joined and copied in once. Either
+        way a malformed body raises AppendError before anything is written, and a batch that
+        does not fit in the current file goes whole to the next one (after a blank record).
         """
         topic = batch.topic.encode("utf-8")
         topic_len = len(topic)
@@ -297,30 +314,59 @@ class CommitLog:
         key = queue_key(batch.topic, batch.queue_id)
         has_slot = takes_queue_offset(batch.sys_flag)
         queue_offset = self.topic_queue_table.get(key, 0) if has_slot else 0
-        view = memoryview(body)
-        try:
-            mfq = self.mapped_file_queue
-            mf = mfq.get_or_create_last_mapped_file(0)
-            first_offset = mf.file_from_offset + mf.wrote_position
-            data, offsets = self._encode_batch(
-                batch, topic, view, first_offset, store_ts, queue_offset, has_slot
+        uniform = self._parse_uniform(body, topic_len)
+        if uniform is not None:
+            count, record_size, fields, encoder = uniform
+            total = count * record_size
+            if total > self.max_message_size:
+                raise AppendError(
+                    AppendMessageStatus.MESSAGE_SIZE_EXCEEDED,
+                    f"batch is {total} bytes encoded; max {self.max_message_size}",
+                )
+            mf = self._file_for(total, store_ts)
+            wpos = mf.wrote_position
+            first_offset = mf.file_from_offset + wpos
+            offsets = range(first_offset, first_offset + total, record_size)
+            encoder.pack_into(
+                mf.buffer,
+                wpos,
+                *self._uniform_args(
+                    batch,
+                    topic,
+                    fields,
+                    count,
+                    record_size,
+                    offsets,
+                    store_ts,
+                    queue_offset,
+                    has_slot,
+                ),
             )
-            total = len(data)
-            if mf.free_space < total + rec.END_FILE_MIN_BLANK_LENGTH:
-                mf = self._file_for(total, store_ts)
+            msg_num = count
+            record_offsets = list(offsets)
+        else:
+            view = memoryview(body)
+            try:
+                mf = self._file_for(0, store_ts)
                 first_offset = mf.file_from_offset + mf.wrote_position
-                data, offsets = self._encode_batch(
+                data, record_offsets = self._encode_batch(
                     batch, topic, view, first_offset, store_ts, queue_offset, has_slot
                 )
-        except OSError as exc:
-            raise StoreFileError(f"cannot create a CommitLog file: {exc}") from exc
-        finally:
-            view.release()
-        wpos = mf.wrote_position
-        mf.buffer[wpos : wpos + total] = data
+                total = len(data)
+                if mf.free_space < total + rec.END_FILE_MIN_BLANK_LENGTH:
+                    mf = self._file_for(total, store_ts)
+                    first_offset = mf.file_from_offset + mf.wrote_position
+                    data, record_offsets = self._encode_batch(
+                        batch, topic, view, first_offset, store_ts, queue_offset, has_slot
+                    )
+            finally:
+                view.release()
+            wpos = mf.wrote_position
+            mf.buffer[wpos : wpos + total] = data
+            msg_num = len(record_offsets)
         mf.advance(total, store_ts)
         if has_slot:
-            self.topic_queue_table[key] = queue_offset + len(offsets)
+            self.topic_queue_table[key] = queue_offset + msg_num
         self.last_append_timestamp = store_ts
         return AppendMessageResult(
             AppendMessageStatus.PUT_OK,
@@ -328,10 +374,90 @@ class CommitLog:
             wrote_bytes=total,
             store_timestamp=store_ts,
             queue_offset=queue_offset,
-            msg_num=len(offsets),
+            msg_num=msg_num,
             msg_id_prefix=self._msg_id_prefix,
-            record_offsets=offsets,
+            record_offsets=record_offsets,
         )
+
+    def _parse_uniform(
+        self, body: bytes | memoryview, topic_len: int
+    ) -> tuple[int, int, tuple[Any, ...], struct.Struct] | None:
+        """``(items, record size, parsed fields, encoder)`` when every item of the body has the
+        lengths of the first one and they add up, else None (the general path then decides,
+        and names what is malformed).
+
+        The fields are 8 per item: TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BODYLEN, BODY,
+        PROPERTIESLEN, PROPERTIES; all lengths are checked against the first item's here.
+        """
+        end = len(body)
+        if end < _BATCH_ITEM.size:
+            return None
+        item_size, _magic, _crc, _flag, body_len = _BATCH_ITEM.unpack_from(body, 0)
+        props_len = item_size - 22 - body_len
+        if body_len < 0 or props_len < 0 or body_len > self.max_message_size or end % item_size:
+            return None
+        count = end // item_size
+        if count > _UNIFORM_MAX_ITEMS:
+            return None
+        shape = (count, body_len, props_len, topic_len)
+        structs = self._uniform_structs.get(shape)
+        if structs is None:
+            structs = _uniform_structs(*shape)
+            if len(self._uniform_structs) >= _UNIFORM_CACHE_MAX:
+                del self._uniform_structs[next(iter(self._uniform_structs))]
+            self._uniform_structs[shape] = structs
+        parser, encoder = structs
+        fields = parser.unpack(body)
+        if (
+            fields[0::8].count(item_size) != count
+            or fields[4::8].count(body_len) != count
+            or fields[6::8].count(props_len) != count
+        ):
+            return None
+        return count, item_size + rec.MIN_RECORD_SIZE + topic_len - 22, fields, encoder
+
+    def _uniform_args(
+        self,
+        batch: MessageInner,
+        topic: bytes,
+        fields: tuple[Any, ...],
+        count: int,
+        record_size: int,
+        offsets: range,
+        store_ts: int,
+        queue_offset: int,
+        has_slot: bool,
+    ) -> list[Any]:
+        """The encoder's arguments, 10 per record (see :func:`_uniform_structs`), interleaved
+        with extended-slice assignments: no per-record Python code."""
+        born_ip = self._packed(batch.born_host[0])
+        body_len = fields[4]
+        bodies = fields[5::8]
+        args: list[Any] = [None] * (10 * count)
+        args[0::10] = [_SIZE_MAGIC.pack(record_size, rec.MESSAGE_MAGIC_CODE)] * count
+        args[1::10] = list(map(and_, map(rec.crc32, bodies), repeat(_CRC_MASK)))
+        args[2::10] = [batch.queue_id] * count
+        args[3::10] = fields[3::8]  # FLAG
+        args[4::10] = range(queue_offset, queue_offset + count) if has_slot else [0] * count
+        args[5::10] = offsets
+        args[6::10] = [
+            _HEAD_CONSTANT.pack(
+                batch.sys_flag,
+                batch.born_timestamp,
+                born_ip,
+                batch.born_host[1],
+                store_ts,
+                self._store_ip,
+                self._store_port,
+                batch.reconsume_times,
+                batch.prepared_transaction_offset,
+            )
+            + _I32.pack(body_len)
+        ] * count
+        args[7::10] = bodies
+        args[8::10] = [bytes([len(topic)]) + topic + _PROPS_LEN.pack(fields[6])] * count
+        args[9::10] = fields[7::8]  # PROPERTIES
+        return args
 
     def _encode_batch(
         self,
@@ -350,28 +476,21 @@ class CommitLog:
         max_size = self.max_message_size
         end = len(view)
         born_ip = self._packed(batch.born_host[0])
-        born_port = batch.born_host[1]
         queue_id = batch.queue_id
-        sys_flag = batch.sys_flag
-        born_ts = batch.born_timestamp
-        store_ip = self._store_ip
-        store_port = self._store_port
-        reconsume = batch.reconsume_times
-        prepared = batch.prepared_transaction_offset
         unpack_item = _BATCH_ITEM.unpack_from
         unpack_props = _PROPS_LEN.unpack_from
-        pack_head = _HEAD_VARYING.pack
+        pack_head = _HEAD_FULL.pack
         # SYSFLAG..PREPAREDTRANSACTIONOFFSET are the same for every record of the batch.
         head_tail = _HEAD_CONSTANT.pack(
-            sys_flag,
-            born_ts,
+            batch.sys_flag,
+            batch.born_timestamp,
             born_ip,
-            born_port,
+            batch.born_host[1],
             store_ts,
-            store_ip,
-            store_port,
-            reconsume,
-            prepared,
+            self._store_ip,
+            self._store_port,
+            batch.reconsume_times,
+            batch.prepared_transaction_offset,
         )
         crc32 = rec.crc32
         magic = rec.MESSAGE_MAGIC_CODE
@@ -404,13 +523,13 @@ class CommitLog:
                         f"(maxMessageSize {max_size})",
                     )
                 size = item_size + delta
+                item_body = view[pos + 20 : body_end]  # for the CRC and the record
                 extend((
                     pack_head(
-                        size, magic, crc32(view[pos + 20 : body_end]) & 0x7FFFFFFF,
-                        queue_id, flag, qo, offset,
+                        size, magic, crc32(item_body) & 0x7FFFFFFF, queue_id, flag, qo, offset,
+                        head_tail, body_len,
                     ),
-                    head_tail,
-                    view[pos + 16 : body_end],  # BODYLEN + BODY
+                    item_body,
                     topic_part,
                     view[body_end : pos + item_size],  # PROPERTIESLEN + PROPERTIES
                 ))  # fmt: skip
@@ -490,6 +609,23 @@ class CommitLog:
             return rec.read_store_timestamp(sel.buffer, 0)
         finally:
             sel.release()
+
+
+def _uniform_structs(
+    count: int, body_len: int, props_len: int, topic_len: int
+) -> tuple[struct.Struct, struct.Struct]:
+    """Parser of a batch body of ``count`` items with these lengths, and encoder of its records.
+
+    Encoder fields per record: TOTALSIZE+MAGICCODE (8 bytes, the same for all), BODYCRC,
+    QUEUEID, FLAG, QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG..PREPAREDTRANSACTIONOFFSET+BODYLEN
+    (52 bytes, the same for all), BODY, TOPICLEN+TOPIC+PROPERTIESLEN (the same for all),
+    PROPERTIES: the v1 layout of :mod:`ferrymq.store.record`.
+    """
+    parser = struct.Struct(">" + f"iiiii{body_len}sh{props_len}s" * count)
+    encoder = struct.Struct(
+        ">" + f"8siiiqq{_HEAD_CONSTANT.size + 4}s{body_len}s{topic_len + 3}s{props_len}s" * count
+    )
+    return parser, encoder
 
 
 def _pack_born_ip(ip: str) -> bytes:
