@@ -13,6 +13,7 @@ from typing import Protocol
 from ferrymq.store import record as rec
 from ferrymq.store.commit_log import CommitLog
 from ferrymq.store.consume_queue import BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE, CQ_UNIT, ConsumeQueue
+from ferrymq.store.mapped_file import SelectMappedBufferResult
 from ferrymq.store.results import GetMessageResult, GetMessageStatus
 
 
@@ -78,6 +79,13 @@ def read_queue(
     max_phy = commit_log.max_offset
     last_phy_pulled = 0
     pos = 0
+    messages = result.messages
+    queue_offsets = result.queue_offsets
+    # One held slice of a CommitLog file, from the first record read in it to its written end;
+    # each record is a sub-view of it (one file hold per pull instead of one per record).
+    span: SelectMappedBufferResult | None = None
+    span_start = span_end = 0
+    select = commit_log.mapped_file_queue.select
     try:
         buf = sel.buffer
         limit = min(sel.size, max_filter_bytes)
@@ -86,9 +94,8 @@ def read_queue(
             if size == BLANK_UNIT_SIZE:
                 pos += CQ_STORE_UNIT_SIZE
                 continue
-            if result.messages and (
-                len(result.messages) >= max_count
-                or result.buffer_total_size + size > limits.max_bytes
+            if messages and (
+                len(messages) >= max_count or result.buffer_total_size + size > limits.max_bytes
             ):
                 break
             if phy + size > max_phy:
@@ -99,22 +106,29 @@ def read_queue(
             if message_filter is not None and not message_filter.is_matched_by_consume_queue(tags):
                 pos += CQ_STORE_UNIT_SIZE
                 continue
-            msg = commit_log.get_message(phy, size)
-            if msg is None:
-                if not result.messages:
-                    result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
-                next_phy_file_start = commit_log.roll_next_file(phy)
-                pos += CQ_STORE_UNIT_SIZE
-                continue
+            if span is None or phy < span_start or phy + size > span_end:
+                span = select(phy)
+                if span is None or span.size < size:
+                    if span is not None:
+                        span.release()
+                        span = None
+                    if not messages:
+                        result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
+                    next_phy_file_start = commit_log.roll_next_file(phy)
+                    pos += CQ_STORE_UNIT_SIZE
+                    continue
+                result._releasers.append(span.release)
+                span_start = span.start_offset
+                span_end = span_start + span.size
+            view = span.buffer[phy - span_start : phy - span_start + size]
             if message_filter is not None and not message_filter.is_matched_by_commit_log(
-                msg.buffer, _record_properties(msg.buffer)
+                view, _record_properties(view)
             ):
-                msg.release()
+                view.release()
                 pos += CQ_STORE_UNIT_SIZE
                 continue
-            result.messages.append(msg.buffer)
-            result.queue_offsets.append(offset + pos // CQ_STORE_UNIT_SIZE)
-            result._releasers.append(msg.release)
+            messages.append(view)
+            queue_offsets.append(offset + pos // CQ_STORE_UNIT_SIZE)
             result.buffer_total_size += size
             last_phy_pulled = phy
             result.status = GetMessageStatus.FOUND
