@@ -107,6 +107,7 @@ class ConsumeService:
             raise ValueError("consume_batch_max_size and consume_thread_max must be >= 1")
         self.listener = listener
         self.group = group
+        self._retry_topic = RETRY_GROUP_TOPIC_PREFIX + group
         self.offset_store = offset_store
         self.send_back = send_back
         self.clustering = clustering
@@ -182,8 +183,11 @@ class ConsumeService:
     async def _consume(self, job: _Job) -> None:
         if job.pq.dropped:
             return
-        for msg in job.msgs:
-            restore_retry_topic(msg, self.group)
+        if job.mq.topic == self._retry_topic:
+            # only the group's retry queues hold redelivered messages (a queue's records carry
+            # its topic), so other batches skip the per-message check
+            for msg in job.msgs:
+                restore_retry_topic(msg, self.group)
         ctx = ConsumeContext(job.mq)
         status = await self._call_listener(job.msgs, ctx)
         if job.pq.dropped:
