@@ -57,6 +57,8 @@ _SIZE_MAGIC = struct.Struct(">iI")
 _UNIFORM_MAX_ITEMS = 1024
 _UNIFORM_CACHE_MAX = 32
 _CRC_MASK = 0x7FFFFFFF
+# NOT (0) and COMMIT (8) take a queue slot, PREPARED (4) and ROLLBACK (12) do not: bit 4 decides.
+_NO_SLOT_BIT = MessageSysFlag.TRANSACTION_PREPARED_TYPE
 
 
 class AppendError(Exception):
@@ -98,6 +100,7 @@ class CommitLog:
         self.topic_queue_table: dict[str, int] = {}
         self.last_append_timestamp = 0
         self._born_ip_cache: dict[str, bytes] = {}
+        self._topic_parts: dict[str, bytes] = {}
         # (items, body length, properties length, topic length) -> (parse, encode) structs.
         self._uniform_structs: dict[
             tuple[int, int, int, int], tuple[struct.Struct, struct.Struct]
@@ -161,44 +164,57 @@ class CommitLog:
             raise StoreFileError(f"cannot create a CommitLog file: {exc}") from exc
         return mf
 
+    def _topic_part(self, topic: str) -> bytes:
+        """TOPICLEN + TOPIC of a record, for a valid topic (cached: a broker has few topics)."""
+        part = self._topic_parts.get(topic)
+        if part is None:
+            encoded = topic.encode("utf-8")
+            if not encoded or len(encoded) > rec.MAX_TOPIC_BYTES:
+                self._check_lengths(encoded, b"", 0)  # raises, naming the rule
+            part = bytes([len(encoded)]) + encoded
+            if len(self._topic_parts) < 4096:
+                self._topic_parts[topic] = part
+        return part
+
     def put_message(self, msg: MessageInner, now_ms: int | None = None) -> AppendMessageResult:
-        """Append one message; raises AppendError / StoreFileError when it cannot."""
-        topic = msg.topic.encode("utf-8")
+        """Append one message; raises AppendError / StoreFileError when it cannot.
+
+        The record is built as head + body + topic + properties, joined, and copied into the
+        map once (the broker's SEND_MESSAGE path: kept free of per-field calls).
+        """
+        topic_part = self._topic_part(msg.topic)
         props_text = msg.properties_string
         if not props_text and msg.properties:
             # A caller that filled only the dict: store what it meant, not an empty string.
             props_text = encode_properties(msg.properties)
         props = props_text.encode("utf-8")
         body = msg.body
-        self._check_lengths(topic, props, len(body))
-        size = rec.record_size(len(body), len(topic), len(props))
+        body_len = len(body)
+        props_len = len(props)
+        if props_len > rec.MAX_PROPERTIES_BYTES or body_len > self.max_message_size:
+            self._check_lengths(topic_part[1:], props, body_len)  # raises, naming the rule
+        size = rec.MIN_RECORD_SIZE - 1 + body_len + len(topic_part) + props_len
         store_ts = int(time.time() * 1000) if now_ms is None else now_ms
-        mf = self._file_for(size, store_ts)
+        mf = self.mapped_file_queue.get_last_mapped_file()
+        if mf is None or mf.file_size - mf.wrote_position < size + rec.END_FILE_MIN_BLANK_LENGTH:
+            mf = self._file_for(size, store_ts)
         pos = mf.wrote_position
         wrote_offset = mf.file_from_offset + pos
-        key = queue_key(msg.topic, msg.queue_id)
-        has_slot = takes_queue_offset(msg.sys_flag)
+        queue_id = msg.queue_id
+        key = f"{msg.topic}-{queue_id}"
+        sys_flag = msg.sys_flag
+        has_slot = not sys_flag & _NO_SLOT_BIT  # takes_queue_offset, inlined
         queue_offset = self.topic_queue_table.get(key, 0) if has_slot else 0
         born_ip, born_port = msg.born_host
-        rec.encode_record_into(
-            mf.buffer,
-            pos,
-            queue_id=msg.queue_id,
-            flag=msg.flag,
-            queue_offset=queue_offset,
-            physical_offset=wrote_offset,
-            sys_flag=msg.sys_flag,
-            born_timestamp=msg.born_timestamp,
-            born_ip=self._packed(born_ip),
-            born_port=born_port,
-            store_timestamp=store_ts,
-            store_ip=self._store_ip,
-            store_port=self._store_port,
-            reconsume_times=msg.reconsume_times,
-            prepared_transaction_offset=msg.prepared_transaction_offset,
-            body=body,
-            topic=topic,
-            properties=props,
+        packed_born = self._born_ip_cache.get(born_ip) or self._packed(born_ip)
+        head = rec.RECORD_HEAD.pack(
+            size, rec.MESSAGE_MAGIC_CODE, rec.crc32(body) & _CRC_MASK, queue_id, msg.flag,
+            queue_offset, wrote_offset, sys_flag, msg.born_timestamp, packed_born, born_port,
+            store_ts, self._store_ip, self._store_port, msg.reconsume_times,
+            msg.prepared_transaction_offset, body_len,
+        )  # fmt: skip
+        mf.buffer[pos : pos + size] = b"".join(
+            (head, body, topic_part, _PROPS_LEN.pack(props_len), props)
         )
         mf.advance(size, store_ts)
         if has_slot:
@@ -206,13 +222,13 @@ class CommitLog:
         self.last_append_timestamp = store_ts
         return AppendMessageResult(
             AppendMessageStatus.PUT_OK,
-            wrote_offset=wrote_offset,
-            wrote_bytes=size,
-            store_timestamp=store_ts,
-            queue_offset=queue_offset,
-            msg_num=1,
-            msg_id_prefix=self._msg_id_prefix,
-            record_offsets=[wrote_offset],
+            wrote_offset,
+            size,
+            store_ts,
+            queue_offset,
+            1,
+            self._msg_id_prefix,
+            [wrote_offset],
         )
 
     def put_messages(
