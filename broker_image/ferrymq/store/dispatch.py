@@ -11,7 +11,6 @@ earlier offset.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -177,15 +176,24 @@ class ReputService:
         self.reput_from_offset = 0
         self.dispatched_messages = 0
         self._tags_cache: dict[str, int] = {}
-        self._wake = asyncio.Event()
+        # A wake-up is a flag plus, while the task sleeps, a future to resolve: cheaper per
+        # append than an Event waited on with wait_for (a task and a timer per wait).
+        self._woken = False
+        self._waiter: asyncio.Future[None] | None = None
         self._stopped = False
         self._task: asyncio.Task[None] | None = None
+        self._tick: asyncio.TimerHandle | None = None
 
     def behind(self) -> int:
         return self.commit_log.max_offset - self.reput_from_offset
 
     def wakeup(self) -> None:
-        self._wake.set()
+        self._woken = True
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
 
     def do_reput(self, max_records: int | None = None, *, notify: bool = True) -> int:
         """Dispatch records from ``reput_from_offset`` to the CommitLog end (or ``max_records``);
@@ -252,23 +260,40 @@ class ReputService:
                 log.exception("dispatch listener failed")
 
     async def run(self) -> None:
+        loop = asyncio.get_running_loop()
         while not self._stopped:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=1.0)
-            self._wake.clear()
+            if not self._woken:
+                waiter = self._waiter = loop.create_future()
+                try:
+                    await waiter
+                finally:
+                    self._waiter = None
+            self._woken = False
             while not self._stopped:
                 # Bounded rounds so appends and pulls interleave with a large catch-up.
                 if self.do_reput(max_records=2048) < 2048:
                     break
                 await asyncio.sleep(0)
 
+    def _on_tick(self) -> None:
+        """Once a second, as upstream's polling: a missed wake-up delays dispatch by 1 s at most."""
+        if self._stopped:
+            return
+        self.wakeup()
+        self._tick = asyncio.get_running_loop().call_later(1.0, self._on_tick)
+
     def start(self) -> None:
         self._stopped = False
-        self._task = asyncio.get_running_loop().create_task(self.run(), name="ferrymq-reput")
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self.run(), name="ferrymq-reput")
+        self._tick = loop.call_later(1.0, self._on_tick)
 
     async def stop(self) -> None:
         self._stopped = True
-        self._wake.set()
+        if self._tick is not None:
+            self._tick.cancel()
+            self._tick = None
+        self.wakeup()
         if self._task is not None:
             await self._task
             self._task = None

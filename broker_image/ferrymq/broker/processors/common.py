@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from ferrymq.message import MessageExt, encode_properties, pack_host
 from ferrymq.remoting.bodies import BodyError
@@ -18,7 +19,7 @@ log = logging.getLogger(__name__)
 
 Response = RemotingCommand | None
 SyncHandler = Callable[[Channel, RemotingCommand], Response]
-AsyncHandler = Callable[[Channel, RemotingCommand], Awaitable[Response]]
+AsyncHandler = Callable[[Channel, RemotingCommand], Coroutine[Any, Any, Response]]
 
 # errors a client caused: answered with a remark, logged without a traceback
 BAD_INPUT = (HeaderError, BodyError)

@@ -36,6 +36,7 @@ from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.headers import SendMessageRequestHeader
+from ferrymq.remoting.processor import eager
 from ferrymq.remoting.server import RemotingServer
 from ferrymq.store.results import PutMessageResult, PutMessageStatus
 
@@ -114,7 +115,8 @@ class SendMessageProcessor:
         self.stats = SendStats()
 
     def register_to(self, server: RemotingServer) -> None:
-        handler = guarded_async(self.process)
+        # eager: a put that needs no durability wait (ASYNC_FLUSH) is answered without a task
+        handler = eager(guarded_async(self.process))
         for code in (
             RequestCode.SEND_MESSAGE,
             RequestCode.SEND_MESSAGE_V2,

@@ -1,0 +1,175 @@
+"""Eager coroutine handlers: answered inline when they never wait, resumed as a task when they do."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+from ferrymq.remoting.channel import Channel
+from ferrymq.remoting.client import RemotingClient
+from ferrymq.remoting.codes import ResponseCode
+from ferrymq.remoting.command import RemotingCommand
+from ferrymq.remoting.processor import eager, run_eagerly
+from ferrymq.remoting.server import RemotingServer
+
+INLINE, WAITS, FAILS, FAILS_LATER, HANGS = 910, 911, 912, 913, 914
+
+
+async def test_run_eagerly_returns_the_result_of_a_coroutine_that_never_waits() -> None:
+    steps: list[str] = []
+
+    async def inner() -> int:
+        steps.append("inner")
+        return 7
+
+    async def outer() -> int:
+        value = await inner()
+        steps.append("outer")
+        return value * 6
+
+    assert run_eagerly(outer()) == 42
+    assert steps == ["inner", "outer"]
+
+
+async def test_run_eagerly_resumes_a_suspended_coroutine_with_results_and_errors() -> None:
+    loop = asyncio.get_running_loop()
+    first: asyncio.Future[int] = loop.create_future()
+    second: asyncio.Future[int] = loop.create_future()
+    seen: list[object] = []
+
+    async def job() -> int:
+        seen.append("started")
+        a = await first
+        seen.append(a)
+        try:
+            await second
+        except KeyError as exc:
+            seen.append(repr(exc))
+        await asyncio.sleep(0)  # a bare yield
+        return a + 1
+
+    pending = run_eagerly(job())
+    assert seen == ["started"]  # ran on the caller's stack up to the first wait
+    assert asyncio.iscoroutine(pending)
+    task = asyncio.ensure_future(pending)
+    await asyncio.sleep(0)
+    assert not task.done()
+    first.set_result(41)
+    await asyncio.sleep(0)
+    second.set_exception(KeyError("k"))
+    assert await asyncio.wait_for(task, 5) == 42
+    assert seen == ["started", 41, "KeyError('k')"]
+
+
+async def test_run_eagerly_propagates_cancellation_into_the_coroutine() -> None:
+    cleaned = asyncio.Event()
+
+    async def job() -> None:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            cleaned.set()
+
+    pending = run_eagerly(job())
+    assert asyncio.iscoroutine(pending)
+    task = asyncio.ensure_future(pending)
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert cleaned.is_set()
+
+
+async def test_run_eagerly_raises_errors_of_the_eager_part() -> None:
+    async def job() -> None:
+        raise ValueError("bad header")
+
+    with pytest.raises(ValueError, match="bad header"):
+        run_eagerly(job())
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[RemotingServer]:
+    srv = RemotingServer("127.0.0.1", 0, name="eager-test")
+    hung: list[asyncio.Event] = []
+
+    async def inline(ch: Channel, req: RemotingCommand) -> RemotingCommand:
+        return req.response(0, ext_fields={"n": req.ext_fields["n"]})
+
+    async def waits(ch: Channel, req: RemotingCommand) -> RemotingCommand:
+        await asyncio.sleep(float(req.ext_fields["delay"]))
+        return req.response(0, ext_fields={"n": req.ext_fields["n"]})
+
+    async def fails(ch: Channel, req: RemotingCommand) -> RemotingCommand:
+        raise RuntimeError("eager part failed")
+
+    async def fails_later(ch: Channel, req: RemotingCommand) -> RemotingCommand:
+        await asyncio.sleep(0.01)
+        raise RuntimeError("resumed part failed")
+
+    async def hangs(ch: Channel, req: RemotingCommand) -> RemotingCommand:
+        done = asyncio.Event()
+        hung.append(done)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            done.set()
+        raise AssertionError
+
+    for code, fn in (
+        (INLINE, inline),
+        (WAITS, waits),
+        (FAILS, fails),
+        (FAILS_LATER, fails_later),
+        (HANGS, hangs),
+    ):
+        srv.register(code, eager(fn))
+    srv.hung = hung  # type: ignore[attr-defined]
+    await srv.start()
+    yield srv
+    await srv.stop()
+
+
+async def test_eager_handlers_over_a_socket(server: RemotingServer) -> None:
+    addr = f"127.0.0.1:{server.port}"
+    client = RemotingClient()
+    try:
+        inline = await client.invoke(addr, RemotingCommand.request(INLINE, {"n": 1}), timeout=5)
+        assert (inline.code, inline.ext_fields["n"]) == (0, "1")
+        # suspended handlers resume as tasks and may finish out of order
+        calls = [
+            client.invoke(
+                addr, RemotingCommand.request(WAITS, {"delay": (3 - i) * 0.02, "n": i}), timeout=5
+            )
+            for i in range(3)
+        ]
+        assert [r.ext_fields["n"] for r in await asyncio.gather(*calls)] == ["0", "1", "2"]
+        for code, remark in ((FAILS, "eager part failed"), (FAILS_LATER, "resumed part failed")):
+            resp = await client.invoke(addr, RemotingCommand.request(code), timeout=5)
+            assert resp.code == ResponseCode.SYSTEM_ERROR
+            assert remark in (resp.remark or "")
+    finally:
+        await client.close()
+
+
+async def test_suspended_eager_handler_is_cancelled_when_its_connection_closes(
+    server: RemotingServer,
+) -> None:
+    addr = f"127.0.0.1:{server.port}"
+    client = RemotingClient()
+    try:
+        call = asyncio.ensure_future(
+            client.invoke(addr, RemotingCommand.request(HANGS), timeout=10)
+        )
+        hung: list[asyncio.Event] = server.hung  # type: ignore[attr-defined]
+        deadline = asyncio.get_running_loop().time() + 5
+        while not hung and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+        assert hung, "handler never started"
+        client.close_channel(addr)
+        await asyncio.wait_for(hung[0].wait(), 5)
+        with pytest.raises(Exception):  # noqa: B017 - the call fails with the closed connection
+            await call
+    finally:
+        await client.close()
