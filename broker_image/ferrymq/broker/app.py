@@ -35,6 +35,7 @@ from ferrymq.broker.subscription_groups import SubscriptionGroupManager
 from ferrymq.broker.topic_config import TopicConfigManager
 from ferrymq.ha.broker_ha import BrokerHA, ManagerSyncTargets
 from ferrymq.ha.config import HASettings, Role
+from ferrymq.ha.metrics import HACollector, ha_figures
 from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import ResponseCode
@@ -383,6 +384,9 @@ class BrokerApp:
         self.metrics = MetricsServer(
             host, self.config.metrics_port, BrokerCollector(labels, self.figures)
         )
+        if self.ha is not None:
+            ha_service = self.ha.service
+            self.metrics.registry.register(HACollector(labels, lambda: ha_figures(ha_service)))
         self.metrics.start()
 
     # --- shutdown ---------------------------------------------------------------------------

@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 class HAService:
     def __init__(self, config: HAConfig, port: ReplicationPort) -> None:
         self.config = config
+        self.port = port  # the store's replication view (metrics read its end offset)
         self.master: HAMaster | None = None
         self.client: HAClient | None = None
         self.transfer: GroupTransferService | None = None

@@ -58,6 +58,7 @@ class GroupTransferService:
         self._waiters: list[tuple[int, int, asyncio.Future[bool]]] = []
         self._seq = itertools.count()
         self._live = 0
+        self.waits = 0  # every replica wait asked for (metrics: ok = waits - the others)
         self.timeouts = 0
         self.not_available = 0
 
@@ -75,6 +76,7 @@ class GroupTransferService:
 
     async def wait_for_replica(self, end_offset: int) -> PutMessageStatus:
         """The store's replica-waiter hook: PUT_OK, FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE."""
+        self.waits += 1
         if self.push2slave_max_offset >= end_offset:
             return PutMessageStatus.PUT_OK
         refused = replica_precheck(
