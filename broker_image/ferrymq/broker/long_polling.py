@@ -26,6 +26,11 @@ class HeldPull:
     future: asyncio.Future[bool] = field(repr=False)
 
 
+def _expire(future: asyncio.Future[bool]) -> None:
+    if not future.done():
+        future.set_result(False)
+
+
 class PullRequestHoldService:
     def __init__(self) -> None:
         self._table: dict[tuple[str, int], list[HeldPull]] = {}
@@ -51,14 +56,17 @@ class PullRequestHoldService:
         if self._closed or timeout_s <= 0:
             return False
         loop = asyncio.get_running_loop()
-        held = HeldPull(offset, message_filter, loop.create_future())
+        future: asyncio.Future[bool] = loop.create_future()
+        held = HeldPull(offset, message_filter, future)
         key = (topic, queue_id)
         self._table.setdefault(key, []).append(held)
+        # a timer that answers False, not wait_for(shield(...)): a wake-up then reaches the pull
+        # handler in one loop turn instead of three (shield, wait_for's waiter, the task)
+        timer = loop.call_later(timeout_s, _expire, future)
         try:
-            return await asyncio.wait_for(asyncio.shield(held.future), timeout_s)
-        except TimeoutError:
-            return False
+            return await future
         finally:
+            timer.cancel()
             waiting = self._table.get(key)
             if waiting is not None:
                 with contextlib.suppress(ValueError):
