@@ -5,8 +5,9 @@ missing or unreadable (upstream ConfigManager). Blocking: call ``write`` through
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
+
+from ferrymq.store.json_file import backup_path, write_bytes_atomic
 
 log = logging.getLogger(__name__)
 
@@ -17,7 +18,7 @@ class ConfigFile:
 
     @property
     def backup(self) -> Path:
-        return self.path.with_name(self.path.name + ".bak")
+        return backup_path(self.path)
 
     def read(self) -> bytes | None:
         """The main file's bytes, or the backup's when the main one is missing/empty; None if neither."""
@@ -39,17 +40,4 @@ class ConfigFile:
             return None
 
     def write(self, data: bytes) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if self.path.exists():
-            os.replace(self.path, self.backup)
-        os.replace(tmp, self.path)
-        dir_fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        write_bytes_atomic(self.path, data, keep_backup=True)

@@ -117,7 +117,39 @@ class GroupCommitService(_Service):
         await self._do_commit()
 
 
-class FlushRealTimeService(_Service):
+def thorough_due(now_ms: int, last_thorough_ms: int, thorough_interval_ms: int) -> bool:
+    """Whether a periodic flush takes whatever is dirty this round (least pages 0) instead of
+    waiting for its minimum of dirty pages. Pure."""
+    return now_ms >= last_thorough_ms + thorough_interval_ms
+
+
+class _PeriodicFlushService(_Service):
+    """Every ``interval_ms``: :meth:`flush_once` with ``least_pages`` dirty pages at least, and a
+    thorough (0) one every ``thorough_interval_ms``; a last thorough flush on stop."""
+
+    def __init__(self, interval_ms: int, least_pages: int, thorough_interval_ms: int) -> None:
+        super().__init__()
+        self.interval_ms = interval_ms
+        self.least_pages = least_pages
+        self.thorough_interval_ms = thorough_interval_ms
+        self._last_thorough_ms = int(time.time() * 1000)
+
+    async def flush_once(self, least_pages: int) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    async def run(self) -> None:
+        while not self._stopped:
+            await self._wait(self.interval_ms / 1000)
+            now = int(time.time() * 1000)
+            least = self.least_pages
+            if thorough_due(now, self._last_thorough_ms, self.thorough_interval_ms):
+                self._last_thorough_ms = now
+                least = 0
+            await self.flush_once(least)
+        await self.flush_once(0)
+
+
+class FlushRealTimeService(_PeriodicFlushService):
     name = "flush-commitlog"
 
     def __init__(
@@ -128,13 +160,9 @@ class FlushRealTimeService(_Service):
         least_pages: int,
         thorough_interval_ms: int,
     ) -> None:
-        super().__init__()
+        super().__init__(interval_ms, least_pages, thorough_interval_ms)
         self.mfq = mfq
         self.checkpoint = checkpoint
-        self.interval_ms = interval_ms
-        self.least_pages = least_pages
-        self.thorough_interval_ms = thorough_interval_ms
-        self._last_thorough_ms = int(time.time() * 1000)
 
     async def flush_once(self, least_pages: int) -> None:
         try:
@@ -145,19 +173,8 @@ class FlushRealTimeService(_Service):
         if self.mfq.store_timestamp > 0:
             self.checkpoint.physic_msg_timestamp = self.mfq.store_timestamp
 
-    async def run(self) -> None:
-        while not self._stopped:
-            await self._wait(self.interval_ms / 1000)
-            now = int(time.time() * 1000)
-            least = self.least_pages
-            if now >= self._last_thorough_ms + self.thorough_interval_ms:
-                self._last_thorough_ms = now
-                least = 0
-            await self.flush_once(least)
-        await self.flush_once(0)
 
-
-class FlushConsumeQueueService(_Service):
+class FlushConsumeQueueService(_PeriodicFlushService):
     """Flushes ConsumeQueues and index files, then writes the checkpoint.
 
     ``flush_all`` (blocking, run in a thread) takes ``least_pages`` and returns the
@@ -174,13 +191,9 @@ class FlushConsumeQueueService(_Service):
         least_pages: int,
         thorough_interval_ms: int,
     ) -> None:
-        super().__init__()
+        super().__init__(interval_ms, least_pages, thorough_interval_ms)
         self.flush_all = flush_all
         self.checkpoint = checkpoint
-        self.interval_ms = interval_ms
-        self.least_pages = least_pages
-        self.thorough_interval_ms = thorough_interval_ms
-        self._last_thorough_ms = int(time.time() * 1000)
 
     async def flush_once(self, least_pages: int) -> None:
         try:
@@ -193,14 +206,3 @@ class FlushConsumeQueueService(_Service):
                 await asyncio.to_thread(self.checkpoint.flush)
         except OSError:
             log.exception("ConsumeQueue/index/checkpoint flush failed")
-
-    async def run(self) -> None:
-        while not self._stopped:
-            await self._wait(self.interval_ms / 1000)
-            now = int(time.time() * 1000)
-            least = self.least_pages
-            if now >= self._last_thorough_ms + self.thorough_interval_ms:
-                self._last_thorough_ms = now
-                least = 0
-            await self.flush_once(least)
-        await self.flush_once(0)

@@ -1,7 +1,8 @@
 """Atomic JSON metadata files (upstream ``ConfigManager.persist`` / ``MixAll.string2File``).
 
 The broker's ``topics.json``, ``consumerOffset.json``, ``subscriptionGroup.json`` and
-``delayOffset.json`` managers use this. A write never leaves a half-written file behind:
+``delayOffset.json`` managers use this, and :func:`write_bytes_atomic` is the one atomic-write
+helper of the project (broker.conf updates, ``ConfigFile``). A write never leaves a half-written file behind:
 
 1. the new content goes to ``<name>.tmp``, which is fsynced;
 2. the current file, if any, is renamed to ``<name>.bak``;
@@ -37,6 +38,11 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def backup_path(path: Path) -> Path:
+    """Where the previous version of ``path`` is kept (``<name>.bak``)."""
+    return path.with_name(path.name + ".bak")
+
+
 def write_json(path: Path, data: Any) -> None:
     """Serialise ``data`` (orjson, indented, non-str keys allowed) and replace ``path`` atomically."""
     payload = orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
@@ -51,7 +57,6 @@ def write_bytes_atomic(path: Path, payload: bytes, *, keep_backup: bool = True) 
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    bak = path.with_name(path.name + ".bak")
     try:
         mode = os.stat(path).st_mode & 0o7777
     except FileNotFoundError:
@@ -68,7 +73,7 @@ def write_bytes_atomic(path: Path, payload: bytes, *, keep_backup: bool = True) 
         os.close(fd)
     if keep_backup and path.exists():
         # Keep the previous good version: a later torn disk write still leaves one to load.
-        os.replace(path, bak)
+        os.replace(path, backup_path(path))
     os.replace(tmp, path)
     _fsync_dir(path.parent)
 
@@ -83,7 +88,7 @@ def read_json(path: Path, default: Any = None) -> Any:
 
     Raises JsonFileError when a file exists but neither it nor the backup parses.
     """
-    bak = path.with_name(path.name + ".bak")
+    bak = backup_path(path)
     errors: list[str] = []
     for candidate in (path, bak):
         try:

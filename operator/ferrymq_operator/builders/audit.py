@@ -47,12 +47,7 @@ def script(namesrv_addr: str, audit: AuditSpec) -> str:
 
 
 def claim(owner: Owner, audit: AuditSpec) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "accessModes": ["ReadWriteOnce"],
-        "resources": {"requests": {"storage": audit.storage.size}},
-    }
-    if audit.storage.storage_class_name:
-        spec["storageClassName"] = audit.storage.storage_class_name
+    spec = pod.claim_spec(audit.storage)
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",

@@ -79,31 +79,16 @@ def group_labels(owner: Owner, group: int) -> dict[str, str]:
 def headless_service(owner: Owner) -> dict[str, Any]:
     """Stable DNS per broker pod (the operator's admin calls; slaves finding masters)."""
     labels = names.common_labels(owner, names.COMPONENT_BROKER)
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": names.metadata(owner, names.broker_headless_service(owner.name), labels),
-        "spec": {
-            "clusterIP": "None",
-            "publishNotReadyAddresses": True,
-            "selector": names.selector_labels(owner, names.COMPONENT_BROKER),
-            "ports": [
-                {
-                    "name": "broker",
-                    "port": names.BROKER_PORT,
-                    "targetPort": "broker",
-                    "protocol": "TCP",
-                },
-                {"name": "ha", "port": names.BROKER_HA_PORT, "targetPort": "ha", "protocol": "TCP"},
-                {
-                    "name": "fast",
-                    "port": names.BROKER_FAST_PORT,
-                    "targetPort": "fast",
-                    "protocol": "TCP",
-                },
-            ],
-        },
-    }
+    return pod.service(
+        names.metadata(owner, names.broker_headless_service(owner.name), labels),
+        names.selector_labels(owner, names.COMPONENT_BROKER),
+        [
+            pod.service_port("broker", names.BROKER_PORT),
+            pod.service_port("ha", names.BROKER_HA_PORT),
+            pod.service_port("fast", names.BROKER_FAST_PORT),
+        ],
+        headless=True,
+    )
 
 
 def _command() -> list[str]:
@@ -122,35 +107,37 @@ def statefulset(owner: Owner, spec: BrokerSpec, namesrv_addr: str, group: int) -
     # namesrvAddr is left out of the hash: NameServer scaling reaches running brokers through
     # UPDATE_BROKER_CONFIG (ferrymq_operator.lifecycle), without restarting them.
     conf_hash = pod.config_hash(configmap(owner, spec, "", group)["data"])
-    container: dict[str, Any] = {
-        "name": "broker",
-        "image": spec.image,
-        "imagePullPolicy": spec.image_pull_policy,
-        "command": _command(),
-        "ports": [
-            {"name": "broker", "containerPort": names.BROKER_PORT, "protocol": "TCP"},
-            {"name": "ha", "containerPort": names.BROKER_HA_PORT, "protocol": "TCP"},
-            {"name": "fast", "containerPort": names.BROKER_FAST_PORT, "protocol": "TCP"},
-        ],
-        "env": pod.downward_env(),
-        "startupProbe": pod.tcp_probe("broker", period=STARTUP_PERIOD, failures=STARTUP_FAILURES),
-        "readinessProbe": pod.exec_probe(
-            "broker", names.BROKER_PORT, period=10, timeout=5, failures=3
-        ),
-        "livenessProbe": pod.exec_probe(
-            "broker", names.BROKER_PORT, period=20, timeout=10, failures=6
-        ),
-        "securityContext": pod.container_security_context(),
-        "volumeMounts": [
-            {"name": "config", "mountPath": pod.CONFIG_DIR, "readOnly": True},
-            {"name": STORE_VOLUME, "mountPath": STORE_DIR},
-            {"name": "logs", "mountPath": f"{pod.HOME}/logs"},
-            {"name": "tmp", "mountPath": "/tmp"},
-        ],
-    }
-    res = pod.resources(spec)
-    if res:
-        container["resources"] = res
+    container: dict[str, Any] = pod.with_resources(
+        {
+            "name": "broker",
+            "image": spec.image,
+            "imagePullPolicy": spec.image_pull_policy,
+            "command": _command(),
+            "ports": [
+                {"name": "broker", "containerPort": names.BROKER_PORT, "protocol": "TCP"},
+                {"name": "ha", "containerPort": names.BROKER_HA_PORT, "protocol": "TCP"},
+                {"name": "fast", "containerPort": names.BROKER_FAST_PORT, "protocol": "TCP"},
+            ],
+            "env": pod.downward_env(),
+            "startupProbe": pod.tcp_probe(
+                "broker", period=STARTUP_PERIOD, failures=STARTUP_FAILURES
+            ),
+            "readinessProbe": pod.exec_probe(
+                "broker", names.BROKER_PORT, period=10, timeout=5, failures=3
+            ),
+            "livenessProbe": pod.exec_probe(
+                "broker", names.BROKER_PORT, period=20, timeout=10, failures=6
+            ),
+            "securityContext": pod.container_security_context(),
+            "volumeMounts": [
+                {"name": "config", "mountPath": pod.CONFIG_DIR, "readOnly": True},
+                {"name": STORE_VOLUME, "mountPath": STORE_DIR},
+                {"name": "logs", "mountPath": f"{pod.HOME}/logs"},
+                {"name": "tmp", "mountPath": "/tmp"},
+            ],
+        },
+        spec,
+    )
     pod_spec: dict[str, Any] = {
         "securityContext": pod.pod_security_context(),
         # A clean shutdown flushes and removes the abort file; give it time before SIGKILL.
@@ -163,12 +150,6 @@ def statefulset(owner: Owner, spec: BrokerSpec, namesrv_addr: str, group: int) -
         ],
         **pod.scheduling(spec, selector),
     }
-    claim_spec: dict[str, Any] = {
-        "accessModes": ["ReadWriteOnce"],
-        "resources": {"requests": {"storage": spec.storage.size}},
-    }
-    if spec.storage.storage_class_name:
-        claim_spec["storageClassName"] = spec.storage.storage_class_name
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -182,19 +163,13 @@ def statefulset(owner: Owner, spec: BrokerSpec, namesrv_addr: str, group: int) -
             # only once the previous is Ready and caught up (ferrymq_operator.rollout).
             "updateStrategy": {"type": "OnDelete"},
             "selector": {"matchLabels": selector},
-            "template": {
-                "metadata": {
-                    "labels": labels,
-                    "annotations": {names.ANNOTATION_CONFIG_HASH: conf_hash},
-                },
-                "spec": pod_spec,
-            },
+            "template": pod.pod_template(labels, conf_hash, pod_spec),
             "volumeClaimTemplates": [
                 {
                     "apiVersion": "v1",
                     "kind": "PersistentVolumeClaim",
                     "metadata": {"name": STORE_VOLUME, "labels": labels},
-                    "spec": claim_spec,
+                    "spec": pod.claim_spec(spec.storage),
                 }
             ],
         },

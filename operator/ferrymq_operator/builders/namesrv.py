@@ -29,76 +29,52 @@ def configmap(owner: Owner, spec: NameServerSpec) -> dict[str, Any]:
 def headless_service(owner: Owner) -> dict[str, Any]:
     """Gives each pod a stable DNS name, the addresses brokers register with."""
     labels = names.common_labels(owner, names.COMPONENT_NAMESRV)
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": names.metadata(owner, names.namesrv_headless_service(owner.name), labels),
-        "spec": {
-            "clusterIP": "None",
-            # Brokers must resolve every NameServer while pods start, not only the ready ones.
-            "publishNotReadyAddresses": True,
-            "selector": names.selector_labels(owner, names.COMPONENT_NAMESRV),
-            "ports": [
-                {
-                    "name": "namesrv",
-                    "port": names.NAMESRV_PORT,
-                    "targetPort": "namesrv",
-                    "protocol": "TCP",
-                }
-            ],
-        },
-    }
+    return pod.service(
+        names.metadata(owner, names.namesrv_headless_service(owner.name), labels),
+        names.selector_labels(owner, names.COMPONENT_NAMESRV),
+        [pod.service_port("namesrv", names.NAMESRV_PORT)],
+        headless=True,
+    )
 
 
 def client_service(owner: Owner) -> dict[str, Any]:
     """One stable address for clients' route lookups (any NameServer answers them)."""
     labels = names.common_labels(owner, names.COMPONENT_NAMESRV)
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": names.metadata(owner, names.namesrv_service(owner.name), labels),
-        "spec": {
-            "type": "ClusterIP",
-            "selector": names.selector_labels(owner, names.COMPONENT_NAMESRV),
-            "ports": [
-                {
-                    "name": "namesrv",
-                    "port": names.NAMESRV_PORT,
-                    "targetPort": "namesrv",
-                    "protocol": "TCP",
-                }
-            ],
-        },
-    }
+    return pod.service(
+        names.metadata(owner, names.namesrv_service(owner.name), labels),
+        names.selector_labels(owner, names.COMPONENT_NAMESRV),
+        [pod.service_port("namesrv", names.NAMESRV_PORT)],
+        headless=False,
+    )
 
 
 def statefulset(owner: Owner, spec: NameServerSpec) -> dict[str, Any]:
     selector = names.selector_labels(owner, names.COMPONENT_NAMESRV)
     labels = names.common_labels(owner, names.COMPONENT_NAMESRV)
     conf_hash = pod.config_hash(configmap(owner, spec)["data"])
-    container: dict[str, Any] = {
-        "name": "namesrv",
-        "image": spec.image,
-        "imagePullPolicy": spec.image_pull_policy,
-        "args": ["namesrv", "-c", f"{pod.CONFIG_DIR}/{CONF_FILE}"],
-        "ports": [{"name": "namesrv", "containerPort": names.NAMESRV_PORT, "protocol": "TCP"}],
-        "env": pod.downward_env(),
-        "readinessProbe": pod.exec_probe(
-            "namesrv", names.NAMESRV_PORT, period=10, timeout=5, failures=3
-        ),
-        "livenessProbe": pod.exec_probe(
-            "namesrv", names.NAMESRV_PORT, period=20, timeout=10, failures=6, initial_delay=10
-        ),
-        "securityContext": pod.container_security_context(),
-        "volumeMounts": [
-            {"name": "config", "mountPath": pod.CONFIG_DIR, "readOnly": True},
-            {"name": "home", "mountPath": pod.HOME},
-            {"name": "tmp", "mountPath": "/tmp"},
-        ],
-    }
-    res = pod.resources(spec)
-    if res:
-        container["resources"] = res
+    container: dict[str, Any] = pod.with_resources(
+        {
+            "name": "namesrv",
+            "image": spec.image,
+            "imagePullPolicy": spec.image_pull_policy,
+            "args": ["namesrv", "-c", f"{pod.CONFIG_DIR}/{CONF_FILE}"],
+            "ports": [{"name": "namesrv", "containerPort": names.NAMESRV_PORT, "protocol": "TCP"}],
+            "env": pod.downward_env(),
+            "readinessProbe": pod.exec_probe(
+                "namesrv", names.NAMESRV_PORT, period=10, timeout=5, failures=3
+            ),
+            "livenessProbe": pod.exec_probe(
+                "namesrv", names.NAMESRV_PORT, period=20, timeout=10, failures=6, initial_delay=10
+            ),
+            "securityContext": pod.container_security_context(),
+            "volumeMounts": [
+                {"name": "config", "mountPath": pod.CONFIG_DIR, "readOnly": True},
+                {"name": "home", "mountPath": pod.HOME},
+                {"name": "tmp", "mountPath": "/tmp"},
+            ],
+        },
+        spec,
+    )
     pod_spec: dict[str, Any] = {
         "securityContext": pod.pod_security_context(),
         "terminationGracePeriodSeconds": 30,
@@ -120,13 +96,7 @@ def statefulset(owner: Owner, spec: NameServerSpec) -> dict[str, Any]:
             "podManagementPolicy": "Parallel",
             "updateStrategy": {"type": "RollingUpdate"},
             "selector": {"matchLabels": selector},
-            "template": {
-                "metadata": {
-                    "labels": labels,
-                    "annotations": {names.ANNOTATION_CONFIG_HASH: conf_hash},
-                },
-                "spec": pod_spec,
-            },
+            "template": pod.pod_template(labels, conf_hash, pod_spec),
         },
     }
 

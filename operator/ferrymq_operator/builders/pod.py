@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, Protocol
 
 import javaproperties
 
+from ferrymq_operator.builders.names import ANNOTATION_CONFIG_HASH
 from ferrymq_operator.models import PodSpecCommon
+
+
+class StorageSpecLike(Protocol):
+    """The broker's and the audit job's storage settings (both models carry these two)."""
+
+    @property
+    def size(self) -> str: ...
+
+    @property
+    def storage_class_name(self) -> str | None: ...
+
 
 # The image runs as this non-root user (broker_image/Dockerfile creates it); fsGroup makes the
 # persistent volume writable for it.
@@ -32,6 +44,59 @@ def config_hash(data: dict[str, str]) -> str:
         digest.update(data[key].encode())
         digest.update(b"\0")
     return digest.hexdigest()[:16]
+
+
+def service_port(name: str, port: int) -> dict[str, Any]:
+    """A TCP Service port targeting the container port of the same name."""
+    return {"name": name, "port": port, "targetPort": name, "protocol": "TCP"}
+
+
+def service(
+    metadata: dict[str, Any],
+    selector: dict[str, str],
+    ports: list[dict[str, Any]],
+    *,
+    headless: bool,
+) -> dict[str, Any]:
+    """A Service; headless ones publish not-ready pods too, so peers resolve each pod's DNS name
+    while the pods start (brokers registering with NameServers, slaves finding masters)."""
+    spec: dict[str, Any] = (
+        {"clusterIP": "None", "publishNotReadyAddresses": True}
+        if headless
+        else {"type": "ClusterIP"}
+    )
+    spec["selector"] = selector
+    spec["ports"] = ports
+    return {"apiVersion": "v1", "kind": "Service", "metadata": metadata, "spec": spec}
+
+
+def claim_spec(storage: StorageSpecLike) -> dict[str, Any]:
+    """A ReadWriteOnce PersistentVolumeClaim spec of ``storage.size`` (and its class, if set)."""
+    spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": storage.size}},
+    }
+    if storage.storage_class_name:
+        spec["storageClassName"] = storage.storage_class_name
+    return spec
+
+
+def pod_template(
+    labels: dict[str, str], conf_hash: str, pod_spec: dict[str, Any]
+) -> dict[str, Any]:
+    """A StatefulSet pod template whose config-hash annotation rolls the pods on config changes."""
+    return {
+        "metadata": {"labels": labels, "annotations": {ANNOTATION_CONFIG_HASH: conf_hash}},
+        "spec": pod_spec,
+    }
+
+
+def with_resources(container: dict[str, Any], spec: PodSpecCommon) -> dict[str, Any]:
+    """``container`` with the spec's requests/limits, when any are set."""
+    res = resources(spec)
+    if res:
+        container["resources"] = res
+    return container
 
 
 def pod_security_context() -> dict[str, Any]:

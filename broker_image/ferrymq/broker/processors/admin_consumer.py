@@ -6,8 +6,9 @@ QUERY_TOPIC_CONSUME_BY_WHO (300), and GET_CONSUMER_RUNNING_INFO (307) relayed to
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
-from ferrymq.broker.client_registry import ConsumerManager, ProducerManager
+from ferrymq.broker.client_registry import ClientChannelInfo, ConsumerManager, ProducerManager
 from ferrymq.broker.config import BrokerConfig
 from ferrymq.broker.consumer_offsets import ConsumerOffsetManager
 from ferrymq.broker.processors.common import guarded, guarded_async
@@ -41,6 +42,19 @@ log = logging.getLogger(__name__)
 
 # upstream callConsumer waits this long for the client's answer
 RUNNING_INFO_TIMEOUT_S = 5.0
+
+
+def connections(channels: Iterable[ClientChannelInfo]) -> list[Connection]:
+    """The Connection entries of GET_CONSUMER/PRODUCER_CONNECTION_LIST bodies."""
+    return [
+        Connection(
+            client_id=c.client_id,
+            client_addr=c.client_addr,
+            language=c.language,
+            version=c.version,
+        )
+        for c in channels
+    ]
 
 
 class AdminConsumerProcessor:
@@ -137,15 +151,7 @@ class AdminConsumerProcessor:
                 f"the consumer group[{h.consumer_group}] not online",
             )
         body = ConsumerConnection(
-            connection_set=[
-                Connection(
-                    client_id=c.client_id,
-                    client_addr=c.client_addr,
-                    language=c.language,
-                    version=c.version,
-                )
-                for c in info.channels.values()
-            ],
+            connection_set=connections(info.channels.values()),
             subscription_table=dict(info.subscription_table),
             consume_type=info.consume_type,
             message_model=info.message_model,
@@ -160,17 +166,7 @@ class AdminConsumerProcessor:
             return request.response(
                 ResponseCode.SYSTEM_ERROR, f"the producer group[{h.producer_group}] not exist"
             )
-        body = ProducerConnection(
-            connection_set=[
-                Connection(
-                    client_id=c.client_id,
-                    client_addr=c.client_addr,
-                    language=c.language,
-                    version=c.version,
-                )
-                for c in infos
-            ]
-        )
+        body = ProducerConnection(connection_set=connections(infos))
         return request.response(ResponseCode.SUCCESS, None, None, body.encode())
 
     def consume_stats(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
