@@ -54,11 +54,17 @@ def test_persist_is_atomic_and_keeps_the_mode(tmp_path: Path) -> None:
     os.chmod(path, 0o640)
     persist_properties(path, {"defaultTopicQueueNums": "7"})
     assert stat.S_IMODE(path.stat().st_mode) == 0o640
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["broker.conf"]  # no .tmp/.bak left
+    assert [p.name for p in tmp_path.iterdir()] == ["broker.conf"]  # no .tmp/.bak left
     broker, _ = load_broker_configs(path, env={})
     assert broker.default_topic_queue_nums == 7 and broker.broker_config_path == path
     with pytest.raises(OSError):
         persist_properties(path / "not-a-dir" / "broker.conf", {"defaultTopicQueueNums": "1"})
+    # a symlinked broker.conf stays a link; its target gets the update
+    (tmp_path / "etc").mkdir()
+    link = tmp_path / "etc" / "broker.conf"
+    link.symlink_to(path)
+    persist_properties(link, {"defaultTopicQueueNums": "8"})
+    assert link.is_symlink() and "default_topic_queue_nums=8" in path.read_text().splitlines()
 
 
 def test_plan_rejects_bad_keys_and_values_naming_the_key(tmp_path: Path) -> None:

@@ -237,9 +237,11 @@ def merge_properties_text(text: str, values: Mapping[str, str]) -> str:
 def persist_properties(path: Path, values: Mapping[str, str]) -> None:
     """Set ``values`` in the properties file ``path`` atomically (temp file, fsync, rename;
     upstream Configuration.persist). Blocking: run it in a thread. Raises OSError."""
+    # a symlinked broker.conf keeps its link: the file it points at is replaced
+    target = path.resolve()
     try:
-        text = path.read_text(encoding="utf-8")
+        text = target.read_text(encoding="utf-8")
     except FileNotFoundError:
         text = ""
     merged = merge_properties_text(text, values)
-    write_bytes_atomic(path, merged.encode("utf-8"), keep_backup=False)
+    write_bytes_atomic(target, merged.encode("utf-8"), keep_backup=False)
