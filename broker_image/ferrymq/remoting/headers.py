@@ -41,6 +41,7 @@ def _camel(name: str) -> str:
 
 _TRUE = frozenset({"true", "1", "yes"})
 _FALSE = frozenset({"false", "0", "no"})
+_TRUE_ONLY = {"true": True}  # the one spelling the fast paths take; others go the lenient way
 
 
 def _parse_bool(raw: str, wire_name: str) -> bool:
@@ -288,8 +289,50 @@ class SendMessageRequestHeader(Header):
         """Accepts the long names (SEND_MESSAGE) and the short ones (SEND_MESSAGE_V2, batch)."""
         ext = ext or {}
         if "b" in ext and "topic" not in ext:
+            fast = cls._from_v2_plain(ext)
+            if fast is not None:
+                return fast
             return cls._from_specs(cls._v2_specs(), ext)
         return cls._from_specs(cls._field_specs(), ext)
+
+    @classmethod
+    def _from_v2_plain(cls, ext: Mapping[str, str]) -> Self | None:
+        """The V2 header of every send, field by field; None when some value needs the lenient
+        generic parser (odd spellings) or is bad (the generic parser names the field)."""
+        get = ext.get
+        group = get("a")
+        topic = get("b")
+        default_topic = get("c") or "TBW102"
+        properties = get("i") or None
+        if (
+            type(group) is not str
+            or type(topic) is not str
+            or not group
+            or not topic
+            or type(default_topic) is not str
+            or (properties is not None and type(properties) is not str)
+        ):
+            return None
+        unit_mode = get("k")
+        batch = get("m")
+        try:
+            return cls(
+                group,
+                topic,
+                default_topic,
+                int(get("d") or 4),
+                int(get("e") or -1),
+                int(get("f") or 0),
+                int(get("g") or 0),
+                int(get("h") or 0),
+                properties,
+                int(raw) if (raw := get("j")) else None,
+                False if not unit_mode or unit_mode == "false" else _TRUE_ONLY[unit_mode],
+                False if not batch or batch == "false" else _TRUE_ONLY[batch],
+                int(raw) if (raw := get("l")) else None,
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
 
     @classmethod
     def _v2_specs(cls) -> tuple[_Spec, ...]:

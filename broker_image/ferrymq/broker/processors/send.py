@@ -34,7 +34,7 @@ from ferrymq.message import (
 from ferrymq.remoting.bodies import PERM_READ, PERM_WRITE, TopicConfig
 from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.codes import RequestCode, ResponseCode
-from ferrymq.remoting.command import RemotingCommand
+from ferrymq.remoting.command import RESPONSE_FLAG, RemotingCommand
 from ferrymq.remoting.headers import SendMessageRequestHeader
 from ferrymq.remoting.processor import eager
 from ferrymq.remoting.server import RemotingServer
@@ -43,6 +43,10 @@ from ferrymq.store.results import PutMessageResult, PutMessageStatus
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_RECONSUME_TIMES = 16
+_PUT_OK = PutMessageStatus.PUT_OK
+_SUCCESS = int(ResponseCode.SUCCESS)
+# topic names already found legal and not reserved (bounded: names come from clients)
+_NAME_CACHE_MAX = 8192
 
 # store status -> (response code, remark when not OK); FLUSH_*/SLAVE_* still carry the msgId
 _PUT_STATUS: dict[PutMessageStatus, tuple[ResponseCode, str | None]] = {
@@ -70,6 +74,8 @@ _PUT_STATUS: dict[PutMessageStatus, tuple[ResponseCode, str | None]] = {
 
 def send_response_code(result: PutMessageResult) -> tuple[ResponseCode, str | None]:
     """Pure: a put result -> (response code, remark)."""
+    if result.status is _PUT_OK:
+        return ResponseCode.SUCCESS, None
     code, remark = _PUT_STATUS.get(result.status, (ResponseCode.SYSTEM_ERROR, "unknown error"))
     if result.remark and code != ResponseCode.SUCCESS:
         remark = f"{remark}: {result.remark}" if remark else result.remark
@@ -113,6 +119,7 @@ class SendMessageProcessor:
         self.on_topic_created = on_topic_created
         self.is_slave = is_slave
         self.stats = SendStats()
+        self._legal_names: set[str] = set()
 
     def register_to(self, server: RemotingServer) -> None:
         # eager: a put that needs no durability wait (ASYNC_FLUSH) is answered without a task
@@ -127,17 +134,15 @@ class SendMessageProcessor:
     async def process(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
         header = SendMessageRequestHeader.from_ext(request.ext_fields)
         batch = request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch
-        refused = self._check(request, header)
-        if refused is not None:
-            return refused
+        config = self._check(request, header)
+        if isinstance(config, RemotingCommand):
+            return config
         body = request.body_bytes()
         if len(body) > self.max_message_size:
             return request.response(
                 ResponseCode.MESSAGE_ILLEGAL,
                 f"message body size {len(body)} exceeds maxMessageSize {self.max_message_size}",
             )
-        config = self.topics.get(header.topic)
-        assert config is not None  # _check created or refused it
         queue_id = header.queue_id
         if queue_id < 0:
             queue_id = random.randrange(max(1, config.write_queue_nums))
@@ -175,7 +180,8 @@ class SendMessageProcessor:
 
     def _check(
         self, request: RemotingCommand, header: SendMessageRequestHeader
-    ) -> RemotingCommand | None:
+    ) -> RemotingCommand | TopicConfig:
+        """The topic's config when the send may go on, else the refusal."""
         if self.is_slave():
             return request.response(
                 ResponseCode.SERVICE_NOT_AVAILABLE,
@@ -186,17 +192,12 @@ class SendMessageProcessor:
                 ResponseCode.NO_PERMISSION,
                 f"the broker[{self.config.broker_ip1}] sending message is forbidden",
             )
-        reason = check_topic_name(header.topic)
-        if reason is not None:
-            return request.response(ResponseCode.MESSAGE_ILLEGAL, reason)
-        if header.topic == header.default_topic or header.topic in (
-            "TBW102",
-            self.config.broker_cluster_name,
-        ):
-            return request.response(
-                ResponseCode.MESSAGE_ILLEGAL,
-                f"the topic[{header.topic}] is conflict with system reserved words",
-            )
+        if header.topic == header.default_topic:
+            return self._reserved(request, header.topic)
+        if header.topic not in self._legal_names:
+            refused = self._check_name(request, header.topic)
+            if refused is not None:
+                return refused
         config = self.topics.get(header.topic)
         if config is None:
             config = self._auto_create(header)
@@ -217,7 +218,25 @@ class SendMessageProcessor:
                 f"request queueId[{header.queue_id}] is illegal, topic {header.topic} has "
                 f"{valid} queues, producer: {request.ext_fields.get('a', '')}",
             )
+        return config
+
+    def _check_name(self, request: RemotingCommand, topic: str) -> RemotingCommand | None:
+        reason = check_topic_name(topic)
+        if reason is not None:
+            return request.response(ResponseCode.MESSAGE_ILLEGAL, reason)
+        if topic in ("TBW102", self.config.broker_cluster_name):
+            return self._reserved(request, topic)
+        if len(self._legal_names) >= _NAME_CACHE_MAX:
+            self._legal_names.clear()
+        self._legal_names.add(topic)
         return None
+
+    @staticmethod
+    def _reserved(request: RemotingCommand, topic: str) -> RemotingCommand:
+        return request.response(
+            ResponseCode.MESSAGE_ILLEGAL,
+            f"the topic[{topic}] is conflict with system reserved words",
+        )
 
     def _auto_create(self, header: SendMessageRequestHeader) -> TopicConfig | None:
         topic = header.topic
@@ -265,12 +284,21 @@ class SendMessageProcessor:
         if not result.is_ok or append is None:
             self.stats.put_failures += 1
             return request.response(code, remark or "put failed")
-        self.stats.put_messages += append.msg_num
-        self.stats.put_bytes += size
-        msg_id = ",".join(append.msg_ids) if append.msg_ids else append.msg_id
-        # the SendMessageResponseHeader fields, built directly (hot path), all strings
-        ext = {"msgId": msg_id, "queueId": str(queue_id), "queueOffset": str(append.queue_offset)}
-        return request.response(code, remark, ext)
+        stats = self.stats
+        stats.put_messages += append.msg_num
+        stats.put_bytes += size
+        offsets = append.record_offsets
+        msg_id = f"{append.msg_id_prefix}{offsets[0]:016X}" if len(offsets) == 1 else append.msg_id
+        # the SendMessageResponseHeader fields, all strings: built directly (every send pays)
+        return RemotingCommand(
+            int(code) if code is not ResponseCode.SUCCESS else _SUCCESS,
+            {"msgId": msg_id, "queueId": str(queue_id), "queueOffset": str(append.queue_offset)},
+            None,
+            request.opaque,
+            RESPONSE_FLAG,
+            remark,
+            serialize_type=request.serialize_type,
+        )
 
 
 def is_compressed(sys_flag: int) -> bool:
