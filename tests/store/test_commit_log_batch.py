@@ -112,7 +112,7 @@ def test_uniform_batch_writes_reference_records(tmp_path: Path) -> None:
         batch = _batch("T", 3, items)
         res = log.put_batch_body(batch, batch.body, now_ms=NOW)
         assert res.msg_num == 32 and res.queue_offset == 1
-        assert len(log._uniform_structs) == 1  # the one-struct path was taken
+        assert len(log._uniform_plans) == 1  # the one-struct path was taken
         expected, offsets = _expected(batch, items, first.end_offset, 1)
         assert res.wrote_offset == first.end_offset and res.wrote_bytes == len(expected)
         assert res.record_offsets == offsets

@@ -57,6 +57,7 @@ _SIZE_MAGIC = struct.Struct(">iI")
 _UNIFORM_MAX_ITEMS = 1024
 _UNIFORM_CACHE_MAX = 32
 _CRC_MASK = 0x7FFFFFFF
+_BLANK_MIN = rec.END_FILE_MIN_BLANK_LENGTH
 # NOT (0) and COMMIT (8) take a queue slot, PREPARED (4) and ROLLBACK (12) do not: bit 4 decides.
 _NO_SLOT_BIT = MessageSysFlag.TRANSACTION_PREPARED_TYPE
 
@@ -101,10 +102,8 @@ class CommitLog:
         self.last_append_timestamp = 0
         self._born_ip_cache: dict[str, bytes] = {}
         self._topic_parts: dict[str, bytes] = {}
-        # (items, body length, properties length, topic length) -> (parse, encode) structs.
-        self._uniform_structs: dict[
-            tuple[int, int, int, int], tuple[struct.Struct, struct.Struct]
-        ] = {}
+        # (items, body length, properties length, topic part) -> compiled structs.
+        self._uniform_plans: dict[tuple[int, int, int, bytes], _UniformPlan] = {}
         # msgId = hex(store ip + port) + hex(offset): the first half never changes.
         self._msg_id_prefix = (self._store_ip + _U32.pack(self._store_port)).hex().upper()
 
@@ -317,48 +316,41 @@ class CommitLog:
         way a malformed body raises AppendError before anything is written, and a batch that
         does not fit in the current file goes whole to the next one (after a blank record).
         """
-        topic = batch.topic.encode("utf-8")
-        topic_len = len(topic)
-        if not topic:
-            raise AppendError(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED, "topic is empty")
-        if topic_len > rec.MAX_TOPIC_BYTES:
-            raise AppendError(
-                AppendMessageStatus.MESSAGE_SIZE_EXCEEDED,
-                f"topic is {topic_len} bytes; max {rec.MAX_TOPIC_BYTES}",
-            )
+        topic_part = self._topic_part(batch.topic)
         store_ts = int(time.time() * 1000) if now_ms is None else now_ms
-        key = queue_key(batch.topic, batch.queue_id)
-        has_slot = takes_queue_offset(batch.sys_flag)
+        key = f"{batch.topic}-{batch.queue_id}"
+        has_slot = not batch.sys_flag & _NO_SLOT_BIT  # takes_queue_offset, inlined
         queue_offset = self.topic_queue_table.get(key, 0) if has_slot else 0
-        uniform = self._parse_uniform(body, topic_len)
+        uniform = self._parse_uniform(body, topic_part)
         if uniform is not None:
-            count, record_size, fields, encoder = uniform
-            total = count * record_size
+            plan, fields = uniform
+            count = plan.count
+            total = plan.total
             if total > self.max_message_size:
                 raise AppendError(
                     AppendMessageStatus.MESSAGE_SIZE_EXCEEDED,
                     f"batch is {total} bytes encoded; max {self.max_message_size}",
                 )
-            mf = self._file_for(total, store_ts)
+            mf = self.mapped_file_queue.get_last_mapped_file()
+            if mf is None or mf.file_size - mf.wrote_position < total + _BLANK_MIN:
+                mf = self._file_for(total, store_ts)
             wpos = mf.wrote_position
             first_offset = mf.file_from_offset + wpos
-            offsets = range(first_offset, first_offset + total, record_size)
-            encoder.pack_into(
-                mf.buffer,
-                wpos,
-                *self._uniform_args(
-                    batch,
-                    topic,
-                    fields,
-                    count,
-                    record_size,
-                    offsets,
-                    store_ts,
-                    queue_offset,
-                    has_slot,
-                ),
-            )
-            msg_num = count
+            offsets = range(first_offset, first_offset + total, plan.record_size)
+            # The encoder's arguments, 10 per record: the plan's template holds the fields
+            # fixed by the shape; extended-slice assignments fill the rest (no per-record code).
+            args = plan.template.copy()
+            bodies = fields[3::6]
+            args[1::10] = list(map(and_, map(rec.crc32, bodies), repeat(_CRC_MASK)))
+            args[2::10] = [batch.queue_id] * count
+            args[3::10] = fields[1::6]  # FLAG
+            if has_slot:
+                args[4::10] = range(queue_offset, queue_offset + count)
+            args[5::10] = offsets
+            args[6::10] = [self._batch_head_tail(batch, store_ts) + plan.body_len_bytes] * count
+            args[7::10] = bodies
+            args[9::10] = fields[5::6]  # PROPERTIES
+            plan.encoder.pack_into(mf.buffer, wpos, *args)
             record_offsets = list(offsets)
         else:
             view = memoryview(body)
@@ -366,45 +358,57 @@ class CommitLog:
                 mf = self._file_for(0, store_ts)
                 first_offset = mf.file_from_offset + mf.wrote_position
                 data, record_offsets = self._encode_batch(
-                    batch, topic, view, first_offset, store_ts, queue_offset, has_slot
+                    batch, topic_part, view, first_offset, store_ts, queue_offset, has_slot
                 )
                 total = len(data)
-                if mf.free_space < total + rec.END_FILE_MIN_BLANK_LENGTH:
+                if mf.free_space < total + _BLANK_MIN:
                     mf = self._file_for(total, store_ts)
                     first_offset = mf.file_from_offset + mf.wrote_position
                     data, record_offsets = self._encode_batch(
-                        batch, topic, view, first_offset, store_ts, queue_offset, has_slot
+                        batch, topic_part, view, first_offset, store_ts, queue_offset, has_slot
                     )
             finally:
                 view.release()
             wpos = mf.wrote_position
             mf.buffer[wpos : wpos + total] = data
-            msg_num = len(record_offsets)
+            count = len(record_offsets)
         mf.advance(total, store_ts)
         if has_slot:
-            self.topic_queue_table[key] = queue_offset + msg_num
+            self.topic_queue_table[key] = queue_offset + count
         self.last_append_timestamp = store_ts
         return AppendMessageResult(
             AppendMessageStatus.PUT_OK,
-            wrote_offset=first_offset,
-            wrote_bytes=total,
-            store_timestamp=store_ts,
-            queue_offset=queue_offset,
-            msg_num=msg_num,
-            msg_id_prefix=self._msg_id_prefix,
-            record_offsets=record_offsets,
+            first_offset,
+            total,
+            store_ts,
+            queue_offset,
+            count,
+            self._msg_id_prefix,
+            record_offsets,
+        )
+
+    def _batch_head_tail(self, batch: MessageInner, store_ts: int) -> bytes:
+        """SYSFLAG..PREPAREDTRANSACTIONOFFSET: the same for every record of a batch."""
+        born_ip, born_port = batch.born_host
+        return _HEAD_CONSTANT.pack(
+            batch.sys_flag,
+            batch.born_timestamp,
+            self._born_ip_cache.get(born_ip) or self._packed(born_ip),
+            born_port,
+            store_ts,
+            self._store_ip,
+            self._store_port,
+            batch.reconsume_times,
+            batch.prepared_transaction_offset,
         )
 
     def _parse_uniform(
-        self, body: bytes | memoryview, topic_len: int
-    ) -> tuple[int, int, tuple[Any, ...], struct.Struct] | None:
-        """``(items, record size, parsed fields, encoder)`` when every item of the body has the
-        lengths of the first one and they add up, else None (the general path then decides,
-        and names what is malformed).
-
-        The fields are 8 per item: TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BODYLEN, BODY,
-        PROPERTIESLEN, PROPERTIES; all lengths are checked against the first item's here.
-        """
+        self, body: bytes | memoryview, topic_part: bytes
+    ) -> tuple[_UniformPlan, tuple[Any, ...]] | None:
+        """The plan and parsed fields when every item of the body has the lengths of the first
+        one and they add up, else None (the general path then decides, and names what is
+        malformed). Fields, 6 per item: TOTALSIZE, FLAG, BODYLEN, BODY, PROPERTIESLEN,
+        PROPERTIES; every item's lengths are checked against the first item's here."""
         end = len(body)
         if end < _BATCH_ITEM.size:
             return None
@@ -415,70 +419,26 @@ class CommitLog:
         count = end // item_size
         if count > _UNIFORM_MAX_ITEMS:
             return None
-        shape = (count, body_len, props_len, topic_len)
-        structs = self._uniform_structs.get(shape)
-        if structs is None:
-            structs = _uniform_structs(*shape)
-            if len(self._uniform_structs) >= _UNIFORM_CACHE_MAX:
-                del self._uniform_structs[next(iter(self._uniform_structs))]
-            self._uniform_structs[shape] = structs
-        parser, encoder = structs
-        fields = parser.unpack(body)
+        shape = (count, body_len, props_len, topic_part)
+        plan = self._uniform_plans.get(shape)
+        if plan is None:
+            plan = _UniformPlan(count, body_len, props_len, topic_part)
+            if len(self._uniform_plans) >= _UNIFORM_CACHE_MAX:
+                del self._uniform_plans[next(iter(self._uniform_plans))]
+            self._uniform_plans[shape] = plan
+        fields = plan.parser.unpack(body)
         if (
-            fields[0::8].count(item_size) != count
-            or fields[4::8].count(body_len) != count
-            or fields[6::8].count(props_len) != count
+            fields[0::6].count(item_size) != count
+            or fields[2::6].count(body_len) != count
+            or fields[4::6].count(props_len) != count
         ):
             return None
-        return count, item_size + rec.MIN_RECORD_SIZE + topic_len - 22, fields, encoder
-
-    def _uniform_args(
-        self,
-        batch: MessageInner,
-        topic: bytes,
-        fields: tuple[Any, ...],
-        count: int,
-        record_size: int,
-        offsets: range,
-        store_ts: int,
-        queue_offset: int,
-        has_slot: bool,
-    ) -> list[Any]:
-        """The encoder's arguments, 10 per record (see :func:`_uniform_structs`), interleaved
-        with extended-slice assignments: no per-record Python code."""
-        born_ip = self._packed(batch.born_host[0])
-        body_len = fields[4]
-        bodies = fields[5::8]
-        args: list[Any] = [None] * (10 * count)
-        args[0::10] = [_SIZE_MAGIC.pack(record_size, rec.MESSAGE_MAGIC_CODE)] * count
-        args[1::10] = list(map(and_, map(rec.crc32, bodies), repeat(_CRC_MASK)))
-        args[2::10] = [batch.queue_id] * count
-        args[3::10] = fields[3::8]  # FLAG
-        args[4::10] = range(queue_offset, queue_offset + count) if has_slot else [0] * count
-        args[5::10] = offsets
-        args[6::10] = [
-            _HEAD_CONSTANT.pack(
-                batch.sys_flag,
-                batch.born_timestamp,
-                born_ip,
-                batch.born_host[1],
-                store_ts,
-                self._store_ip,
-                self._store_port,
-                batch.reconsume_times,
-                batch.prepared_transaction_offset,
-            )
-            + _I32.pack(body_len)
-        ] * count
-        args[7::10] = bodies
-        args[8::10] = [bytes([len(topic)]) + topic + _PROPS_LEN.pack(fields[6])] * count
-        args[9::10] = fields[7::8]  # PROPERTIES
-        return args
+        return plan, fields
 
     def _encode_batch(
         self,
         batch: MessageInner,
-        topic: bytes,
+        topic_part: bytes,
         view: memoryview,
         first_offset: int,
         store_ts: int,
@@ -486,28 +446,14 @@ class CommitLog:
         has_slot: bool,
     ) -> tuple[bytes, list[int]]:
         """The records of a batch body, back to back, for ``first_offset``; validates items."""
-        topic_len = len(topic)
-        topic_part = bytes([topic_len]) + topic
-        fixed = rec.MIN_RECORD_SIZE + topic_len
+        fixed = rec.MIN_RECORD_SIZE + len(topic_part) - 1
         max_size = self.max_message_size
         end = len(view)
-        born_ip = self._packed(batch.born_host[0])
         queue_id = batch.queue_id
         unpack_item = _BATCH_ITEM.unpack_from
         unpack_props = _PROPS_LEN.unpack_from
         pack_head = _HEAD_FULL.pack
-        # SYSFLAG..PREPAREDTRANSACTIONOFFSET are the same for every record of the batch.
-        head_tail = _HEAD_CONSTANT.pack(
-            batch.sys_flag,
-            batch.born_timestamp,
-            born_ip,
-            batch.born_host[1],
-            store_ts,
-            self._store_ip,
-            self._store_port,
-            batch.reconsume_times,
-            batch.prepared_transaction_offset,
-        )
+        head_tail = self._batch_head_tail(batch, store_ts)
         crc32 = rec.crc32
         magic = rec.MESSAGE_MAGIC_CODE
         parts: list[bytes | memoryview] = []
@@ -627,21 +573,34 @@ class CommitLog:
             sel.release()
 
 
-def _uniform_structs(
-    count: int, body_len: int, props_len: int, topic_len: int
-) -> tuple[struct.Struct, struct.Struct]:
-    """Parser of a batch body of ``count`` items with these lengths, and encoder of its records.
+class _UniformPlan:
+    """Compiled structs for batch bodies of ``count`` items with the same lengths.
 
-    Encoder fields per record: TOTALSIZE+MAGICCODE (8 bytes, the same for all), BODYCRC,
-    QUEUEID, FLAG, QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG..PREPAREDTRANSACTIONOFFSET+BODYLEN
-    (52 bytes, the same for all), BODY, TOPICLEN+TOPIC+PROPERTIESLEN (the same for all),
-    PROPERTIES: the v1 layout of :mod:`ferrymq.store.record`.
+    Parser fields, 6 per item: TOTALSIZE, FLAG, BODYLEN, BODY, PROPERTIESLEN, PROPERTIES
+    (MAGICCODE and BODYCRC of an item are not used). Encoder fields, 10 per record:
+    TOTALSIZE+MAGICCODE (8 bytes), BODYCRC, QUEUEID, FLAG, QUEUEOFFSET, PHYSICALOFFSET,
+    SYSFLAG..PREPAREDTRANSACTIONOFFSET+BODYLEN (52 bytes), BODY, TOPICLEN+TOPIC+PROPERTIESLEN,
+    PROPERTIES: the v1 layout of :mod:`ferrymq.store.record`. ``template`` holds the encoder
+    arguments fixed by the shape (queue offsets 0, for batches that take no queue slot).
     """
-    parser = struct.Struct(">" + f"iiiii{body_len}sh{props_len}s" * count)
-    encoder = struct.Struct(
-        ">" + f"8siiiqq{_HEAD_CONSTANT.size + 4}s{body_len}s{topic_len + 3}s{props_len}s" * count
-    )
-    return parser, encoder
+
+    __slots__ = ("body_len_bytes", "count", "encoder", "parser", "record_size", "template", "total")
+
+    def __init__(self, count: int, body_len: int, props_len: int, topic_part: bytes) -> None:
+        self.count = count
+        self.record_size = rec.MIN_RECORD_SIZE - 1 + body_len + len(topic_part) + props_len
+        self.total = count * self.record_size
+        self.body_len_bytes = _I32.pack(body_len)
+        self.parser = struct.Struct(">" + f"i8xii{body_len}sh{props_len}s" * count)
+        self.encoder = struct.Struct(
+            ">"
+            + f"8siiiqq{_HEAD_CONSTANT.size + 4}s{body_len}s{len(topic_part) + 2}s{props_len}s"
+            * count
+        )
+        template: list[Any] = [0] * (10 * count)
+        template[0::10] = [_SIZE_MAGIC.pack(self.record_size, rec.MESSAGE_MAGIC_CODE)] * count
+        template[8::10] = [topic_part + _PROPS_LEN.pack(props_len)] * count
+        self.template = template
 
 
 def _pack_born_ip(ip: str) -> bytes:
