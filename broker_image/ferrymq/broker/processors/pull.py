@@ -39,6 +39,7 @@ from ferrymq.remoting.headers import (
     PullMessageRequestHeader,
     PullMessageResponseHeader,
 )
+from ferrymq.remoting.processor import eager
 from ferrymq.remoting.server import RemotingServer
 from ferrymq.store.results import GetMessageResult, GetMessageStatus
 
@@ -95,7 +96,9 @@ class PullMessageProcessor:
         self._filters: dict[tuple[str, str], Any] = {}
 
     def register_to(self, server: RemotingServer) -> None:
-        server.register(RequestCode.PULL_MESSAGE, guarded_async(self.process))
+        # eager: a pull that finds messages (or may not wait) is answered inline, without a task
+        # and a loop turn; only a pull that suspends in the hold service becomes a task
+        server.register(RequestCode.PULL_MESSAGE, eager(guarded_async(self.process)))
 
     def _filter(self, expression_type: str | None, expression: str | None) -> Any:
         """The store filter of a subscription; None for "all tags" (the store then skips both
