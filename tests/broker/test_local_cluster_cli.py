@@ -15,6 +15,7 @@ import pytest
 from ferrymq.broker.local_cluster import LOCAL_COMMITLOG_FILE_SIZE, parse_size
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import ResponseCode
+from subprocess_helpers import popen
 from test_send_pull import send_request
 
 CLI = [sys.executable, "-m", "ferrymq.cli.main", "local-cluster"]
@@ -67,7 +68,7 @@ def test_commitlog_file_size_reaches_the_store(tmp_path: Path) -> None:
     out = tmp_path / "cli.log"
     data = tmp_path / "data"
     with open(out, "wb") as fh:
-        proc = subprocess.Popen(
+        proc = popen(
             [
                 *CLI,
                 "--data-dir",

@@ -21,6 +21,7 @@ import pytest
 import yaml
 from k8s.control_plane import KubeApi, free_port, write_kubeconfig
 from kubernetes import client as k8s
+from subprocess_helpers import popen
 
 from chart.helm import CHART, by_kind, documents, run, template
 
@@ -238,7 +239,7 @@ def test_operator_reconciles_with_only_the_charts_rbac(
     custom = k8s.CustomObjectsApi(k8s_client)
     apps = k8s.AppsV1Api(k8s_client)
     with log_path.open("wb") as log:
-        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
             custom.create_namespaced_custom_object(
                 "ferrymq.io",

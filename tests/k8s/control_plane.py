@@ -29,6 +29,7 @@ from typing import IO
 
 import yaml
 from kubernetes import client as k8s_client
+from subprocess_helpers import popen as start_child
 
 PROVISION_SCRIPT = "scripts/k8s-control-plane.sh"
 CONTROL_PLANE_BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
@@ -221,7 +222,7 @@ class KubeApi:
 def _start(name: str, argv: list[str], workdir: Path) -> _Proc:
     log_path = workdir / f"{name}.log"
     log_file = log_path.open("wb")
-    popen = subprocess.Popen(
+    popen = start_child(
         argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=workdir
     )
     return _Proc(name=name, popen=popen, log_path=log_path, log_file=log_file)

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from subprocess_helpers import popen
 
 from k8s.control_plane import KubeApi
 from k8s.operator_env import Cluster, ferrymq_crds, wait_for
@@ -42,7 +43,7 @@ def operator_process(
     url = f"http://127.0.0.1:{free_port()}/healthz"
     env = {**kube_api.env(), "FERRYMQ_OPERATOR_RESYNC_SECONDS": "5"}
     log = (tmp_path / "operator.log").open("wb")
-    proc = subprocess.Popen(
+    proc = popen(
         [sys.executable, "-m", "ferrymq_operator", "--namespace", k8s_namespace, "--liveness", url],
         env=env,
         stdout=log,

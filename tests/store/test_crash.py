@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from ferrymq.store import record as rec
 from ferrymq.store.message_store import MessageStore
+from subprocess_helpers import popen
 
 from .crash_child import QUEUES, crash_config, parse_body
 from .helpers import read_queue
@@ -30,7 +31,7 @@ def _run_child_and_kill(
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     root.mkdir(parents=True, exist_ok=True)
     with open(root.parent / f"child-{run}.stderr", "w+b") as err:
-        proc = subprocess.Popen(
+        proc = popen(
             [sys.executable, str(CHILD), str(root), str(run)],
             stdout=subprocess.PIPE,
             stderr=err,  # a file, not a pipe: a chatty child can never block on it

@@ -4,11 +4,14 @@ tests that need real processes.
 
 Children are started in order (NameServer first, its port read from its "ready on port" line), each
 writes to ``<data-dir>/logs/<name>.log``, and all are stopped by PID: SIGTERM (graceful: brokers
-unregister, flush and remove their abort files), then SIGKILL after a grace period.
+unregister, flush and remove their abort files), then SIGKILL after a grace period. On Linux a
+child also gets SIGTERM from the kernel when its supervisor dies without stopping it
+(:func:`die_with_parent`).
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import random
 import re
@@ -17,6 +20,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +35,31 @@ _UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 # A dev cluster's CommitLog files: each broker preallocates (posix_fallocate) one whole file at
 # start, so upstream's 1 GiB would reserve 4 GiB of disk for the default 2 groups x (master + slave).
 LOCAL_COMMITLOG_FILE_SIZE = 128 * 1024 * 1024
+
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
+    """A ``preexec_fn`` making the kernel send ``sig`` to the child when the thread that started
+    it exits (Linux ``PR_SET_PDEATHSIG``), so children of a hard-killed supervisor or test run
+    shut down instead of living on; None where the call does not exist (then nothing changes).
+
+    The signal follows the *thread*: spawn from a thread that outlives the child (the main
+    thread, or an executor thread that lives as long as its event loop). The child checks its
+    parent once more after the call, for a parent that died in between.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved here: the child only calls it
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), sig)
+
+    return preexec
 
 
 class ClusterStartError(RuntimeError):
@@ -216,6 +245,8 @@ class LocalCluster:
                 stdin=subprocess.DEVNULL,
                 env=env,
                 start_new_session=True,  # Ctrl-C in the terminal reaches the supervisor only
+                # a SIGKILLed supervisor (or test run) still takes its children down
+                preexec_fn=die_with_parent(),  # only prctl runs between fork and exec
             )
         finally:
             out.close()

@@ -1,0 +1,32 @@
+"""Starting long-lived test subprocesses (brokers, NameServers, operators, control planes) so
+they cannot outlive the test run: on Linux each gets SIGTERM from the kernel when the thread that
+started it dies (PR_SET_PDEATHSIG, :func:`ferrymq.broker.local_cluster.die_with_parent`), so a
+hard-killed pytest leaves nothing running. Tests still stop their own processes by PID.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ferrymq.broker.local_cluster import die_with_parent
+
+
+def popen(argv: Sequence[str | Path], **kwargs: Any) -> subprocess.Popen[bytes]:
+    """``subprocess.Popen(argv, **kwargs)`` whose child dies with the test run."""
+    if "preexec_fn" in kwargs:
+        raise TypeError("popen sets preexec_fn itself")
+    return subprocess.Popen(argv, preexec_fn=die_with_parent(), **kwargs)
+
+
+def process_gone(pid: int) -> bool:
+    """True once ``pid`` has exited (a zombie nobody reaps, e.g. under a container's PID 1,
+    counts as exited)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    # the state follows the parenthesised command name, which may itself hold spaces
+    return stat.rpartition(")")[2].split()[0] in ("Z", "X")
