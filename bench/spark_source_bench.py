@@ -1,16 +1,21 @@
 """Scan rate of the ``ferrymq-commitlog`` Spark data source vs a plain sequential read.
 
 Writes a store of at least ``--gib`` GiB with ferrymq's own MessageStore (1 GiB CommitLog files,
-as upstream), then, in the same run and from a warm page cache:
+as upstream; or reuses ``--store``), then, in the same run and from a warm page cache:
 
 * baseline: a plain sequential read of the same CommitLog bytes (``readinto`` of 8 MiB chunks,
   one thread), in MB/s of CommitLog;
-* the data source: ``spark.read.format("ferrymq-commitlog").load(store)`` aggregated so every
-  row is produced and crosses into the JVM (``local[*]``, one partition per file), in MB/s of
-  the same CommitLog bytes.
+* the data source: ``spark.read.format("ferrymq-commitlog").load(store)`` and one aggregate
+  that reads every column of every row (count; sums / min / max of the numeric columns; distinct
+  topics; total length of tags, keys and uniqKey), so every row is decoded in the Python worker,
+  crosses into the JVM as Arrow and is read there (``local[*]``, ``splitSize`` partitions). The
+  aggregate is checked against what was written (row count, body bytes, total store size).
+* the decoder alone: the data source's reader run in this process over every partition, one
+  thread (no Spark), as MB/s and microseconds per record of process CPU: what bounds the scan.
 
-Each is timed ``--runs`` times; the median is reported with the ratio data source / baseline.
-Target: >= 0.5. Usage: ``.venv/bin/python bench/spark_source_bench.py [--gib 2] [--body 1024]``.
+Each is timed ``--runs`` times (plain read and scan alternating); the median is reported with
+the ratio data source / baseline and the load average. Target: >= 0.5.
+Usage: ``.venv/bin/python bench/spark_source_bench.py [--gib 2] [--body 4096] [--store DIR]``.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from ferrymq.message import MessageInner
 from ferrymq.store.config import MessageStoreConfig
@@ -82,19 +88,43 @@ def plain_read(files: list[Path], limit: int) -> float:
     return time.perf_counter() - start
 
 
-def spark_scan(spark: object, store: Path) -> tuple[float, int]:
+def spark_scan(spark: object, store: Path, options: dict[str, str]) -> tuple[float, Any]:
+    """Seconds for one aggregate that reads every column of every row, and its result row."""
     from pyspark.sql import functions as F
 
-    df = spark.read.format("ferrymq-commitlog").load(str(store))  # type: ignore[attr-defined]
+    reader = spark.read.format("ferrymq-commitlog")  # type: ignore[attr-defined]
+    df = reader.options(**options).load(str(store))
     start = time.perf_counter()
     row = df.agg(
         F.count("*").alias("n"),
         F.sum("storeSize").alias("bytes"),
+        F.sum("bodySize").alias("body_bytes"),
         F.max("storeTimestamp"),
-        F.countDistinct("topic"),
-        F.sum(F.length("tags") + F.size("keys")),
+        F.min("bornTimestamp"),
+        F.max("physicalOffset"),
+        F.sum(F.col("queueOffset") + F.col("queueId")),
+        F.sum(F.col("reconsumeTimes") + F.col("sysFlag") + F.col("flag")),
+        F.countDistinct("topic").alias("topics"),
+        F.sum(F.length("tags") + F.size("keys") + F.length("uniqKey")).alias("prop_chars"),
     ).collect()[0]
-    return time.perf_counter() - start, int(row["n"])
+    return time.perf_counter() - start, row
+
+
+def decoder_only(store: Path, options: dict[str, str]) -> tuple[float, float, int]:
+    """(wall s, process CPU s, rows) of the data source's reader over every partition, here."""
+    from ferrymq_spark.sources.commit_log import CommitLogReader
+
+    reader = CommitLogReader({"path": str(store), **options})
+    rows = 0
+    wall, cpu = time.perf_counter(), time.process_time()
+    for part in reader.partitions():
+        for batch in reader.read(part):
+            rows += batch.num_rows
+    return time.perf_counter() - wall, time.process_time() - cpu, rows
+
+
+def load() -> float:
+    return os.getloadavg()[0]
 
 
 def main() -> None:
@@ -104,41 +134,73 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--dir", type=Path, default=None, help="where to write the store (temp)")
     ap.add_argument("--keep", action="store_true", help="keep the generated store")
+    ap.add_argument(
+        "--store", type=Path, default=None, help="reuse this store (generate it when absent; kept)"
+    )
+    ap.add_argument(
+        "--option", action="append", default=[], help="data source option key=value (repeatable)"
+    )
+    ap.add_argument("--master", default=None, help="Spark master (default local[*])")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = ap.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="ferrymq-spark-bench-", dir=args.dir))
+    options = dict(o.split("=", 1) for o in args.option)
+    reuse = args.store is not None and (args.store / "commitlog").is_dir()
+    if args.store is not None:
+        root = args.store
+        root.mkdir(parents=True, exist_ok=True)
+    else:
+        root = Path(tempfile.mkdtemp(prefix="ferrymq-spark-bench-", dir=args.dir))
     try:
         t0 = time.perf_counter()
-        messages, written = asyncio.run(generate(root, int(args.gib * GIB), args.body))
+        if not reuse:
+            asyncio.run(generate(root, int(args.gib * GIB), args.body))
         gen_s = time.perf_counter() - t0
         files = sorted((root / "commitlog").iterdir())
+        with open(files[0], "rb") as fh:  # body size of the first record (the bench writes one)
+            body = int.from_bytes(fh.read(88)[84:88], "big")
+        plain_read(files, sum(f.stat().st_size for f in files))  # warm the page cache
+        dec_wall, dec_cpu, messages = decoder_only(root, options)  # also the row count
+        written, message_bytes = _extent(files)
         print(
-            f"store: {messages} messages, {written / 1e6:.0f} MB CommitLog in {len(files)} files"
-            f" ({gen_s:.0f} s to generate)"
+            f"store: {messages} messages of {body} B, {written / 1e6:.0f} MB CommitLog in"
+            f" {len(files)} files ({'reused' if reuse else f'{gen_s:.0f} s to generate'})"
         )
-        plain_read(files, written)  # warm the page cache for both sides
         from ferrymq_spark.session import build_session
 
-        spark = build_session("ferrymq-spark-source-bench")
-        _, count = spark_scan(spark, root)  # warm-up: JVM, Python workers
-        if count != messages:
-            raise SystemExit(f"data source read {count} rows, the store holds {messages}")
-        plain, scan = [], []
+        spark = build_session("ferrymq-spark-source-bench", master=args.master)
+        _, row = spark_scan(spark, root, options)  # warm-up: JVM, Python workers
+        if row["n"] != messages or row["body_bytes"] != messages * body:
+            raise SystemExit(f"data source read {row}; the store holds {messages} messages")
+        if row["bytes"] != message_bytes:
+            raise SystemExit(f"rows add up to {row['bytes']} bytes, records to {message_bytes}")
+        plain, scan, loads = [], [], []
         for _ in range(args.runs):
+            loads.append(load())
             plain.append(plain_read(files, written))
-            scan.append(spark_scan(spark, root)[0])
+            scan.append(spark_scan(spark, root, options)[0])
+        loads.append(load())
+        dec = [decoder_only(root, options) for _ in range(max(1, args.runs // 2))]
+        dec_wall = statistics.median(d[0] for d in dec)
+        dec_cpu = statistics.median(d[1] for d in dec)
         plain_mbps = written / 1e6 / statistics.median(plain)
         scan_mbps = written / 1e6 / statistics.median(scan)
         result = {
             "messages": messages,
-            "body_bytes": args.body,
+            "body_bytes": body,
             "commitlog_mb": round(written / 1e6, 1),
             "files": len(files),
             "cores": os.cpu_count(),
+            "options": options,
             "baseline_plain_read_mb_s": round(plain_mbps, 1),
             "datasource_scan_mb_s": round(scan_mbps, 1),
             "datasource_rows_s": round(messages / statistics.median(scan)),
             "ratio": round(scan_mbps / plain_mbps, 4),
+            "decoder_only_mb_s_one_thread": round(written / 1e6 / dec_wall, 1),
+            "decoder_only_cpu_us_per_record": round(dec_cpu / messages * 1e6, 2),
+            "decoder_only_ratio_one_thread": round(written / 1e6 / dec_wall / plain_mbps, 4),
+            "plain_s": [round(x, 3) for x in plain],
+            "scan_s": [round(x, 3) for x in scan],
+            "loadavg_1m": [round(x, 2) for x in loads],
             "runs": args.runs,
             "target_ratio": 0.5,
         }
@@ -147,8 +209,30 @@ def main() -> None:
             args.json.write_text(json.dumps(result, indent=2))
         spark.stop()
     finally:
-        if not args.keep:
+        if args.store is None and not args.keep:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def _extent(files: list[Path]) -> tuple[int, int]:
+    """``(CommitLog bytes, message bytes)``: the store's extent (older files whole, blank
+    end-of-file records included, as ``max_phy_offset`` counts it; the newest file up to its last
+    record) and the bytes of message records alone (what the rows' storeSize adds up to)."""
+    import mmap
+
+    from ferrymq.store.record import BLANK_HEAD, MESSAGE_MAGIC_CODE, MIN_RECORD_SIZE
+
+    extent = messages = 0
+    for i, f in enumerate(files):
+        with open(f, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            pos = 0
+            while pos + BLANK_HEAD.size <= len(mm):
+                total, magic = BLANK_HEAD.unpack_from(mm, pos)
+                if magic != MESSAGE_MAGIC_CODE or total < MIN_RECORD_SIZE:
+                    break
+                pos += total
+            messages += pos
+            extent += pos if i == len(files) - 1 else len(mm)
+    return extent, messages
 
 
 if __name__ == "__main__":

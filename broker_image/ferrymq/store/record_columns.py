@@ -335,8 +335,7 @@ def _property_values(np: Any, props: Any) -> dict[str, tuple[Any, Any, Any]]:
     is_start[seps + 1] = True
     item_starts = np.flatnonzero(is_start[:size])
     rows = np.searchsorted(po, item_starts, side="right") - 1
-    nxt = np.searchsorted(seps, item_starts)
-    sep_after = np.where(nxt < len(seps), seps[np.minimum(nxt, max(len(seps) - 1, 0))], size)
+    sep_after = np.append(seps, size)[np.searchsorted(seps, item_starts)]  # size: none left
     item_ends = np.minimum(sep_after, po[rows + 1])
     out: dict[str, tuple[Any, Any, Any]] = {}
     for column, name in _PROPERTY_NAMES.items():
