@@ -19,7 +19,7 @@ from ferrymq.message import MessageExt
 from ferrymq.remoting import bodies, headers
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
-from ferrymq.remoting.command import RemotingCommand
+from ferrymq.remoting.command import RemotingCommand, next_opaque
 from ferrymq.remoting.errors import RemotingError
 from ferrymq.store.record import decode_messages
 
@@ -135,22 +135,26 @@ class BrokerApi:
         *,
         batch: bool = False,
         timeout: float | None = None,
+        msg_id: str | None = None,
     ) -> SendResult:
+        """``msg_id``: the client's id(s) for the result (the producer's UNIQ_KEYs); when None,
+        the broker's batchUniqId or msgId."""
         code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
-        request = RemotingCommand.request(code, v2_ext(header), body)
+        request = RemotingCommand(code, v2_ext(header), body, next_opaque())
         response = await self._invoke(addr, request, timeout)
         status = _SEND_STATUS.get(response.code)
         if status is None:
             raise response_error(response.code, response.remark, addr)
-        ext = response.ext_fields
-        queue = MessageQueue(header.topic, broker_name, int(ext.get("queueId", header.queue_id)))
+        get = response.ext_fields.get
+        offset_msg_id = get("msgId", "")
+        queue_id = get("queueId")
         return SendResult(
-            status=status,
-            msg_id=ext.get("batchUniqId") or ext.get("msgId", ""),
-            offset_msg_id=ext.get("msgId", ""),
-            queue=queue,
-            queue_offset=int(ext.get("queueOffset", "-1")),
-            transaction_id=ext.get("transactionId"),
+            status,
+            msg_id if msg_id is not None else (get("batchUniqId") or offset_msg_id),
+            offset_msg_id,
+            MessageQueue(header.topic, broker_name, int(queue_id) if queue_id else header.queue_id),
+            int(get("queueOffset") or -1),
+            get("transactionId"),
         )
 
     async def send_oneway(

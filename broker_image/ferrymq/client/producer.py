@@ -67,9 +67,17 @@ def check_topic(topic: str) -> None:
         raise MessageValidationError(f"the topic {topic!r} is reserved for auto-creation")
 
 
-def check_message(msg: Message, max_size: int) -> None:
-    """Upstream Validators.checkMessage: topic, a non-empty body no larger than ``max_size``."""
-    check_topic(msg.topic)
+def check_message(msg: Message, max_size: int, legal_topics: set[str] | None = None) -> None:
+    """Upstream Validators.checkMessage: topic, a non-empty body no larger than ``max_size``.
+
+    ``legal_topics``: names already checked (skipped) and where a name that passes is added.
+    """
+    if legal_topics is None or msg.topic not in legal_topics:
+        check_topic(msg.topic)
+        if legal_topics is not None:
+            if len(legal_topics) >= 4096:
+                legal_topics.clear()
+            legal_topics.add(msg.topic)
     if not msg.body:
         raise MessageValidationError("the message body is empty")
     if len(msg.body) > max_size:
@@ -113,6 +121,7 @@ class Producer:
         self.body_transform = body_transform
         self._async_slots = asyncio.Semaphore(client_async_semaphore)
         self._async_tasks: set[asyncio.Task[SendResult]] = set()
+        self._legal_topics: set[str] = set()
         self._state = "created"
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -154,7 +163,7 @@ class Producer:
     async def send(self, msg: Message, timeout: float | None = None) -> SendResult:
         """Send and wait for the broker; retries on another broker as described above."""
         self._check_running()
-        check_message(msg, self.max_message_size)
+        check_message(msg, self.max_message_size, self._legal_topics)
         self._stamp(msg)
         body, sys_flag = self._body(msg.body)
         return await self._send_with_retries(
@@ -173,7 +182,7 @@ class Producer:
     ) -> asyncio.Task[SendResult]:
         """Start a send and return its task; ``callback(result, error)`` runs when it finishes."""
         self._check_running()
-        check_message(msg, self.max_message_size)
+        check_message(msg, self.max_message_size, self._legal_topics)
         self._stamp(msg)
         body, sys_flag = self._body(msg.body)
         task = asyncio.create_task(
@@ -185,7 +194,7 @@ class Producer:
     async def send_oneway(self, msg: Message) -> None:
         """Send without waiting for an answer; never retried, failures are only logged by the caller."""
         self._check_running()
-        check_message(msg, self.max_message_size)
+        check_message(msg, self.max_message_size, self._legal_topics)
         self._stamp(msg)
         body, sys_flag = self._body(msg.body)
         info = await self.instance.publish_info(msg.topic, self.default_topic_queue_nums)
@@ -226,7 +235,7 @@ class Producer:
     ) -> SendResult:
         """Send to one given queue (ordered messages, tests); no retry on another queue."""
         self._check_running()
-        check_message(msg, self.max_message_size)
+        check_message(msg, self.max_message_size, self._legal_topics)
         self._stamp(msg)
         body, sys_flag = self._body(msg.body)
         addr = await self.instance.find_broker_addr(mq.broker_name, msg.topic)
@@ -357,22 +366,36 @@ class Producer:
         last_broker: str | None = None
         last_error: BaseException | None = None
         last_result: SendResult | None = None
+        instance = self.instance
+        fault = self.fault
+        # upstream SendResult: msgId is the client's UNIQ_KEY, offsetMsgId the broker's id
+        if len(msgs) == 1:
+            msg_id = msgs[0].uniq_key or ""
+        else:
+            msg_id = ",".join(m.uniq_key or "" for m in msgs)
         for attempt in range(attempts):
             remaining = timeout - (time.monotonic() - begin)
             if remaining <= 0:
                 break
-            info = await self.instance.publish_info(topic, self.default_topic_queue_nums)
-            mq = self.fault.select_queue(info.queues, info.next_index, last_broker, _now_ms())
-            last_broker = mq.broker_name
+            info = await instance.publish_info(topic, self.default_topic_queue_nums)
             started = _now_ms()
+            mq = fault.select_queue(info.queues, info.next_index, last_broker, started)
+            last_broker = mq.broker_name
             try:
-                addr = await self.instance.find_broker_addr(mq.broker_name, topic)
+                addr = await instance.find_broker_addr(mq.broker_name, topic)
                 header = self._header(mq, msgs[0], sys_flag, batch=batch)
-                result = await self.instance.broker.send_message(
-                    addr, mq.broker_name, header, body, batch=batch, timeout=remaining
+                result = await instance.broker.send_message(
+                    addr,
+                    mq.broker_name,
+                    header,
+                    body,
+                    batch=batch,
+                    timeout=remaining,
+                    msg_id=msg_id,
                 )
             except MQClientError as exc:
-                self.fault.update_fault_item(mq.broker_name, _now_ms() - started, True, _now_ms())
+                ended = _now_ms()
+                fault.update_fault_item(mq.broker_name, ended - started, True, ended)
                 last_error = exc
                 answered = isinstance(exc, MQResponseError)
                 if not exc.retriable or (not answered and not retry_transport):
@@ -390,9 +413,9 @@ class Producer:
                     exc,
                 )
                 continue
-            self.fault.update_fault_item(mq.broker_name, _now_ms() - started, False, _now_ms())
-            # upstream SendResult: msgId is the client's UNIQ_KEY, offsetMsgId the broker's id
-            result = dataclasses.replace(result, msg_id=",".join(m.uniq_key or "" for m in msgs))
+            if fault.send_latency_fault_enable:
+                ended = _now_ms()
+                fault.update_fault_item(mq.broker_name, ended - started, False, ended)
             if (
                 result.status is not SendStatus.SEND_OK
                 and self.retry_another_broker_when_not_store_ok

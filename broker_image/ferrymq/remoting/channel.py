@@ -176,18 +176,31 @@ class Channel(asyncio.Protocol):
     async def invoke(self, request: RemotingCommand, timeout: float) -> RemotingCommand:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[RemotingCommand] = loop.create_future()
-        self._pending[request.opaque] = fut
+        opaque = request.opaque
+        self._pending[opaque] = fut
         if not self.send(request):
-            self._pending.pop(request.opaque, None)
+            self._pending.pop(opaque, None)
             raise RemotingSendRequestError(f"connection to {self.remote_addr} is closed")
+        if timeout <= 0:
+            self._pending.pop(opaque, None)
+            raise self._timeout_error(request.code, timeout)
+        # one timer on the response future itself: wait_for would add a waiter future, a
+        # timeout handle and callbacks on top, for every call
+        timer = loop.call_later(timeout, self._expire, fut, request.code, timeout)
         try:
-            return await asyncio.wait_for(fut, timeout)
-        except TimeoutError:
-            raise RemotingTimeoutError(
-                f"no response from {self.remote_addr} to code {request.code} within {timeout:.1f}s"
-            ) from None
+            return await fut
         finally:
-            self._pending.pop(request.opaque, None)
+            timer.cancel()
+            self._pending.pop(opaque, None)
+
+    def _expire(self, fut: asyncio.Future[RemotingCommand], code: int, timeout: float) -> None:
+        if not fut.done():
+            fut.set_exception(self._timeout_error(code, timeout))
+
+    def _timeout_error(self, code: int, timeout: float) -> RemotingTimeoutError:
+        return RemotingTimeoutError(
+            f"no response from {self.remote_addr} to code {code} within {timeout:.1f}s"
+        )
 
     def invoke_oneway(self, request: RemotingCommand) -> None:
         request.flag |= ONEWAY_FLAG
