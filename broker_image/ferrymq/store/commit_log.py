@@ -58,6 +58,13 @@ _UNIFORM_MAX_ITEMS = 1024
 _UNIFORM_CACHE_MAX = 32
 _CRC_MASK = 0x7FFFFFFF
 _BLANK_MIN = rec.END_FILE_MIN_BLANK_LENGTH
+# Bound once: the single-message append looks these up per message.
+_pack_record_head = rec.RECORD_HEAD.pack
+_pack_props_len = _PROPS_LEN.pack
+_crc32 = rec.crc32
+_MAGIC = rec.MESSAGE_MAGIC_CODE
+_MAX_PROPERTIES = rec.MAX_PROPERTIES_BYTES
+_MIN_RECORD_1 = rec.MIN_RECORD_SIZE - 1  # + len(TOPICLEN + TOPIC) gives the fixed part
 # NOT (0) and COMMIT (8) take a queue slot, PREPARED (4) and ROLLBACK (12) do not: bit 4 decides.
 _NO_SLOT_BIT = MessageSysFlag.TRANSACTION_PREPARED_TYPE
 
@@ -181,7 +188,8 @@ class CommitLog:
         The record is built as head + body + topic + properties, joined, and copied into the
         map once (the broker's SEND_MESSAGE path: kept free of per-field calls).
         """
-        topic_part = self._topic_part(msg.topic)
+        topic = msg.topic
+        topic_part = self._topic_parts.get(topic) or self._topic_part(topic)
         props_text = msg.properties_string
         if not props_text and msg.properties:
             # A caller that filled only the dict: store what it meant, not an empty string.
@@ -190,34 +198,38 @@ class CommitLog:
         body = msg.body
         body_len = len(body)
         props_len = len(props)
-        if props_len > rec.MAX_PROPERTIES_BYTES or body_len > self.max_message_size:
+        if props_len > _MAX_PROPERTIES or body_len > self.max_message_size:
             self._check_lengths(topic_part[1:], props, body_len)  # raises, naming the rule
-        size = rec.MIN_RECORD_SIZE - 1 + body_len + len(topic_part) + props_len
+        size = _MIN_RECORD_1 + body_len + len(topic_part) + props_len
         store_ts = int(time.time() * 1000) if now_ms is None else now_ms
         mf = self.mapped_file_queue.get_last_mapped_file()
-        if mf is None or mf.file_size - mf.wrote_position < size + rec.END_FILE_MIN_BLANK_LENGTH:
+        if mf is None or mf.file_size - mf.wrote_position < size + _BLANK_MIN:
             mf = self._file_for(size, store_ts)
         pos = mf.wrote_position
         wrote_offset = mf.file_from_offset + pos
         queue_id = msg.queue_id
-        key = f"{msg.topic}-{queue_id}"
+        key = f"{topic}-{queue_id}"
         sys_flag = msg.sys_flag
         has_slot = not sys_flag & _NO_SLOT_BIT  # takes_queue_offset, inlined
-        queue_offset = self.topic_queue_table.get(key, 0) if has_slot else 0
+        table = self.topic_queue_table
+        queue_offset = table.get(key, 0) if has_slot else 0
         born_ip, born_port = msg.born_host
         packed_born = self._born_ip_cache.get(born_ip) or self._packed(born_ip)
-        head = rec.RECORD_HEAD.pack(
-            size, rec.MESSAGE_MAGIC_CODE, rec.crc32(body) & _CRC_MASK, queue_id, msg.flag,
-            queue_offset, wrote_offset, sys_flag, msg.born_timestamp, packed_born, born_port,
-            store_ts, self._store_ip, self._store_port, msg.reconsume_times,
-            msg.prepared_transaction_offset, body_len,
-        )  # fmt: skip
-        mf.buffer[pos : pos + size] = b"".join(
-            (head, body, topic_part, _PROPS_LEN.pack(props_len), props)
-        )
+        mf.buffer[pos : pos + size] = b"".join((
+            _pack_record_head(
+                size, _MAGIC, _crc32(body) & _CRC_MASK, queue_id, msg.flag, queue_offset,
+                wrote_offset, sys_flag, msg.born_timestamp, packed_born, born_port, store_ts,
+                self._store_ip, self._store_port, msg.reconsume_times,
+                msg.prepared_transaction_offset, body_len,
+            ),
+            body,
+            topic_part,
+            _pack_props_len(props_len),
+            props,
+        ))  # fmt: skip
         mf.advance(size, store_ts)
         if has_slot:
-            self.topic_queue_table[key] = queue_offset + 1
+            table[key] = queue_offset + 1
         self.last_append_timestamp = store_ts
         return AppendMessageResult(
             AppendMessageStatus.PUT_OK,
