@@ -247,3 +247,25 @@ def test_any_batch_matches_reference(
         assert res.record_offsets == offsets and res.msg_num == len(items)
     finally:
         log.mapped_file_queue.shutdown()
+
+
+def test_uniform_plan_cache_is_bounded(tmp_path: Path) -> None:
+    log = _log(tmp_path, file_size=8 << 20, max_size=4 << 20)
+    try:
+        offset = 0
+        queue_offset = 0
+        # 40 shapes of 300 items (12,000 items of plans if all were kept).
+        for body_len in range(40):
+            items = [
+                Message("T", bytes([k % 7]) * body_len, properties={"K": "v"}) for k in range(300)
+            ]
+            batch = _batch("T", 0, items)
+            res = log.put_batch_body(batch, batch.body, now_ms=NOW)
+            expected, _ = _expected(batch, items, offset, queue_offset)
+            assert _written(log, res.wrote_offset, res.wrote_bytes) == expected
+            offset, queue_offset = res.end_offset, queue_offset + 300
+            plans = log._uniform_plans
+            assert len(plans) <= 32 and sum(key[0] for key in plans) <= 8192
+            assert (300, body_len, len(b"K\x01v\x02"), b"\x01T") in plans  # the newest is kept
+    finally:
+        log.mapped_file_queue.shutdown()

@@ -53,9 +53,11 @@ _HEAD_FULL = struct.Struct(f">iIiiiqq{_HEAD_CONSTANT.size}si")
 assert _HEAD_FULL.size == rec.BODY_POS
 _SIZE_MAGIC = struct.Struct(">iI")
 # A batch whose items all have the same lengths is parsed and encoded with one struct call each
-# (no per-record Python code); these bound the compiled structs kept per CommitLog.
+# (no per-record Python code); these bound the compiled structs kept per CommitLog (a plan
+# costs about 0.6 KiB per item, so the cache stays under ~5 MiB).
 _UNIFORM_MAX_ITEMS = 1024
 _UNIFORM_CACHE_MAX = 32
+_UNIFORM_CACHE_ITEMS = 8192
 _CRC_MASK = 0x7FFFFFFF
 _BLANK_MIN = rec.END_FILE_MIN_BLANK_LENGTH
 # Bound once: the single-message append looks these up per message.
@@ -435,9 +437,15 @@ class CommitLog:
         plan = self._uniform_plans.get(shape)
         if plan is None:
             plan = _UniformPlan(count, body_len, props_len, topic_part)
-            if len(self._uniform_plans) >= _UNIFORM_CACHE_MAX:
-                del self._uniform_plans[next(iter(self._uniform_plans))]
-            self._uniform_plans[shape] = plan
+            plans = self._uniform_plans
+            cached = sum(key[0] for key in plans)
+            while plans and (
+                len(plans) >= _UNIFORM_CACHE_MAX or cached + count > _UNIFORM_CACHE_ITEMS
+            ):
+                oldest = next(iter(plans))  # first inserted
+                cached -= oldest[0]
+                del plans[oldest]
+            plans[shape] = plan
         fields = plan.parser.unpack(body)
         if (
             fields[0::6].count(item_size) != count
