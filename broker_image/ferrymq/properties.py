@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 import javaproperties
-from pydantic import BaseModel, ValidationError
+from pydantic import AliasChoices, BaseModel, ValidationError
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +67,11 @@ def known_keys(model_cls: type[BaseModel]) -> dict[str, str]:
         alias = info.alias or name
         keys[alias] = alias
         keys[name] = alias
+        # Older upstream spellings accepted for validation (e.g. mapedFileSizeCommitLog).
+        if isinstance(info.validation_alias, AliasChoices):
+            for choice in info.validation_alias.choices:
+                if isinstance(choice, str):
+                    keys.setdefault(choice, alias)
     return keys
 
 

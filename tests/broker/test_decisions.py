@@ -123,6 +123,17 @@ def test_broker_conf_feeds_both_models(tmp_path: Path) -> None:
     assert broker2.broker_name == "broker-y"
 
 
+def test_broker_conf_accepts_the_pre_4_5_maped_spelling(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("mapedFileSizeCommitLog=65536\nmapedFileSizeConsumeQueue=6000\n")
+    _, store = load_broker_configs(conf, env={})
+    assert store.mapped_file_size_commit_log == 65536
+    assert store.mapped_file_size_consume_queue == 6000
+    conf.write_text("mapedFileSizeCommitLog=12\n")
+    with pytest.raises(ConfigError, match="mapedFileSizeCommitLog|mappedFileSizeCommitLog"):
+        load_broker_configs(conf, env={})
+
+
 def test_bad_broker_conf_names_the_key(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
     conf.write_text("listenPort=ninety\n")

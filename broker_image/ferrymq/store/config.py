@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 CQ_STORE_UNIT_SIZE = 20
@@ -59,9 +59,23 @@ class MessageStoreConfig(BaseModel):
     # Empty means <storePathRootDir>/commitlog, as upstream.
     store_path_commit_log: Path | None = Field(default=None, alias="storePathCommitLog")
 
-    mapped_file_size_commit_log: int = Field(default=1024 * 1024 * 1024, ge=4096, le=2**31 - 1)
+    # Upstream spelled these "maped..." before 4.5; broker.conf files from those releases still do.
+    mapped_file_size_commit_log: int = Field(
+        default=1024 * 1024 * 1024,
+        ge=4096,
+        le=2**31 - 1,
+        validation_alias=AliasChoices(
+            "mappedFileSizeCommitLog", "mapedFileSizeCommitLog", "mapped_file_size_commit_log"
+        ),
+    )
     mapped_file_size_consume_queue: int = Field(
-        default=300_000 * CQ_STORE_UNIT_SIZE, ge=CQ_STORE_UNIT_SIZE * 4
+        default=300_000 * CQ_STORE_UNIT_SIZE,
+        ge=CQ_STORE_UNIT_SIZE * 4,
+        validation_alias=AliasChoices(
+            "mappedFileSizeConsumeQueue",
+            "mapedFileSizeConsumeQueue",
+            "mapped_file_size_consume_queue",
+        ),
     )
     max_message_size: int = Field(default=4 * 1024 * 1024, ge=1024)
 
