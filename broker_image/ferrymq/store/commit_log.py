@@ -2,9 +2,12 @@
 ``DefaultAppendMessageCallback``), and raw reads by physical offset.
 
 Appends are synchronous and run on the event loop, which serialises them (the upstream
-``putMessageLock``). A record is encoded with ``struct.pack_into`` straight into the mapping.
-When a record (plus the 8-byte blank minimum) does not fit, the rest of the file becomes a blank
-record and the record goes to a new file named by its offset.
+``putMessageLock``). Each append copies into the mapping once: a single record is packed and
+joined with its body, topic and properties; a SEND_BATCH body whose items share one shape is
+parsed and encoded with one compiled struct call each (per-shape plans, cached); any other
+batch body is encoded record by record and joined. When a record or batch (plus the 8-byte
+blank minimum) does not fit, the rest of the file becomes a blank record and the append goes to
+a new file named by its offset.
 
 ``topic_queue_table`` holds the next queue offset of every ``topic-queueId``; recovery rebuilds it
 from the ConsumeQueues. Prepared and rolled-back transactional messages get queue offset 0 and do
@@ -42,13 +45,11 @@ _U32 = struct.Struct(">I")
 # FLAG, BODYLEN, then BODY, PROPERTIESLEN i16, PROPERTIES.
 _BATCH_ITEM = struct.Struct(">iiiii")
 _PROPS_LEN = struct.Struct(">h")
-# The record head without BODYLEN (a batch item's BODYLEN+BODY is copied as is after it),
-# split into the fields that vary per record and those fixed for a whole batch.
-_HEAD_VARYING = struct.Struct(">iIiiiqq")  # TOTALSIZE .. PHYSICALOFFSET
-_HEAD_CONSTANT = struct.Struct(">iq4siq4siiq")  # SYSFLAG .. PREPAREDTRANSACTIONOFFSET
-assert _HEAD_VARYING.size == rec.SYS_FLAG_POS
-assert _HEAD_VARYING.size + _HEAD_CONSTANT.size == rec.BODY_LEN_POS
-# The whole record head in one call: the varying fields, the batch's constant 48 bytes, BODYLEN.
+# SYSFLAG .. PREPAREDTRANSACTIONOFFSET: the head fields fixed for a whole batch.
+_HEAD_CONSTANT = struct.Struct(">iq4siq4siiq")
+assert rec.SYS_FLAG_POS + _HEAD_CONSTANT.size == rec.BODY_LEN_POS
+# The whole record head in one call: TOTALSIZE .. PHYSICALOFFSET, the batch's constant 48
+# bytes, BODYLEN.
 _HEAD_FULL = struct.Struct(f">iIiiiqq{_HEAD_CONSTANT.size}si")
 assert _HEAD_FULL.size == rec.BODY_POS
 _SIZE_MAGIC = struct.Struct(">iI")
