@@ -188,9 +188,15 @@ class BrokerApi:
 
     # --- pull ---------------------------------------------------------------------------------
     async def pull_message(
-        self, addr: str, header: headers.PullMessageRequestHeader, timeout: float
+        self,
+        addr: str,
+        header: headers.PullMessageRequestHeader | dict[str, str],
+        timeout: float,
     ) -> PullResult:
-        request = RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext())
+        """``header`` may be the already-encoded ext fields (the pull service reuses one per
+        queue and changes only the offsets between pulls)."""
+        ext_fields = header if isinstance(header, dict) else header.to_ext()
+        request = RemotingCommand.request(RequestCode.PULL_MESSAGE, ext_fields)
         response = await self._invoke(addr, request, timeout)
         status = _PULL_STATUS.get(response.code)
         if status is None:

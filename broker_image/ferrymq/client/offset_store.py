@@ -60,6 +60,10 @@ class OffsetStore:
         if old is None or not increase_only or offset > old:
             self.offsets[mq] = offset
 
+    def memory_offset(self, mq: MessageQueue) -> int:
+        """The cached offset, -1 when there is none (``READ_FROM_MEMORY`` without a coroutine)."""
+        return self.offsets.get(mq, -1)
+
     async def read_offset(self, mq: MessageQueue, kind: ReadOffsetType) -> int:
         """-1 when unknown; -2 and below never come from here (the broker answers >= 0 or fails)."""
         if kind is not ReadOffsetType.READ_FROM_STORE:

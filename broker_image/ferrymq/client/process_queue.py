@@ -56,31 +56,40 @@ class ProcessQueue:
 
     def put_messages(self, msgs: Iterable[MessageExt]) -> int:
         """Add pulled messages; returns how many were new (a re-pulled offset is not counted)."""
-        added = 0
+        # locals in the loop (once per pulled message), attributes written once per pull
+        messages = self.messages
+        top = self.queue_offset_max
+        added = size = 0
         out_of_order = False
         for msg in msgs:
             offset = msg.queue_offset
-            if offset in self.messages:
+            if offset in messages:
                 continue
-            if offset < self.queue_offset_max:
+            if offset < top:
                 out_of_order = True
-            self.messages[offset] = msg
-            self.msg_size += len(msg.body)
+            else:
+                top = offset
+            messages[offset] = msg
+            size += len(msg.body)
             added += 1
-            if offset > self.queue_offset_max:
-                self.queue_offset_max = offset
+        self.msg_size += size
+        self.queue_offset_max = top
         if out_of_order:
-            self.messages = dict(sorted(self.messages.items()))
+            self.messages = dict(sorted(messages.items()))
         return added
 
     def remove_messages(self, msgs: Iterable[MessageExt]) -> int:
         """Drop finished messages; returns the offset to commit, or -1 if nothing was in flight."""
-        if not self.messages:
+        messages = self.messages
+        if not messages:
             return -1
+        size = 0
+        pop = messages.pop
         for msg in msgs:
-            removed = self.messages.pop(msg.queue_offset, None)
+            removed = pop(msg.queue_offset, None)
             if removed is not None:
-                self.msg_size -= len(removed.body)
+                size += len(removed.body)
+        self.msg_size -= size
         return self.commit_offset()
 
     def commit_offset(self) -> int:
