@@ -60,7 +60,7 @@ class Latency:
     p50_us: float
     p99_us: float
     p999_us: float
-    breakdown: dict[str, dict[str, float]] | None = None
+    breakdown: dict[str, dict[str, Any]] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -261,10 +261,16 @@ async def latency_consumer(
     await consumer.start()
     ready = out.with_suffix(".ready")
     ready.write_text(str(sorted(consumer.owned_queues())))
+    cpu0 = time.process_time()
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(done.wait(), max_seconds)
+    cpu_us = (time.process_time() - cpu0) * 1e6
     await consumer.shutdown()
-    out.write_text(json.dumps({"samples": samples, "stages": stages} if breakdown else samples))
+    if breakdown:
+        cpu = round(cpu_us / len(samples), 1) if samples else None
+        out.write_text(json.dumps({"samples": samples, "stages": stages, "cpu_us_per_msg": cpu}))
+    else:
+        out.write_text(json.dumps(samples))
 
 
 def _time_pulls(consumer: PushConsumer, pulled_at: dict[int, int]) -> None:
@@ -283,7 +289,7 @@ def _time_pulls(consumer: PushConsumer, pulled_at: dict[int, int]) -> None:
     api.pull_message = timed  # type: ignore[method-assign]
 
 
-def latency_breakdown(stages: list[tuple[int, int, int]]) -> dict[str, dict[str, float]]:
+def latency_breakdown(stages: list[tuple[int, int, int]]) -> dict[str, dict[str, Any]]:
     """p50/p99/mean (us) of each slice: send->store (producer + broker append, ms-resolution
     store stamp), store->pulled (reput, held-pull wake-up, read, response, client read + decode),
     pulled->callback (ProcessQueue, consume dispatch) and the total."""
@@ -293,7 +299,7 @@ def latency_breakdown(stages: list[tuple[int, int, int]]) -> dict[str, dict[str,
         "pulled_to_callback": [c - p for _, p, c in stages],
         "total": [c for _, _, c in stages],
     }
-    out: dict[str, dict[str, float]] = {}
+    out: dict[str, dict[str, Any]] = {}
     for name, values in slices.items():
         us = sorted(v // 1000 for v in values)
         out[name] = {
@@ -369,6 +375,7 @@ async def latency(
     stages = None
     if isinstance(raw, dict):
         stages = latency_breakdown([tuple(x) for x in raw["stages"][warmup:]])
+        stages["consumer_process"] = {"cpu_us_per_msg": raw.get("cpu_us_per_msg")}
         raw = raw["samples"]
     samples = sorted(raw[warmup:])
     us = [s // 1000 for s in samples]
