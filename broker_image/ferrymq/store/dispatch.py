@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ferrymq.message import MessageConst, tags_string_to_tags_code
+from ferrymq.message import MessageConst, MessageSysFlag, tags_string_to_tags_code
 from ferrymq.store import record as rec
 from ferrymq.store.commit_log import CommitLog, takes_queue_offset
 from ferrymq.store.consume_queue_store import ConsumeQueueStore
@@ -48,6 +48,18 @@ class DispatchRequest:
 
 class CommitLogDispatcher(Protocol):
     def dispatch(self, request: DispatchRequest) -> None: ...
+
+    def dispatch_many(self, requests: list[DispatchRequest]) -> None:
+        """The records of one reput round, in CommitLog order (one call per round, not per
+        record: the per-record work is the loop body only)."""
+        ...
+
+
+# transaction bits of sysFlag that keep a record out of its ConsumeQueue (prepared, rollback):
+# ``takes_queue_offset`` inlined for the per-record loops
+_TRAN_BITS = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
+_NOT_TYPE = MessageSysFlag.TRANSACTION_NOT_TYPE
+_COMMIT_TYPE = MessageSysFlag.TRANSACTION_COMMIT_TYPE
 
 
 def compute_tags_code(
@@ -142,6 +154,26 @@ class BuildConsumeQueue:
         )
         self.last_store_timestamp = request.store_timestamp
 
+    def dispatch_many(self, requests: list[DispatchRequest]) -> None:
+        find_or_create = self.queues.find_or_create
+        last_topic: str | None = None
+        last_queue_id = -1
+        cq = None
+        stamp = 0
+        for r in requests:
+            tran = r.sys_flag & _TRAN_BITS
+            if tran != _NOT_TYPE and tran != _COMMIT_TYPE:
+                continue
+            if cq is None or r.queue_id != last_queue_id or r.topic != last_topic:
+                last_topic, last_queue_id = r.topic, r.queue_id
+                cq = find_or_create(last_topic, last_queue_id)
+            cq.put_message_position_info(
+                r.commit_log_offset, r.msg_size, r.tags_code, r.consume_queue_offset
+            )
+            stamp = r.store_timestamp
+        if stamp:
+            self.last_store_timestamp = stamp
+
 
 class BuildIndex:
     """Dispatcher: index entries for UNIQ_KEY and KEYS."""
@@ -158,6 +190,14 @@ class BuildIndex:
             request.store_timestamp,
             request.sys_flag,
         )
+
+    def dispatch_many(self, requests: list[DispatchRequest]) -> None:
+        build = self.index.build_index
+        for r in requests:
+            if r.uniq_key or r.keys:
+                build(
+                    r.topic, r.keys, r.uniq_key, r.commit_log_offset, r.store_timestamp, r.sys_flag
+                )
 
 
 class ReputService:
@@ -197,9 +237,17 @@ class ReputService:
 
     def do_reput(self, max_records: int | None = None, *, notify: bool = True) -> int:
         """Dispatch records from ``reput_from_offset`` to the CommitLog end (or ``max_records``);
-        returns how many were dispatched. Synchronous; the run loop yields between rounds."""
+        returns how many were dispatched. Synchronous; the run loop yields between rounds.
+
+        A round parses the records of one CommitLog slice, then hands them to each dispatcher
+        at once, then to the listeners (each record's ConsumeQueue unit exists before any
+        listener hears of it); ``reput_from_offset`` moves past the round once it is dispatched.
+        """
         done = 0
         cl = self.commit_log
+        parse = rec.parse_for_dispatch
+        delays = self.delay_levels_ms
+        tags_cache = self._tags_cache
         while self.reput_from_offset < cl.max_offset:
             if self.reput_from_offset < cl.min_offset:
                 self.reput_from_offset = cl.min_offset  # expired under us
@@ -210,40 +258,50 @@ class ReputService:
                 buf = sel.buffer
                 pos = 0
                 end = sel.size
-                advance_file = False
-                while pos < end:
-                    kind, size, fields = rec.parse_for_dispatch(buf, pos, end)
-                    if fields is not None:
-                        request = request_from_fields(
-                            fields, self.delay_levels_ms, self._tags_cache
-                        )
-                        for dispatcher in self.dispatchers:
-                            dispatcher.dispatch(request)
-                        pos += size
-                        self.reput_from_offset = sel.start_offset + pos
-                        done += 1
-                        self.dispatched_messages += 1
-                        if notify and self.listeners and takes_queue_offset(request.sys_flag):
-                            self._notify(request)
-                        if max_records is not None and done >= max_records:
-                            return done
-                    elif kind is rec.RecordKind.BLANK:
-                        advance_file = True
+                left = -1 if max_records is None else max_records - done
+                batch: list[DispatchRequest] = []
+                stop: rec.RecordKind | None = None
+                while pos < end and left != 0:
+                    kind, size, fields = parse(buf, pos, end)
+                    if fields is None:
+                        stop = kind
                         break
-                    else:
-                        log.error(
-                            "reput stopped at CommitLog offset %d: %s record",
-                            sel.start_offset + pos,
-                            kind.value,
-                        )
-                        return done
-                if advance_file:
+                    batch.append(request_from_fields(fields, delays, tags_cache))
+                    pos += size
+                    left -= 1
+                if batch:
+                    self._dispatch_round(batch, notify)
+                    self.reput_from_offset = sel.start_offset + pos
+                    done += len(batch)
+                    self.dispatched_messages += len(batch)
+                if stop is rec.RecordKind.BLANK:
                     self.reput_from_offset = cl.roll_next_file(self.reput_from_offset)
-                elif pos == 0:
-                    break
+                elif stop is not None:
+                    log.error(
+                        "reput stopped at CommitLog offset %d: %s record",
+                        sel.start_offset + pos,
+                        stop.value,
+                    )
+                    return done
+                elif left == 0 or pos == 0:
+                    return done
             finally:
                 sel.release()
         return done
+
+    def _dispatch_round(self, batch: list[DispatchRequest], notify: bool) -> None:
+        for dispatcher in self.dispatchers:
+            many = getattr(dispatcher, "dispatch_many", None)
+            if many is not None:
+                many(batch)
+            else:
+                for request in batch:
+                    dispatcher.dispatch(request)
+        if notify and self.listeners:
+            for request in batch:
+                tran = request.sys_flag & _TRAN_BITS
+                if tran in (_NOT_TYPE, _COMMIT_TYPE):
+                    self._notify(request)
 
     def _notify(self, request: DispatchRequest) -> None:
         for listener in self.listeners:
