@@ -132,6 +132,7 @@ def main() -> None:
     ap.add_argument("--gib", type=float, default=2.0, help="CommitLog size to generate (>= 2)")
     ap.add_argument("--body", type=int, default=1024, help="message body bytes")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=2, help="untimed scans first (JIT)")
     ap.add_argument("--dir", type=Path, default=None, help="where to write the store (temp)")
     ap.add_argument("--keep", action="store_true", help="keep the generated store")
     ap.add_argument(
@@ -141,6 +142,13 @@ def main() -> None:
         "--option", action="append", default=[], help="data source option key=value (repeatable)"
     )
     ap.add_argument("--master", default=None, help="Spark master (default local[*])")
+    ap.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        type=lambda kv: tuple(kv.split("=", 1)),
+        help="Spark conf key=value (repeatable)",
+    )
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = ap.parse_args()
     options = dict(o.split("=", 1) for o in args.option)
@@ -167,8 +175,13 @@ def main() -> None:
         )
         from ferrymq_spark.session import build_session
 
-        spark = build_session("ferrymq-spark-source-bench", master=args.master)
-        _, row = spark_scan(spark, root, options)  # warm-up: JVM, Python workers
+        spark = build_session(
+            "ferrymq-spark-source-bench",
+            master=args.master,
+            conf={"spark.ui.showConsoleProgress": "false", **dict(args.conf)},
+        )
+        for _ in range(args.warmup):  # JVM start and JIT, Python workers and their imports
+            _, row = spark_scan(spark, root, options)
         if row["n"] != messages or row["body_bytes"] != messages * body:
             raise SystemExit(f"data source read {row}; the store holds {messages} messages")
         if row["bytes"] != message_bytes:
@@ -202,6 +215,7 @@ def main() -> None:
             "scan_s": [round(x, 3) for x in scan],
             "loadavg_1m": [round(x, 2) for x in loads],
             "runs": args.runs,
+            "warmup_scans": args.warmup,
             "target_ratio": 0.5,
         }
         print(json.dumps(result, indent=2))
