@@ -36,6 +36,7 @@ _BIN_FIXED = struct.Struct(">hbhii")  # code, language, version, opaque, flag
 _SHORT = struct.Struct(">h")
 
 _opaque_counter = itertools.count(1)
+_LANGUAGE_NAMES = frozenset(code.name for code in LanguageCode)
 
 
 class CommandDecodeError(ValueError):
@@ -194,16 +195,14 @@ class RemotingCommand:
         """The whole frame as a list of buffers for ``transport.writelines`` (body parts not copied)."""
         header = self.encode_header()
         body = self.body
+        mark = (self.serialize_type << 24) | len(header)
         if body is None:
-            parts: Sequence[Buffer] = ()
-        elif isinstance(body, (bytes, bytearray, memoryview)):
-            parts = (body,)
-        else:
-            parts = body
-        body_len = sum(len(p) for p in parts)
-        total = 4 + len(header) + body_len
-        out: list[Buffer] = [_MARK.pack(total, (self.serialize_type << 24) | len(header)) + header]
-        out.extend(parts)
+            return [_MARK.pack(4 + len(header), mark) + header]
+        if isinstance(body, (bytes, bytearray, memoryview)):
+            return [_MARK.pack(4 + len(header) + len(body), mark) + header, body]
+        total = 4 + len(header) + sum(len(p) for p in body)
+        out: list[Buffer] = [_MARK.pack(total, mark) + header]
+        out.extend(body)
         return out
 
     def to_bytes(self) -> bytes:
@@ -257,14 +256,19 @@ def _decode_json_header(header: bytes) -> RemotingCommand:
             ext = {str(k): _ext_str(v) for k, v in ext_raw.items() if v is not None}
             break
     remark = obj.get("remark")
+    language = obj.get("language")
     return RemotingCommand(
-        code=code,
-        ext_fields=ext,
-        opaque=opaque,
-        flag=flag,
-        remark=remark if isinstance(remark, str) else None,
-        language=language_name(obj.get("language")),
-        version=version,
+        code,
+        ext,
+        None,
+        opaque,
+        flag,
+        remark if isinstance(remark, str) else None,
+        # the usual upper-case name as is; numbers and odd spellings normalised
+        language
+        if type(language) is str and language in _LANGUAGE_NAMES
+        else language_name(language),
+        version,
     )
 
 
