@@ -207,6 +207,9 @@ class PullService:
             if msgs:
                 pq.put_messages(msgs)
                 self.deliver(msgs, pq, mq)
+                # one loop turn so a waiting consume worker starts on them before the next pull
+                # goes out (its send, and the broker it wakes, would otherwise come first)
+                await asyncio.sleep(0)
             elif pq.msg_count == 0:
                 self.offset_store.update_offset(mq, result.next_begin_offset, increase_only=True)
             return result.next_begin_offset
