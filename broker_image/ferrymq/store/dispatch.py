@@ -16,7 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ferrymq.message import MessageConst, MessageSysFlag, tags_string_to_tags_code
+from ferrymq.message import (
+    MessageConst,
+    MessageSysFlag,
+    decode_properties,
+    tags_string_to_tags_code,
+)
 from ferrymq.store import record as rec
 from ferrymq.store.commit_log import CommitLog, takes_queue_offset
 from ferrymq.store.consume_queue_store import ConsumeQueueStore
@@ -134,6 +139,81 @@ def request_from_fields(
 _KEYS = MessageConst.PROPERTY_KEYS
 _UNIQ_KEY = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 
+_HEAD = rec.RECORD_HEAD
+_HEAD_SIZE = rec.RECORD_HEAD.size
+_MESSAGE_MAGIC = rec.MESSAGE_MAGIC_CODE
+_BODY_POS = rec.BODY_POS
+_MIN_RECORD = rec.MIN_RECORD_SIZE
+_MAX_TOPIC = rec.MAX_TOPIC_BYTES
+_V6_FLAGS = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
+
+
+def parse_round(
+    buf: memoryview,
+    pos: int,
+    end: int,
+    limit: int,
+    delay_levels_ms: list[int],
+    tags_cache: dict[str, int] | None = None,
+) -> tuple[list[DispatchRequest], int, rec.RecordKind | None]:
+    """Dispatch requests of the records from ``pos`` (at most ``limit``; -1 for no limit):
+    ``(requests, position after them, why it stopped or None)``.
+
+    One loop for the whole slice. A well-formed message record is read inline, with exactly the
+    checks of :func:`record.parse_for_dispatch`; anything else (blank, end, torn) is handed to
+    that function, which says what it is.
+    """
+    out: list[DispatchRequest] = []
+    unpack = _HEAD.unpack_from
+    decode = decode_properties
+    while pos < end and limit != 0:
+        if end - pos >= _HEAD_SIZE:
+            (
+                total, magic, _crc, queue_id, _flag, queue_offset, phy, sys_flag,
+                _born_ts, _born_ip, _born_port, store_ts, _store_ip, _store_port, _reconsume,
+                prepared, body_len,
+            ) = unpack(buf, pos)  # fmt: skip
+            rend = pos + total
+            tpos = pos + _BODY_POS + body_len
+            if (
+                magic == _MESSAGE_MAGIC
+                and _MIN_RECORD <= total <= end - pos
+                and not sys_flag & _V6_FLAGS
+                and body_len >= 0
+                and tpos + 3 <= rend
+            ):
+                topic_len = buf[tpos]
+                ppos = tpos + 1 + topic_len
+                if 0 < topic_len <= _MAX_TOPIC and ppos + 2 <= rend:
+                    props_len = (buf[ppos] << 8) | buf[ppos + 1]
+                    if ppos + 2 + props_len == rend:
+                        try:
+                            topic = str(buf[tpos + 1 : ppos], "utf-8")
+                            props = decode(str(buf[ppos + 2 : rend], "utf-8")) if props_len else {}
+                        except UnicodeDecodeError:
+                            pass
+                        else:
+                            out.append(
+                                request_from_fields(
+                                    (
+                                        total, queue_id, queue_offset, phy, sys_flag, store_ts,
+                                        prepared, topic, props,
+                                    ),
+                                    delay_levels_ms,
+                                    tags_cache,
+                                )
+                            )  # fmt: skip
+                            pos = rend
+                            limit -= 1
+                            continue
+        kind, size, fields = rec.parse_for_dispatch(buf, pos, end)
+        if fields is None:
+            return out, pos, kind
+        out.append(request_from_fields(fields, delay_levels_ms, tags_cache))
+        pos += size
+        limit -= 1
+    return out, pos, None
+
 
 class BuildConsumeQueue:
     """Dispatcher: one ConsumeQueue unit per non-transactional / committed message."""
@@ -245,7 +325,6 @@ class ReputService:
         """
         done = 0
         cl = self.commit_log
-        parse = rec.parse_for_dispatch
         delays = self.delay_levels_ms
         tags_cache = self._tags_cache
         while self.reput_from_offset < cl.max_offset:
@@ -255,20 +334,9 @@ class ReputService:
             if sel is None:
                 break
             try:
-                buf = sel.buffer
-                pos = 0
-                end = sel.size
                 left = -1 if max_records is None else max_records - done
-                batch: list[DispatchRequest] = []
-                stop: rec.RecordKind | None = None
-                while pos < end and left != 0:
-                    kind, size, fields = parse(buf, pos, end)
-                    if fields is None:
-                        stop = kind
-                        break
-                    batch.append(request_from_fields(fields, delays, tags_cache))
-                    pos += size
-                    left -= 1
+                batch, pos, stop = parse_round(sel.buffer, 0, sel.size, left, delays, tags_cache)
+                left -= len(batch)
                 if batch:
                     self._dispatch_round(batch, notify)
                     self.reput_from_offset = sel.start_offset + pos
