@@ -26,36 +26,58 @@ class FrameError(Exception):
 class FrameDecoder:
     """Accumulates bytes and yields complete frames (without their 4-byte length prefix).
 
-    The buffer is consumed from the front in one slice per feed, so slow-drip input stays linear.
+    Frames are cut straight from the bytes a read delivered; only a frame split across reads is
+    kept, as a list of chunks joined once when it is complete (a growing bytearray would be
+    copied and reallocated on every read of a large batch frame).
     """
 
-    __slots__ = ("_buf", "max_frame_size")
+    __slots__ = ("_chunks", "_have", "_need", "max_frame_size")
 
     def __init__(self, max_frame_size: int = MAX_FRAME_SIZE) -> None:
-        self._buf = bytearray()
+        self._chunks: list[bytes] = []
+        self._have = 0  # bytes held in _chunks
+        self._need = 0  # bytes the held frame needs in all (0: length not known yet)
         self.max_frame_size = max_frame_size
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
-        buf = self._buf
-        buf += data
+        if self._chunks:
+            self._chunks.append(bytes(data))
+            self._have += len(data)
+            if self._need == 0 and self._have >= 4:
+                head = b"".join(self._chunks)
+                self._chunks = [head]
+                self._need = 4 + self._check(_INT.unpack_from(head, 0)[0])
+            if self._have < self._need or self._need == 0:
+                return []
+            data = b"".join(self._chunks)
+            self._chunks = []
+            self._have = self._need = 0
+        elif not isinstance(data, bytes):
+            data = bytes(data)
         frames: list[bytes] = []
         pos = 0
-        end = len(buf)
+        end = len(data)
         while end - pos >= 4:
-            (length,) = _INT.unpack_from(buf, pos)
-            if length < 4 or length > self.max_frame_size:
-                self._buf = bytearray()
-                raise FrameError(
-                    f"frame length {length} outside 4..{self.max_frame_size} bytes: stream out of sync"
-                )
+            length = self._check(_INT.unpack_from(data, pos)[0])
             if end - pos - 4 < length:
+                self._need = 4 + length
                 break
-            frames.append(bytes(buf[pos + 4 : pos + 4 + length]))
+            frames.append(data[pos + 4 : pos + 4 + length])
             pos += 4 + length
-        if pos:
-            del buf[:pos]
+        if pos < end:
+            self._chunks = [data[pos:] if pos else data]
+            self._have = end - pos
         return frames
+
+    def _check(self, length: int) -> int:
+        if length < 4 or length > self.max_frame_size:
+            self._chunks = []
+            self._have = self._need = 0
+            raise FrameError(
+                f"frame length {length} outside 4..{self.max_frame_size} bytes: stream out of sync"
+            )
+        return length
 
     @property
     def buffered(self) -> int:
-        return len(self._buf)
+        return self._have
