@@ -272,12 +272,7 @@ class BuildIndex:
         )
 
     def dispatch_many(self, requests: list[DispatchRequest]) -> None:
-        build = self.index.build_index
-        for r in requests:
-            if r.uniq_key or r.keys:
-                build(
-                    r.topic, r.keys, r.uniq_key, r.commit_log_offset, r.store_timestamp, r.sys_flag
-                )
+        self.index.build_index_many(requests)
 
 
 class ReputService:

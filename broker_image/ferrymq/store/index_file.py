@@ -92,11 +92,15 @@ class IndexFile:
             self.index_count,
         )
 
-    def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
-        """Add one entry; False when the file is full (the caller starts a new file)."""
+    def put_key(
+        self, key: str, phy_offset: int, store_timestamp: int, key_hash: int | None = None
+    ) -> bool:
+        """Add one entry; False when the file is full (the caller starts a new file).
+        ``key_hash``: ``index_key_hash(key)`` when the caller already has it."""
         if self.index_count >= self.index_num:
             return False
-        key_hash = index_key_hash(key)
+        if key_hash is None:
+            key_hash = index_key_hash(key)
         slot_pos = key_hash % self.hash_slot_num
         abs_slot = INDEX_HEADER_SIZE + slot_pos * HASH_SLOT_SIZE
         (slot_value,) = HASH_SLOT.unpack_from(self._buf, abs_slot)

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
-from ferrymq.message import MessageSysFlag
+import numpy as np
+
+from ferrymq.message import MessageSysFlag, java_string_hash
 from ferrymq.store.index_file import IndexFile
 
 log = logging.getLogger(__name__)
@@ -20,6 +24,63 @@ log = logging.getLogger(__name__)
 
 def build_key(topic: str, key: str) -> str:
     return f"{topic}#{key}"
+
+
+class IndexRequest(Protocol):
+    """What indexing reads of a dispatched record (``dispatch.DispatchRequest`` has it)."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def keys(self) -> list[str]: ...
+    @property
+    def uniq_key(self) -> str | None: ...
+    @property
+    def commit_log_offset(self) -> int: ...
+    @property
+    def store_timestamp(self) -> int: ...
+    @property
+    def sys_flag(self) -> int: ...
+
+
+# Below this many keys of one length, numpy's per-call overhead outweighs the per-key loop.
+_VECTOR_MIN_KEYS = 8
+_VECTOR_MAX_LEN = 1024  # sum of len * 127 * (2**32 - 1) stays below 2**63
+
+
+def java_string_hashes(texts: Sequence[str], powers: dict[int, np.ndarray]) -> list[int]:
+    """``java_string_hash`` of each text. ASCII texts of one length go through one matrix
+    product: ``sum(c_i * 31**(n-1-i) mod 2**32)`` is exact in int64 before the final mod.
+    ``powers`` caches the weight vector per length (the caller owns it)."""
+    out = [0] * len(texts)
+    by_length: dict[int, list[int]] = {}
+    for i, text in enumerate(texts):
+        if text.isascii() and len(text) <= _VECTOR_MAX_LEN:
+            by_length.setdefault(len(text), []).append(i)
+        else:
+            out[i] = java_string_hash(text)
+    for n, members in by_length.items():
+        if len(members) < _VECTOR_MIN_KEYS or n == 0:
+            for i in members:
+                out[i] = java_string_hash(texts[i])
+            continue
+        weights = powers.get(n)
+        if weights is None:
+            weights = np.array([pow(31, n - 1 - k, 1 << 32) for k in range(n)], dtype=np.int64)
+            powers[n] = weights
+        raw = "".join([texts[i] for i in members]).encode("ascii")
+        units = np.frombuffer(raw, dtype=np.uint8).reshape(len(members), n).astype(np.int64)
+        hashes = (units @ weights) & 0xFFFFFFFF
+        hashes = np.where(hashes >= 0x80000000, hashes - 0x100000000, hashes)
+        for i, h in zip(members, hashes.tolist(), strict=True):
+            out[i] = h
+    return out
+
+
+def _index_hash(java_hash: int) -> int:
+    """``index_file.index_key_hash`` from a Java hash: abs, with MIN_VALUE mapped to 0."""
+    h = abs(java_hash)
+    return 0 if h > 0x7FFFFFFF else h
 
 
 def _name_for(now_ms: int) -> str:
@@ -34,6 +95,7 @@ class IndexService:
         self.index_num = index_num
         self.files: list[IndexFile] = []
         self._end_phy_offset: int | None = None  # cache; None = recompute from the files
+        self._hash_powers: dict[int, np.ndarray] = {}
         # First record of index files dropped at load: dispatch must index again from there.
         self._rebuild_from: int | None = None
 
@@ -130,6 +192,33 @@ class IndexService:
                 f.put_key(full, commit_log_offset, store_timestamp)
         if all_keys:
             self._end_phy_offset = commit_log_offset
+
+    def build_index_many(self, requests: Sequence[IndexRequest]) -> None:
+        """``build_index`` for the records of one dispatch round (CommitLog order): the keys'
+        hashes are computed together, then the entries written in order."""
+        end = self.end_phy_offset
+        rollback = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
+        todo: list[tuple[str, int, int]] = []  # (full key, phy offset, store timestamp)
+        for r in requests:
+            offset = r.commit_log_offset
+            # offsets grow through the round: one comparison with the start suffices
+            if offset <= end or (r.sys_flag & rollback) == rollback:
+                continue
+            topic, uniq, ts = r.topic, r.uniq_key, r.store_timestamp
+            if uniq:
+                todo.append((f"{topic}#{uniq}", offset, ts))
+            for key in r.keys:
+                todo.append((f"{topic}#{key}", offset, ts))
+        if not todo:
+            return
+        hashes = java_string_hashes([t[0] for t in todo], self._hash_powers)
+        f = self._writable_file(todo[0][2])
+        for (full, offset, ts), java_hash in zip(todo, hashes, strict=True):
+            key_hash = _index_hash(java_hash)
+            if not f.put_key(full, offset, ts, key_hash):
+                f = self._writable_file(ts)
+                f.put_key(full, offset, ts, key_hash)
+        self._end_phy_offset = todo[-1][1]
 
     def query_offsets(
         self, topic: str, key: str, max_num: int, begin: int, end: int
