@@ -117,6 +117,19 @@ class _Baseline:
         os.close(self.fd)
 
 
+async def _timed_batches(store: MessageStore, batches: list[MessageInner], fig: Figure) -> float:
+    """Puts every batch; adds the bytes appended to ``fig`` and returns the seconds taken."""
+    started = time.perf_counter()
+    before = store.max_phy_offset
+    for b in batches:
+        r = await store.put_messages(b)
+        if r.status is not PutMessageStatus.PUT_OK:
+            raise RuntimeError(f"batch put failed: {r.status} {r.remark}")
+    elapsed = time.perf_counter() - started
+    fig.bytes += store.max_phy_offset - before
+    return elapsed
+
+
 async def _append_rounds(
     tmp: Path, count: int, batch: int, rounds: int, file_size: int, report: BenchReport
 ) -> Path:
@@ -188,23 +201,8 @@ async def _append_rounds(
             t_single = time.perf_counter() - started
             single_fig.bytes += single.max_phy_offset - before
 
-            started = time.perf_counter()
-            before = batched.max_phy_offset
-            for b in batches:
-                r = await batched.put_messages(b)
-                if r.status is not PutMessageStatus.PUT_OK:
-                    raise RuntimeError(f"batch put failed: {r.status} {r.remark}")
-            t_batch = time.perf_counter() - started
-            batch_fig.bytes += batched.max_phy_offset - before
-
-            started = time.perf_counter()
-            before = mixed.max_phy_offset
-            for b in mixed_batches:
-                r = await mixed.put_messages(b)
-                if r.status is not PutMessageStatus.PUT_OK:
-                    raise RuntimeError(f"batch put failed: {r.status} {r.remark}")
-            t_mixed = time.perf_counter() - started
-            mixed_fig.bytes += mixed.max_phy_offset - before
+            t_batch = await _timed_batches(batched, batches, batch_fig)
+            t_mixed = await _timed_batches(mixed, mixed_batches, mixed_fig)
 
             for fig, t in (
                 (base_fig, t_base),
