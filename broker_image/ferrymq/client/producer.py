@@ -24,20 +24,18 @@ import logging
 import re
 import time
 from collections.abc import Callable, Sequence
-from types import TracebackType
-from typing import Self
 
 from ferrymq.client.allocate import MessageQueue
 from ferrymq.client.broker_api import SendResult, SendStatus
 from ferrymq.client.compression import compress_body
 from ferrymq.client.errors import (
-    ClientStateError,
     MessageValidationError,
     MQClientError,
     MQResponseError,
 )
 from ferrymq.client.instance import DEFAULT_TOPIC, ClientInstance
 from ferrymq.client.latency_fault import MQFaultStrategy
+from ferrymq.client.lifecycle import ClientMember
 from ferrymq.message import Message, MessageConst, encode_batch, encode_properties
 from ferrymq.remoting import bodies, headers
 
@@ -86,7 +84,9 @@ def check_message(msg: Message, max_size: int, legal_topics: set[str] | None = N
         )
 
 
-class Producer:
+class Producer(ClientMember):
+    role = "producer"
+
     def __init__(
         self,
         group: str,
@@ -104,13 +104,7 @@ class Producer:
         # bodies over 4 KiB are deflated with COMPRESSED_FLAG, as upstream; None sends them as is
         body_transform: BodyTransform | None = compress_body,
     ) -> None:
-        if not group:
-            raise ValueError("producer group is empty")
-        if instance is None and namesrv_addr is None:
-            raise ValueError("a producer needs namesrv_addr (or a shared ClientInstance)")
-        self.group = group
-        self._own_instance = instance is None
-        self.instance = instance or ClientInstance(namesrv_addr or [])
+        super().__init__(group, namesrv_addr, instance)
         self.send_msg_timeout = send_msg_timeout
         self.retry_times_when_send_failed = retry_times_when_send_failed
         self.retry_times_when_send_async_failed = retry_times_when_send_async_failed
@@ -122,42 +116,20 @@ class Producer:
         self._async_slots = asyncio.Semaphore(client_async_semaphore)
         self._async_tasks: set[asyncio.Task[SendResult]] = set()
         self._legal_topics: set[str] = set()
-        self._state = "created"
 
     # --- lifecycle ------------------------------------------------------------------------------
-    async def start(self) -> None:
-        if self._state != "created":
-            raise ClientStateError(f"producer {self.group} is {self._state}; create a new one")
+    def _register(self) -> None:
         self.instance.register_producer(self)
-        await self.instance.start()
-        self._state = "running"
 
-    async def shutdown(self) -> None:
-        if self._state != "running":
-            return
-        self._state = "shutting down"
+    async def _stop_parts(self) -> None:
         if self._async_tasks:
             await asyncio.wait(list(self._async_tasks), timeout=self.send_msg_timeout)
+
+    async def _unregister(self) -> None:
         await self.instance.unregister(self.group, None)
-        if self._own_instance:
-            await self.instance.shutdown()
-        self._state = "shut down"
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.shutdown()
 
     def producer_data(self) -> bodies.ProducerData:
         return bodies.ProducerData(group_name=self.group)
-
-    def _check_running(self) -> None:
-        if self._state != "running":
-            raise ClientStateError(f"producer {self.group} is not running ({self._state})")
 
     # --- sends ----------------------------------------------------------------------------------
     async def send(self, msg: Message, timeout: float | None = None) -> SendResult:

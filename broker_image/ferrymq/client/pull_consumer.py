@@ -10,20 +10,22 @@ tools list it in its group.
 
 from __future__ import annotations
 
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from ferrymq.client.allocate import MessageQueue
 from ferrymq.client.broker_api import PullResult
-from ferrymq.client.errors import ClientStateError, NoRouteError
+from ferrymq.client.errors import NoRouteError
 from ferrymq.client.instance import ClientInstance
+from ferrymq.client.lifecycle import ClientMember
 from ferrymq.client.offset_store import BrokerOffsetBackend, OffsetStore, ReadOffsetType
 from ferrymq.client.pull_service import filter_by_tags, pull_sys_flag
 from ferrymq.client.push_consumer import build_subscription
 from ferrymq.remoting import bodies, headers
 
 
-class PullConsumer:
+class PullConsumer(ClientMember):
+    role = "consumer"
+
     def __init__(
         self,
         group: str,
@@ -33,49 +35,21 @@ class PullConsumer:
         suspend_timeout: float = 15.0,
         timeout: float = 3.0,
     ) -> None:
-        if not group:
-            raise ValueError("consumer group is empty")
-        if instance is None and namesrv_addr is None:
-            raise ValueError("a consumer needs namesrv_addr (or a shared ClientInstance)")
-        self.group = group
-        self._own_instance = instance is None
-        self.instance = instance or ClientInstance(namesrv_addr or [])
+        super().__init__(group, namesrv_addr, instance)
         self.suspend_timeout = suspend_timeout
         self.timeout = timeout
         self.offset_store = OffsetStore(BrokerOffsetBackend(self.instance, group))
         self.subscriptions: dict[str, bodies.SubscriptionData] = {}
         self._touched: set[MessageQueue] = set()
-        self._state = "created"
 
-    async def start(self) -> None:
-        if self._state != "created":
-            raise ClientStateError(f"consumer {self.group} is {self._state}; create a new one")
+    def _register(self) -> None:
         self.instance.register_consumer(self)
-        await self.instance.start()
-        self._state = "running"
 
-    async def shutdown(self) -> None:
-        if self._state != "running":
-            return
-        self._state = "shutting down"
+    async def _stop_parts(self) -> None:
         await self.persist()
+
+    async def _unregister(self) -> None:
         await self.instance.unregister(None, self.group)
-        if self._own_instance:
-            await self.instance.shutdown()
-        self._state = "shut down"
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.shutdown()
-
-    def _check_running(self) -> None:
-        if self._state != "running":
-            raise ClientStateError(f"consumer {self.group} is not running ({self._state})")
 
     # --- ConsumerMember -------------------------------------------------------------------------
     def consumer_data(self) -> bodies.ConsumerData:

@@ -17,13 +17,13 @@ import logging
 import os
 import time
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from ferrymq.client.allocate import MessageQueue, strategy_name
 from ferrymq.client.consume_service import ConsumeService, Listener
 from ferrymq.client.errors import ClientStateError, MQClientError
 from ferrymq.client.instance import ClientInstance
+from ferrymq.client.lifecycle import ClientMember
 from ferrymq.client.offset_store import BrokerOffsetBackend, LocalFileBackend, OffsetStore
 from ferrymq.client.process_queue import FlowLimits, ProcessQueue
 from ferrymq.client.pull_service import PullConfig, PullService
@@ -90,7 +90,9 @@ class _Host:
         return await self.instance.broker.search_offset(addr, mq, timestamp_ms)
 
 
-class PushConsumer:
+class PushConsumer(ClientMember):
+    role = "consumer"
+
     def __init__(
         self,
         group: str,
@@ -111,13 +113,7 @@ class PushConsumer:
         run_sync_listener_in_thread: bool = True,
         offsets_dir: Path | None = None,
     ) -> None:
-        if not group:
-            raise ValueError("consumer group is empty")
-        if instance is None and namesrv_addr is None:
-            raise ValueError("a consumer needs namesrv_addr (or a shared ClientInstance)")
-        self.group = group
-        self._own_instance = instance is None
-        self.instance = instance or ClientInstance(namesrv_addr or [])
+        super().__init__(group, namesrv_addr, instance)
         self.message_model = message_model
         self.consume_from_where = consume_from_where
         self.consume_timestamp_ms = (
@@ -141,7 +137,6 @@ class PushConsumer:
         self.offsets_dir = offsets_dir
         self.subscriptions: dict[str, bodies.SubscriptionData] = {}
         self.listener: Listener | None = None
-        self._state = "created"
         self._route_watch: asyncio.Task[None] | None = None
         self.offset_store: OffsetStore | None = None
         self.rebalance: Rebalance | None = None
@@ -182,8 +177,7 @@ class PushConsumer:
 
     # --- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
-        if self._state != "created":
-            raise ClientStateError(f"consumer {self.group} is {self._state}; create a new one")
+        self._check_created()
         if self.listener is None:
             raise ClientStateError("register a listener before starting the consumer")
         if not self.subscriptions:
@@ -274,10 +268,7 @@ class PushConsumer:
             if found:
                 self.instance.rebalance_immediately()
 
-    async def shutdown(self) -> None:
-        if self._state != "running":
-            return
-        self._state = "shutting down"
+    async def _stop_parts(self) -> None:
         if self._route_watch is not None:
             self._route_watch.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -289,19 +280,9 @@ class PushConsumer:
         await self.persist_offsets()
         for pq in self.rebalance.process_queues.values():
             pq.dropped = True
+
+    async def _unregister(self) -> None:
         await self.instance.unregister(None, self.group)
-        if self._own_instance:
-            await self.instance.shutdown()
-        self._state = "shut down"
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.shutdown()
 
     def customize_services(self) -> None:
         """Hook for variants (orderly consumption) to swap parts after they are built, before

@@ -1,0 +1,76 @@
+"""The lifecycle every producer and consumer shares (upstream ``ServiceState``).
+
+A member is created, started once, shut down once (``created -> running -> shutting down ->
+shut down``). It either owns its ClientInstance (built from ``namesrv_addr``) or shares one, and
+it shuts an owned instance down with itself. Subclasses say which role they play and what to stop
+before they leave the instance.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import ClassVar, Self
+
+from ferrymq.client.errors import ClientStateError
+from ferrymq.client.instance import ClientInstance
+
+
+class ClientMember:
+    role: ClassVar[str] = "client"
+
+    def __init__(
+        self, group: str, namesrv_addr: str | list[str] | None, instance: ClientInstance | None
+    ) -> None:
+        if not group:
+            raise ValueError(f"{self.role} group is empty")
+        if instance is None and namesrv_addr is None:
+            raise ValueError(f"a {self.role} needs namesrv_addr (or a shared ClientInstance)")
+        self.group = group
+        self._own_instance = instance is None
+        self.instance = instance or ClientInstance(namesrv_addr or [])
+        self._state = "created"
+
+    # --- hooks ----------------------------------------------------------------------------------
+    def _register(self) -> None:
+        """Join the instance (as producer or consumer) before it starts."""
+        raise NotImplementedError
+
+    async def _stop_parts(self) -> None:
+        """Stop what the member runs itself, before it leaves the instance."""
+
+    async def _unregister(self) -> None:
+        raise NotImplementedError
+
+    # --- lifecycle ------------------------------------------------------------------------------
+    def _check_created(self) -> None:
+        if self._state != "created":
+            raise ClientStateError(f"{self.role} {self.group} is {self._state}; create a new one")
+
+    def _check_running(self) -> None:
+        if self._state != "running":
+            raise ClientStateError(f"{self.role} {self.group} is not running ({self._state})")
+
+    async def start(self) -> None:
+        self._check_created()
+        self._register()
+        await self.instance.start()
+        self._state = "running"
+
+    async def shutdown(self) -> None:
+        if self._state != "running":
+            return
+        self._state = "shutting down"
+        await self._stop_parts()
+        await self._unregister()
+        if self._own_instance:
+            await self.instance.shutdown()
+        self._state = "shut down"
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.shutdown()

@@ -1,0 +1,85 @@
+"""The lifecycle producers and consumers share (client/lifecycle.py): bad construction, use
+before start, a second start, idempotent shutdown, and owned vs shared ClientInstances."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from ferrymq.client import Message, Producer, PullConsumer, PushConsumer
+from ferrymq.client.errors import ClientStateError
+from ferrymq.client.instance import ClientInstance
+from ferrymq.client.lifecycle import ClientMember
+
+from .cluster import LocalCluster, start_cluster
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[LocalCluster]:
+    c = await start_cluster(tmp_path, broker_names=("broker-a",))
+    try:
+        yield c
+    finally:
+        await c.stop()
+
+
+@pytest.mark.parametrize(
+    ("cls", "role"),
+    [(Producer, "producer"), (PullConsumer, "consumer"), (PushConsumer, "consumer")],
+)
+def test_construction_errors_name_the_role(cls: type[ClientMember], role: str) -> None:
+    with pytest.raises(ValueError, match=f"^{role} group is empty"):
+        cls("", "127.0.0.1:9876")  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match=f"a {role} needs namesrv_addr"):
+        cls("g")  # type: ignore[call-arg]
+
+
+async def test_producer_states(cluster: LocalCluster) -> None:
+    producer = Producer("lifecycle-pg", cluster.namesrv_addr)
+    with pytest.raises(
+        ClientStateError, match="producer lifecycle-pg is not running \\(created\\)"
+    ):
+        await producer.send(Message("T", b"x"))
+    await producer.start()
+    assert producer.instance.running
+    with pytest.raises(ClientStateError, match="is running; create a new one"):
+        await producer.start()
+    await producer.shutdown()
+    await producer.shutdown()  # a second shutdown is a no-op
+    assert not producer.instance.running  # the producer owned its instance
+    with pytest.raises(ClientStateError, match="is shut down; create a new one"):
+        await producer.start()
+    with pytest.raises(ClientStateError, match="not running \\(shut down\\)"):
+        await producer.send(Message("T", b"x"))
+
+
+async def test_shared_instance_outlives_its_members(cluster: LocalCluster) -> None:
+    instance = ClientInstance(cluster.namesrv_addr)
+    try:
+        async with Producer("lifecycle-shared-pg", instance=instance) as producer:
+            async with PullConsumer("lifecycle-shared-cg", instance=instance) as consumer:
+                assert producer.instance is consumer.instance is instance
+            assert consumer._state == "shut down"
+            assert instance.running  # the consumer did not own it
+        assert instance.running
+    finally:
+        await instance.shutdown()
+    assert not instance.running
+
+
+async def test_push_consumer_checks_before_start(cluster: LocalCluster) -> None:
+    consumer = PushConsumer("lifecycle-push", cluster.namesrv_addr)
+    with pytest.raises(ClientStateError, match="register a listener"):
+        await consumer.start()
+    consumer.register_listener(lambda msgs, ctx: True)
+    with pytest.raises(ClientStateError, match="subscribe to at least one topic"):
+        await consumer.start()
+    consumer.subscribe("LifecycleTopic")
+    async with consumer:
+        assert consumer.instance.running
+        with pytest.raises(ClientStateError, match="consumer lifecycle-push is running"):
+            await consumer.start()
+    assert not consumer.instance.running
