@@ -19,7 +19,7 @@ import random
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,7 +27,7 @@ from ferrymq.message import Message, MessageInner, encode_batch, encode_properti
 from ferrymq.store import record as rec
 from ferrymq.store.config import MessageStoreConfig
 from ferrymq.store.message_store import MessageStore
-from ferrymq.store.results import PutMessageStatus
+from ferrymq.store.results import PutMessageResult, PutMessageStatus
 
 RECORD = 1024
 STORE_HOST = ("127.0.0.1", 10911)
@@ -117,14 +117,20 @@ class _Baseline:
         os.close(self.fd)
 
 
-async def _timed_batches(store: MessageStore, batches: list[MessageInner], fig: Figure) -> float:
-    """Puts every batch; adds the bytes appended to ``fig`` and returns the seconds taken."""
+async def _timed_puts(
+    store: MessageStore,
+    put: Callable[[MessageInner], Awaitable[PutMessageResult]],
+    items: list[MessageInner],
+    fig: Figure,
+) -> float:
+    """Puts every item with ``put`` (the store's single or batch put); adds the bytes appended to
+    ``fig`` and returns the seconds taken."""
     started = time.perf_counter()
     before = store.max_phy_offset
-    for b in batches:
-        r = await store.put_messages(b)
+    for item in items:
+        r = await put(item)
         if r.status is not PutMessageStatus.PUT_OK:
-            raise RuntimeError(f"batch put failed: {r.status} {r.remark}")
+            raise RuntimeError(f"put failed: {r.status} {r.remark}")
     elapsed = time.perf_counter() - started
     fig.bytes += store.max_phy_offset - before
     return elapsed
@@ -192,17 +198,9 @@ async def _append_rounds(
 
             t_base = baseline.run(per_round)
 
-            started = time.perf_counter()
-            before = single.max_phy_offset
-            for m in singles:
-                r = await single.put_message(m)
-                if r.status is not PutMessageStatus.PUT_OK:
-                    raise RuntimeError(f"put failed: {r.status} {r.remark}")
-            t_single = time.perf_counter() - started
-            single_fig.bytes += single.max_phy_offset - before
-
-            t_batch = await _timed_batches(batched, batches, batch_fig)
-            t_mixed = await _timed_batches(mixed, mixed_batches, mixed_fig)
+            t_single = await _timed_puts(single, single.put_message, singles, single_fig)
+            t_batch = await _timed_puts(batched, batched.put_messages, batches, batch_fig)
+            t_mixed = await _timed_puts(mixed, mixed.put_messages, mixed_batches, mixed_fig)
 
             for fig, t in (
                 (base_fig, t_base),
