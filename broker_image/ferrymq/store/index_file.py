@@ -47,7 +47,12 @@ assert INDEX_HEADER_SIZE == 40 and INDEX_SIZE == 20
 
 def index_key_hash(key: str) -> int:
     """Upstream ``indexKeyHashMethod``: ``abs(key.hashCode())``, with MIN_VALUE mapped to 0."""
-    h = abs(java_string_hash(key))
+    return index_hash_of_java_hash(java_string_hash(key))
+
+
+def index_hash_of_java_hash(java_hash: int) -> int:
+    """``index_key_hash`` from an already computed ``hashCode()`` (batched hashing)."""
+    h = abs(java_hash)
     return 0 if h > 0x7FFFFFFF else h
 
 

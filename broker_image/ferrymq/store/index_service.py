@@ -17,7 +17,7 @@ from typing import Protocol
 import numpy as np
 
 from ferrymq.message import MessageSysFlag, java_string_hash
-from ferrymq.store.index_file import IndexFile
+from ferrymq.store.index_file import IndexFile, index_hash_of_java_hash
 
 log = logging.getLogger(__name__)
 
@@ -75,12 +75,6 @@ def java_string_hashes(texts: Sequence[str], powers: dict[int, np.ndarray]) -> l
         for i, h in zip(members, hashes.tolist(), strict=True):
             out[i] = h
     return out
-
-
-def _index_hash(java_hash: int) -> int:
-    """``index_file.index_key_hash`` from a Java hash: abs, with MIN_VALUE mapped to 0."""
-    h = abs(java_hash)
-    return 0 if h > 0x7FFFFFFF else h
 
 
 def _name_for(now_ms: int) -> str:
@@ -214,7 +208,7 @@ class IndexService:
         hashes = java_string_hashes([t[0] for t in todo], self._hash_powers)
         f = self._writable_file(todo[0][2])
         for (full, offset, ts), java_hash in zip(todo, hashes, strict=True):
-            key_hash = _index_hash(java_hash)
+            key_hash = index_hash_of_java_hash(java_hash)
             if not f.put_key(full, offset, ts, key_hash):
                 f = self._writable_file(ts)
                 f.put_key(full, offset, ts, key_hash)
