@@ -13,6 +13,7 @@ is no cluster DNS here); every admin call still goes over the remoting protocol 
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ import pytest
 from ferrymq.broker.local_cluster import LocalCluster
 from ferrymq.client.admin import AdminClient
 from ferrymq.client.allocate import MessageQueue
+from ferrymq.client.errors import NoRouteError
 from ferrymq.client.producer import Producer
 from ferrymq.message import Message
 from ferrymq_operator import drain, k8s, lifecycle, models
@@ -113,6 +115,17 @@ async def test_group_is_removed_only_once_drained(
             await admin.instance.broker.update_consumer_offset(
                 broker_addr, "reports", MessageQueue(TOPIC, BROKER, 0), 0
             )
+            # Until the broker's registration carries the topic to the NameServer, a producer
+            # would route by TBW102 (4 queues) and pick queues this 1-queue topic refuses.
+            deadline = asyncio.get_running_loop().time() + 30
+            while True:
+                try:
+                    if (await admin.topic_route(TOPIC)).queue_datas:
+                        break
+                except NoRouteError:
+                    pass
+                assert asyncio.get_running_loop().time() < deadline, "no route for the topic"
+                await asyncio.sleep(0.1)
         producer = Producer("drain-k8s", namesrv)
         await producer.start()
         try:
