@@ -7,6 +7,7 @@ import asyncio
 import urllib.request
 from pathlib import Path
 
+import pytest
 from ferrymq.broker.app import BrokerApp
 from ferrymq.broker.local_cluster import pick_free_port
 from ferrymq.client.producer import Producer
@@ -16,6 +17,7 @@ from ferrymq.message import Message
 from ferrymq.namesrv.app import NamesrvApp
 from ferrymq.namesrv.config import NamesrvConfig
 from ferrymq.store.config import BrokerRole
+from ferrymq.store.results import PutMessageStatus
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -139,3 +141,17 @@ async def test_transfer_counts_every_wait() -> None:
     svc.notify_transfer_some(20)
     await svc.wait_for_replica(15)  # already acked
     assert (svc.waits, svc.timeouts, svc.not_available, svc.pending) == (2, 1, 0, 0)
+
+
+async def test_transfer_counts_a_cancelled_wait_apart_from_acks() -> None:
+    """A put whose task is cancelled mid-wait is neither an ack nor a timeout."""
+    svc = GroupTransferService(timeout_s=30, max_gap=1 << 20, connection_count=lambda: 1)
+    waiter = asyncio.create_task(svc.wait_for_replica(10))
+    while svc.pending == 0:
+        await asyncio.sleep(0)
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    svc.notify_transfer_some(20)
+    assert await svc.wait_for_replica(15) is PutMessageStatus.PUT_OK
+    assert (svc.waits, svc.acked, svc.timeouts, svc.cancelled, svc.pending) == (2, 1, 0, 1, 0)

@@ -4,7 +4,8 @@ Read from the live :class:`~ferrymq.ha.service.HAService` at scrape time (no mod
 
 - master: connected slaves, each slave's acknowledged offset and lag in bytes behind the master's
   CommitLog end, the highest acknowledged offset (push2SlaveMaxOffset), and under SYNC_MASTER the
-  replica waits by result (ok / FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE) and those pending;
+  replica waits by result (ok / FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE / cancelled) and those
+  pending;
 - slave: the master address followed and whether it is connected, the offset fetched so far
   (the slave's CommitLog end), bytes received and connects made.
 
@@ -40,6 +41,7 @@ class HAFigures:
     sync_waits_ok: int = 0
     sync_waits_timeout: int = 0
     sync_waits_slave_not_available: int = 0
+    sync_waits_cancelled: int = 0
     sync_waits_pending: int = 0
     # slave side
     master_address: str = ""
@@ -63,12 +65,11 @@ def ha_figures(service: HAService) -> HAFigures:
     transfer = service.transfer
     if transfer is not None:
         figures.push2slave_max_offset = transfer.push2slave_max_offset
-        timeouts, not_available = transfer.timeouts, transfer.not_available
-        figures.sync_waits_timeout = timeouts
-        figures.sync_waits_slave_not_available = not_available
+        figures.sync_waits_ok = transfer.acked
+        figures.sync_waits_timeout = transfer.timeouts
+        figures.sync_waits_slave_not_available = transfer.not_available
+        figures.sync_waits_cancelled = transfer.cancelled
         figures.sync_waits_pending = transfer.pending
-        # waits that ended with PUT_OK: every finished wait that was neither refused nor timed out
-        figures.sync_waits_ok = max(0, transfer.waits - transfer.pending - timeouts - not_available)
     client = service.client
     if client is not None:
         figures.master_address = client.master_address or ""
@@ -135,6 +136,7 @@ class HACollector(Collector):
                 ("ok", f.sync_waits_ok),
                 ("flush_slave_timeout", f.sync_waits_timeout),
                 ("slave_not_available", f.sync_waits_slave_not_available),
+                ("cancelled", f.sync_waits_cancelled),
             ):
                 waits.add_metric([*values, result], count)
             yield waits

@@ -58,9 +58,12 @@ class GroupTransferService:
         self._waiters: list[tuple[int, int, asyncio.Future[bool]]] = []
         self._seq = itertools.count()
         self._live = 0
-        self.waits = 0  # every replica wait asked for (metrics: ok = waits - the others)
+        # Each finished wait is counted under exactly one result (the metrics read them as is).
+        self.waits = 0  # every replica wait asked for
+        self.acked = 0
         self.timeouts = 0
         self.not_available = 0
+        self.cancelled = 0  # the putting task was cancelled (connection gone, shutdown) mid-wait
 
     def notify_transfer_some(self, offset: int) -> None:
         """A slave reported ``offset``: raise the acked mark and wake every satisfied waiter."""
@@ -78,6 +81,7 @@ class GroupTransferService:
         """The store's replica-waiter hook: PUT_OK, FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE."""
         self.waits += 1
         if self.push2slave_max_offset >= end_offset:
+            self.acked += 1
             return PutMessageStatus.PUT_OK
         refused = replica_precheck(
             self._connection_count(), end_offset, self.push2slave_max_offset, self.max_gap
@@ -91,12 +95,16 @@ class GroupTransferService:
         try:
             # asyncio.wait never raises on timeout and never cancels the future it watches.
             await asyncio.wait((fut,), timeout=self.timeout_s)
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
         finally:
             if not fut.done():  # timed out, or the waiting task itself was cancelled
                 fut.set_result(False)
                 self._live -= 1
                 self._compact()
         if fut.result():
+            self.acked += 1
             return PutMessageStatus.PUT_OK
         self.timeouts += 1
         return PutMessageStatus.FLUSH_SLAVE_TIMEOUT
