@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 import time
@@ -447,6 +448,10 @@ async def serve(
         loop.add_signal_handler(sig, stop.set)
     try:
         await app.start()
+        # Everything start-up created (modules, classes, configs: ~60k objects) lives as long as
+        # the process; frozen, a full collection walks only what serving allocates instead of
+        # stalling the loop 40-60 ms (measured during the 2k msg/s latency case)
+        gc.freeze()
         # the line a supervisor (local-cluster, tests) waits for
         print(f"Broker {config.broker_name} ready on port {app.port}", flush=True)
         await stop.wait()
