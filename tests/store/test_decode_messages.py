@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import zlib
 
 import pytest
-from ferrymq.message import MessageExt, MessageSysFlag, encode_properties
+from ferrymq.message import MessageExt, MessageSysFlag, decode_properties, encode_properties
 from ferrymq.store import record as R
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 IP = b"\x7f\x00\x00\x01"
 
@@ -120,3 +123,127 @@ def test_bad_bodies_raise_value_error() -> None:
         with pytest.raises(ValueError):
             reference(buf)
         assert name
+
+
+def records(specs: list[dict[str, object]]) -> bytes:
+    """Back-to-back records, each from ``encode_record_into`` keyword overrides."""
+    buf = bytearray(len(specs) * 4096)
+    pos = 0
+    for i, spec in enumerate(specs):
+        fields: dict[str, object] = {
+            "queue_id": 1,
+            "flag": 0,
+            "queue_offset": i,
+            "physical_offset": 5000 + pos,
+            "sys_flag": 0,
+            "born_timestamp": 1_700_000_000_000 + i,
+            "born_ip": b"\x0a\x00\x00\x05",
+            "born_port": 5000,
+            "store_timestamp": 1_700_000_000_100 + i,
+            "store_ip": IP,
+            "store_port": 10911,
+            "reconsume_times": 0,
+            "prepared_transaction_offset": 0,
+            "body": b"b%d" % i,
+            "topic": b"T",
+            "properties": b"",
+            **spec,
+        }
+        pos += R.encode_record_into(buf, pos, **fields)  # type: ignore[arg-type]
+    return bytes(buf[:pos])
+
+
+def test_topics_and_hosts_change_between_records() -> None:
+    # each record's own topic and hosts, even where neighbours differ (the decoder shares hosts
+    # between records and looks one up only when it changes)
+    specs: list[dict[str, object]] = [
+        {"topic": b"A", "born_ip": b"\x0a\x00\x00\x01", "born_port": 1},
+        {"topic": b"A", "born_ip": b"\x0a\x00\x00\x01", "born_port": 2},
+        {"topic": b"B", "born_ip": b"\x0a\x00\x00\x02", "born_port": 1, "store_port": 10921},
+        {"topic": b"%RETRY%g", "store_ip": b"\x0a\x00\x00\x09"},
+        {"topic": "主题".encode(), "born_ip": b"\x0a\x00\x00\x01", "born_port": 1},
+        {"topic": b"A", "store_ip": b"\x0a\x00\x00\x09"},
+    ]
+    buf = records(specs)
+    got = R.decode_messages(buf)
+    assert got == reference(buf)
+    assert [m.topic for m in got] == ["A", "A", "B", "%RETRY%g", "主题", "A"]
+    assert [m.born_host for m in got] == [
+        ("10.0.0.1", 1),
+        ("10.0.0.1", 2),
+        ("10.0.0.2", 1),
+        ("10.0.0.5", 5000),
+        ("10.0.0.1", 1),
+        ("10.0.0.5", 5000),
+    ]
+    assert [m.store_host for m in got] == [
+        ("127.0.0.1", 10911),
+        ("127.0.0.1", 10911),
+        ("127.0.0.1", 10921),
+        ("10.0.0.9", 10911),
+        ("127.0.0.1", 10911),
+        ("10.0.0.9", 10911),
+    ]
+    # no UNIQ_KEY: the offset msgId of each record's own store host
+    assert [m.msg_id for m in got] == [m.offset_msg_id for m in got]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "\x02",
+        "\x02\x02",
+        "UNIQ_KEY\x01AB\x02",
+        "UNIQ_KEY\x01AB",  # no trailing separator (other clients)
+        "TAGS\x01t\x02KEYS\x01k1 k2\x02",
+        "TAGS\x01t\x02KEYS\x01k1\x02\x02",
+        "a\x01b\x01c\x02",  # the value keeps a later name/value separator
+        "\x01v\x02noseparator\x02k\x01\x02",  # empty name, no separator, empty value
+        "k\x01first\x02k\x01second\x02",
+        "键\x01值\x02",
+    ],
+)
+def test_properties_as_decode_properties(text: str) -> None:
+    buf = records([{"properties": text.encode()}, {"properties": text.encode()}])
+    got = R.decode_messages(buf)
+    assert got == reference(buf)
+    assert got[0].properties == decode_properties(text) == got[1].properties
+    assert got[0].properties is not got[1].properties  # each message owns its dict
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from("ab\x01\x02é€"), max_size=24))
+def test_any_properties_text_as_decode_properties(text: str) -> None:
+    buf = records([{"properties": text.encode()}])
+    (got,) = R.decode_messages(buf)
+    assert got.properties == decode_properties(text)
+    assert [got] == reference(buf)
+
+
+def test_lengths_past_the_body_raise_value_error() -> None:
+    good = records([{"body": b"x" * 10, "topic": b"T"}])
+    topic_len_pos = R.BODY_POS + 10
+    props_len_pos = topic_len_pos + 2
+    for buf in (
+        corrupt(good, topic_len_pos, ">B", 120),  # the topic runs past the end of the body
+        corrupt(good, props_len_pos, ">H", 0x7FFF),  # so do the properties
+        corrupt(good, props_len_pos, ">H", 0x8001),  # a negative properties length
+        corrupt(good, topic_len_pos, ">B", 200),  # a negative topic length
+    ):
+        with pytest.raises(ValueError):
+            R.decode_messages(buf)
+        with pytest.raises(ValueError):
+            reference(buf)
+
+
+def test_decoded_messages_are_ordinary_message_ext() -> None:
+    buf = body_of(2)
+    first = R.decode_messages(buf)[0]
+    built = MessageExt(**{f.name: getattr(first, f.name) for f in dataclasses.fields(MessageExt)})
+    assert type(first) is MessageExt and first == built
+    assert repr(first) == repr(built)
+    assert dataclasses.replace(first, topic="other").topic == "other"
+    first.topic = "changed"
+    first.reconsume_times += 1
+    assert (first.topic, first.reconsume_times) == ("changed", built.reconsume_times + 1)

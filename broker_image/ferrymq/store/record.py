@@ -525,6 +525,14 @@ def iter_records(buf: bytes | bytearray | memoryview) -> Iterator[tuple[int, int
 
 _UNIQ_KEY = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 _V6_FLAGS = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
+# RECORD_HEAD with each IPv4 host as its 8 raw bytes (address + port): one cache key per host
+_PULL_HEAD = struct.Struct(">iIiiiqqiq8sq8siqi")
+assert _PULL_HEAD.size == RECORD_HEAD.size
+
+
+def _host_of(raw: bytes) -> tuple[str, int]:
+    """``(address, port)`` of an IPv4 host's 8 record bytes."""
+    return unpack_host(raw[:4]), _I32.unpack_from(raw, 4)[0]
 
 
 def decode_messages(
@@ -535,18 +543,24 @@ def decode_messages(
     The consumer's hot path: one fused loop with the structural checks of :func:`check_record`
     (no CRC, as :func:`decode_message_ext` by default) and no intermediate record object; a
     record that fails a check is handed to :func:`decode_message_ext`, which raises the same
-    ValueError it always did. Host strings are decoded once per distinct address. The body is
-    sliced as ``bytes`` (one copy per field, no memoryview objects), the properties parsed
-    inline and the MessageExt built positionally (``_EXT_FIELDS`` pins the field order).
+    ValueError it always did. The records of a pull share their hosts: each distinct host is
+    one shared ``(address, port)`` tuple, looked up only when it changes. The body is sliced as
+    ``bytes``, the properties parsed inline (as :func:`ferrymq.message.decode_properties`) and
+    each MessageExt gets its slots set directly, without the 18-argument ``__init__`` call
+    (``_EXT_FIELDS`` pins the fields; the pull body's records are the client's hottest objects).
     """
     out: list[MessageExt] = []
     append = out.append
     end = len(buf)
     data = buf if isinstance(buf, bytes) else bytes(buf)
-    hosts: dict[bytes, str] = {}
-    unpack_head = RECORD_HEAD.unpack_from
+    hosts: dict[bytes, tuple[str, int]] = {}
+    unpack_head = _PULL_HEAD.unpack_from
     ext = MessageExt
+    new = object.__new__
     compressed = MessageSysFlag.COMPRESSED_FLAG
+    topic = ""
+    last_store = last_born = b""
+    store_host = born_host = ("", 0)
     pos = 0
     while pos + 4 <= end:
         if pos + MIN_RECORD_SIZE > end:
@@ -554,8 +568,7 @@ def decode_messages(
             raise ValueError(f"record at byte {pos} has size {size}; {end - pos} bytes remain")
         (
             total, magic, crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
-            born_ts, born_ip, born_port, store_ts, store_ip, store_port, reconsume,
-            prepared, body_len,
+            born_ts, born, store_ts, store, reconsume, prepared, body_len,
         ) = unpack_head(data, pos)  # fmt: skip
         rec_end = pos + total
         if total < MIN_RECORD_SIZE or rec_end > end:
@@ -563,28 +576,32 @@ def decode_messages(
         body_pos = pos + BODY_POS
         tpos = body_pos + body_len
         properties: dict[str, str] | None = None
-        if (
-            magic == MESSAGE_MAGIC_CODE
-            and not sys_flag & _V6_FLAGS
-            and body_len >= 0
-            and tpos + 3 <= rec_end
-        ):
-            topic_len = data[tpos]  # the signed i8 of check_record: above 127 is negative
-            ppos = tpos + 1 + topic_len
-            if 0 < topic_len <= 127 and ppos + 2 <= rec_end:
+        if magic == MESSAGE_MAGIC_CODE and not sys_flag & _V6_FLAGS and body_len >= 0:
+            try:
+                topic_len = data[tpos]  # the signed i8 of check_record: above 127 is negative
+                ppos = tpos + 1 + topic_len
                 props_len = (data[ppos] << 8) | data[ppos + 1]
-                if props_len < 0x8000 and ppos + 2 + props_len == rec_end:
-                    try:
-                        topic = data[tpos + 1 : ppos].decode()
-                        properties = {}
-                        if props_len:
-                            # decode_properties, inlined (once per message)
-                            for item in data[ppos + 2 : rec_end].decode().split("\x02"):
+                # the lengths must add up to the record's size (so every read was inside it)
+                if 0 < topic_len <= 127 and props_len < 0x8000 and ppos + 2 + props_len == rec_end:
+                    topic = data[tpos + 1 : ppos].decode()
+                    properties = {}
+                    if props_len:
+                        # decode_properties, inlined; a trailing separator closes no item,
+                        # so it is left out of the text
+                        text = data[
+                            ppos + 2 : rec_end - 1 if data[rec_end - 1] == 2 else rec_end
+                        ].decode()
+                        if "\x02" in text:
+                            for item in text.split("\x02"):
                                 name, sep, value = item.partition("\x01")
                                 if sep and name:
                                     properties[name] = value
-                    except UnicodeDecodeError:
-                        properties = None
+                        else:
+                            name, sep, value = text.partition("\x01")
+                            if sep and name:
+                                properties[name] = value
+            except (IndexError, UnicodeDecodeError):  # a length past the body, bad UTF-8
+                properties = None
         if properties is None:
             # the slow path names what is wrong (and raises)
             append(decode_message_ext(data, pos, rec_end, decompress_body=decompress_body))
@@ -596,44 +613,46 @@ def decode_messages(
                 body = zlib.decompress(body)
             except zlib.error as exc:
                 raise ValueError(f"record at byte {pos}: compressed body does not inflate") from exc
-        store_host = hosts.get(store_ip)
-        if store_host is None:
-            store_host = hosts[store_ip] = unpack_host(store_ip)
-        born_host = hosts.get(born_ip)
-        if born_host is None:
-            born_host = hosts[born_ip] = unpack_host(born_ip)
+        if store != last_store:
+            if store not in hosts:
+                hosts[store] = _host_of(store)
+            store_host = hosts[store]
+            last_store = store
+        if born != last_born:
+            if born not in hosts:
+                hosts[born] = _host_of(born)
+            born_host = hosts[born]
+            last_born = born
         msg_id = properties.get(_UNIQ_KEY) or create_message_id(
-            (store_ip, store_port), physical_offset
+            (store[:4], store_host[1]), physical_offset
         )
-        append(
-            ext(
-                topic,
-                body,
-                flag,
-                properties,
-                None,
-                queue_id,
-                total,
-                queue_offset,
-                sys_flag,
-                born_ts,
-                (born_host, born_port),
-                store_ts,
-                (store_host, store_port),
-                msg_id,
-                physical_offset,
-                crc,
-                reconsume,
-                prepared,
-            )
-        )
+        m = new(ext)
+        m.topic = topic
+        m.body = body
+        m.flag = flag
+        m.properties = properties
+        m.transaction_id = None
+        m.queue_id = queue_id
+        m.store_size = total
+        m.queue_offset = queue_offset
+        m.sys_flag = sys_flag
+        m.born_timestamp = born_ts
+        m.born_host = born_host
+        m.store_timestamp = store_ts
+        m.store_host = store_host
+        m.msg_id = msg_id
+        m.commit_log_offset = physical_offset
+        m.body_crc = crc
+        m.reconsume_times = reconsume
+        m.prepared_transaction_offset = prepared
+        append(m)
         pos = rec_end
     if pos != end:
         raise ValueError(f"{end - pos} trailing bytes after the last record")
     return out
 
 
-# decode_messages builds MessageExt positionally: fail at import if the field order moves
+# decode_messages sets MessageExt's slots itself: fail at import if the fields move
 _EXT_FIELDS = (
     "topic", "body", "flag", "properties", "transaction_id", "queue_id", "store_size",
     "queue_offset", "sys_flag", "born_timestamp", "born_host", "store_timestamp", "store_host",
@@ -641,6 +660,9 @@ _EXT_FIELDS = (
 )  # fmt: skip
 if tuple(f.name for f in fields(MessageExt)) != _EXT_FIELDS:  # pragma: no cover - a guard
     raise ImportError("MessageExt fields moved: update decode_messages and _EXT_FIELDS")
+# ... and sets every slot itself (no __init__ call): nothing may run at construction
+if hasattr(MessageExt, "__post_init__"):  # pragma: no cover - a guard
+    raise ImportError("MessageExt has __post_init__: decode_messages must call the constructor")
 
 
 def read_physical_offset(buf: object, pos: int) -> int:
