@@ -20,6 +20,7 @@ numpy and pyarrow are imported lazily, so ``import ferrymq`` does not need them.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import struct
 from collections.abc import Sequence
@@ -145,17 +146,22 @@ def walk_records(buf: Any, pos: int, stop: int, limit: int, max_rows: int) -> li
     """Starts of the message records from ``pos`` while they start before ``stop``, at most
     ``max_rows``. Stops at anything whose TOTALSIZE / MAGICCODE are not a message's that fits
     in ``buf[:limit]`` (the per-record decoder then says what it is)."""
+    # The one per-record Python loop of a scan: kept to one unpack, two tests and an append.
     unpack = BLANK_HEAD.unpack_from
+    magic_code, min_size = MESSAGE_MAGIC_CODE, MIN_RECORD_SIZE
     starts: list[int] = []
     append = starts.append
-    left = max_rows
-    while left and pos < stop and limit - pos >= MIN_RECORD_SIZE:
+    end = min(stop, limit - min_size + 1)  # a record starting at or after it cannot fit
+    for _ in itertools.repeat(None, max_rows):
+        if pos >= end:
+            break
         total, magic = unpack(buf, pos)
-        if magic != MESSAGE_MAGIC_CODE or total < MIN_RECORD_SIZE or total > limit - pos:
+        if magic != magic_code or total < min_size:
             break
         append(pos)
         pos += total
-        left -= 1
+    if starts and pos > limit:  # the last record runs past the data: not one to decode here
+        starts.pop()
     return starts
 
 
@@ -232,8 +238,8 @@ def _decode(np: Any, u8: Any, p: Any, heads: Any, buf: Any, check_crc: bool) -> 
         int(np.searchsorted(np.cumsum(topic_len[:n]), _MAX_ARROW_BYTES, side="right")),
         int(np.searchsorted(np.cumsum(props_len[:n]), _MAX_ARROW_BYTES, side="right")),
     )
-    topics = _strings(np, u8, tpos[:n] + 1, topic_len[:n])
-    props = _strings(np, u8, ppos[:n] + 2, props_len[:n])
+    topics = _ranges(np, u8, tpos[:n] + 1, topic_len[:n])
+    props = _ranges(np, u8, ppos[:n] + 2, props_len[:n])
     good = min(_utf8_prefix(np, topics), _utf8_prefix(np, props))
     if good < n:
         n = good
@@ -262,33 +268,53 @@ def _offsets(np: Any, lengths: Any) -> Any:
     return out
 
 
-def _gather(np: Any, u8: Any, starts: Any, lengths: Any) -> tuple[Any, Any]:
-    """``(offsets, data)``: the byte ranges ``[start, start + length)`` of ``u8``, joined."""
-    offsets = _offsets(np, lengths)
-    size = int(offsets[-1])
-    if not size:
-        return offsets, np.zeros(0, dtype=np.uint8)
-    index = np.repeat(starts - offsets[:-1], lengths) + np.arange(size, dtype=np.int64)
-    return offsets, u8[index]
+def _ranges(np: Any, data: Any, starts: Any, lengths: Any, valid: Any = None) -> Any:
+    """The byte ranges ``data[start : start + length]`` as an Arrow string array (not yet
+    checked for UTF-8); null where ``valid`` is False (such rows must have start and length 0).
 
-
-def _string_array(np: Any, offsets: Any, data: Any, valid: Any = None) -> Any:
+    The ranges are increasing and do not overlap (a field of consecutive records, an item of
+    consecutive property strings), so with the bytes between them they cut ``data`` into
+    consecutive values of one binary array over ``data`` itself; Arrow's ``take`` of every
+    other value then copies them in C, one memcpy per value (a numpy gather indexes per byte).
+    """
     import pyarrow as pa
 
-    n = len(offsets) - 1
-    bitmap, nulls = None, 0
+    n = len(starts)
+    if not n:
+        return pa.StringArray.from_buffers(
+            0, pa.py_buffer(np.zeros(1, dtype=np.int32)), pa.py_buffer(b"")
+        )
+    bounds = np.empty(2 * n, dtype=np.int64)
+    bounds[0::2] = starts
+    bounds[1::2] = starts + lengths
+    if valid is not None:
+        np.maximum.accumulate(bounds, out=bounds)  # an empty range where a null row is
+    low, high = int(bounds[0]), int(bounds[-1])
+    bounds -= low
+    wide = high - low > _MAX_ARROW_BYTES
+    segments = pa.Array.from_buffers(
+        pa.large_binary() if wide else pa.binary(),
+        2 * n - 1,
+        [
+            None,
+            pa.py_buffer(bounds if wide else bounds.astype(np.int32)),
+            pa.py_buffer(data[low:high]),
+        ],
+    )
+    bitmap = None
     if valid is not None and not valid.all():
         bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
-        nulls = n - int(np.count_nonzero(valid))
-    return pa.StringArray.from_buffers(
-        n, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data), bitmap, nulls
+    index = pa.Array.from_buffers(
+        pa.int64(), n, [bitmap, pa.py_buffer(np.arange(0, 2 * n - 1, 2, dtype=np.int64))]
     )
-
-
-def _strings(np: Any, u8: Any, starts: Any, lengths: Any) -> Any:
-    """The byte ranges as an Arrow string array (not yet checked for UTF-8)."""
-    offsets, data = _gather(np, u8, starts, lengths)
-    return _string_array(np, offsets, data)
+    taken = segments.take(index)
+    del segments  # the only reference to data's memory (an mmap cannot close while it lives)
+    validity, offsets, values = taken.buffers()
+    if wide:  # the values themselves fit int32 offsets: the caller caps a batch's bytes
+        offsets = pa.py_buffer(np.frombuffer(offsets, dtype=np.int64)[: n + 1].astype(np.int32))
+    if values is None:  # every value empty
+        values = pa.py_buffer(b"")
+    return pa.StringArray.from_buffers(n, offsets, values, validity, taken.null_count)
 
 
 def _utf8_prefix(np: Any, strings: Any) -> int:
@@ -312,8 +338,8 @@ def _utf8_prefix(np: Any, strings: Any) -> int:
     return len(strings)  # pragma: no cover - validation failed on something other than UTF-8
 
 
-def _property_values(np: Any, props: Any) -> dict[str, tuple[Any, Any, Any]]:
-    """Per wanted property: ``(offsets, data, valid)`` of its value in every row.
+def _property_values(np: Any, props: Any) -> dict[str, Any]:
+    """Per wanted property: an Arrow string array of its value in every row (null if absent).
 
     ``decode_properties`` on bytes: items are separated by ``\\x02``; an item named N is one that
     starts with ``N\\x01`` (its name is the text before the first ``\\x01``); the last such item
@@ -322,13 +348,13 @@ def _property_values(np: Any, props: Any) -> dict[str, tuple[Any, Any, Any]]:
     n = len(props)
     po = np.frombuffer(props.buffers()[1], dtype=np.int32)[: n + 1].astype(np.int64)
     data_buf = props.buffers()[2]
-    pb = (
-        np.frombuffer(data_buf, dtype=np.uint8)[: po[-1]]
-        if data_buf is not None
-        else np.zeros(0, np.uint8)
-    )
-    size = len(pb)
-    seps = np.flatnonzero(pb == _PROPERTY_SEP)
+    size = int(po[-1])
+    # Zero padding after the data: an 8-byte word can be read at any item start.
+    pb = np.zeros(size + 16, dtype=np.uint8)
+    if size:
+        pb[:size] = np.frombuffer(data_buf, dtype=np.uint8)[:size]
+    words = np.ndarray((size + 9,), dtype="<u8", buffer=pb, strides=(1,))
+    seps = np.flatnonzero(pb[:size] == _PROPERTY_SEP)
     # An item starts at the start of a non-empty row and after every separator.
     is_start = np.zeros(size + 1, dtype=bool)
     is_start[po[:-1][po[1:] > po[:-1]]] = True
@@ -337,12 +363,16 @@ def _property_values(np: Any, props: Any) -> dict[str, tuple[Any, Any, Any]]:
     rows = np.searchsorted(po, item_starts, side="right") - 1
     sep_after = np.append(seps, size)[np.searchsorted(seps, item_starts)]  # size: none left
     item_ends = np.minimum(sep_after, po[rows + 1])
-    out: dict[str, tuple[Any, Any, Any]] = {}
+    out: dict[str, Any] = {}
     for column, name in _PROPERTY_NAMES.items():
         key = (name + NAME_VALUE_SEPARATOR).encode()
         match = item_starts + len(key) <= item_ends
-        for j, byte in enumerate(key):
-            match &= pb[np.minimum(item_starts + j, max(size - 1, 0))] == byte
+        for at in range(0, len(key), 8):  # the name compared 8 bytes at a time
+            chunk = key[at : at + 8]
+            mask = (1 << (8 * len(chunk))) - 1
+            match &= (words[item_starts + at] & np.uint64(mask)) == np.uint64(
+                int.from_bytes(chunk, "little")
+            )
         hits = np.flatnonzero(match)
         hit_rows = rows[hits]
         if len(hits) > 1:  # keep the last hit of each row (hits are in file order)
@@ -355,17 +385,23 @@ def _property_values(np: Any, props: Any) -> dict[str, tuple[Any, Any, Any]]:
         lengths = np.zeros(n, dtype=np.int64)
         starts[hit_rows] = item_starts[hits] + len(key)
         lengths[hit_rows] = item_ends[hits] - starts[hit_rows]
-        offsets, data = _gather(np, pb, starts, lengths)
-        out[column] = (offsets, data, valid)
+        out[column] = _ranges(np, pb, starts, lengths, valid)
     return out
 
 
-def _keys_column(np: Any, offsets: Any, data: Any, list_type: Any) -> Any:
-    """KEYS values split on single spaces, empty pieces dropped (``DecodedRecord.keys``)."""
+def _keys_column(np: Any, keys: Any, list_type: Any) -> Any:
+    """KEYS values split on single spaces, empty pieces dropped (``DecodedRecord.keys``); a
+    null (no KEYS) is an empty list."""
     import pyarrow as pa
 
-    n = len(offsets) - 1
-    size = len(data)
+    n = len(keys)
+    offsets = np.frombuffer(keys.buffers()[1], dtype=np.int32)[: n + 1].astype(np.int64)
+    size = int(offsets[-1])
+    data = (
+        np.frombuffer(keys.buffers()[2], dtype=np.uint8)[:size]
+        if size
+        else np.zeros(0, dtype=np.uint8)
+    )
     word = data != _SPACE
     first = np.zeros(size, dtype=bool)  # first byte of a row's value
     first[offsets[:-1][offsets[1:] > offsets[:-1]]] = True
@@ -379,8 +415,7 @@ def _keys_column(np: Any, offsets: Any, data: Any, list_type: Any) -> Any:
     token_ends = np.flatnonzero(word & (last | ~next_word)) + 1
     token_rows = np.searchsorted(offsets, token_starts, side="right") - 1
     per_row = np.bincount(token_rows, minlength=n)
-    t_offsets, t_data = _gather(np, data, token_starts, token_ends - token_starts)
-    values = _string_array(np, t_offsets, t_data)
+    values = _ranges(np, data, token_starts, token_ends - token_starts)
     offsets32 = _numbers(pa, _offsets(np, per_row).astype(np.int32), pa.int32())
     return pa.ListArray.from_arrays(offsets32, values, type=list_type)
 
@@ -405,10 +440,9 @@ def _assemble(np: Any, heads: Any, topics: Any, props: Any) -> Any:
         if name == "topic":
             columns.append(topics)
         elif name == "keys":
-            offsets, data, _valid = values["keys"]
-            columns.append(_keys_column(np, offsets, data, field.type))
+            columns.append(_keys_column(np, values["keys"], field.type))
         elif name in values:
-            columns.append(_string_array(np, *values[name]))
+            columns.append(values[name])
         else:
             native = np.int32 if field.type == pa.int32() else np.int64
             columns.append(_numbers(pa, heads[name].astype(native), field.type))
