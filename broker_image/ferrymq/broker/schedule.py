@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -28,6 +27,7 @@ import orjson
 
 from ferrymq.broker._store_protocol import SemanticsStore, get_messages
 from ferrymq.message import MessageConst, MessageInner, MessageSysFlag, tags_string_to_tags_code
+from ferrymq.store.json_file import AtomicFileWriter
 from ferrymq.store.record import DecodedRecord, RecordKind, check_record
 from ferrymq.store.results import GetMessageStatus
 
@@ -144,18 +144,6 @@ def load_delay_offsets(path: Path) -> DelayOffsetTable:
     return {}
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    if path.exists():
-        os.replace(path, path.with_name(path.name + ".bak"))
-    os.replace(tmp, path)
-
-
 class ScheduleMessageService:
     """Delivers due delayed messages; one task for all levels, woken by the dispatcher."""
 
@@ -173,6 +161,7 @@ class ScheduleMessageService:
         self.store = store
         self.levels_ms = list(levels_ms)
         self.offsets_path = offsets_path
+        self._offsets_writer = AtomicFileWriter(offsets_path)  # keeps delayOffset.json.bak
         self.flush_interval_s = flush_interval_s
         self._clock_ms = clock_ms
         self.offsets: DelayOffsetTable = {}
@@ -207,7 +196,7 @@ class ScheduleMessageService:
             option=orjson.OPT_INDENT_2,
         )
         self._dirty = False
-        await asyncio.to_thread(_write_atomically, self.offsets_path, data)
+        await self._offsets_writer.write(data)
 
     def encode_offsets(self) -> bytes:
         """GET_ALL_DELAY_OFFSET body: the delayOffset.json content."""

@@ -31,7 +31,6 @@ import contextlib
 import dataclasses
 import itertools
 import logging
-import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -56,6 +55,7 @@ from ferrymq.message import (
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
+from ferrymq.store.json_file import AtomicFileWriter
 from ferrymq.store.record import (
     DecodedRecord,
     RecordKind,
@@ -206,16 +206,6 @@ class EndTransactionOutcome:
     remark: str | None = None
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 class TransactionService:
     def __init__(
         self,
@@ -232,6 +222,7 @@ class TransactionService:
         self.store_host = store_host
         self.producer_channels = producer_channels
         self.checkpoint_path = checkpoint_path
+        self._checkpoint_writer = AtomicFileWriter(checkpoint_path, keep_backup=False)
         self.max_delay_level = max_delay_level
         self.config = config or TransactionConfig()
         self._clock_ms = clock_ms
@@ -273,7 +264,7 @@ class TransactionService:
 
     async def _persist(self) -> None:
         data = orjson.dumps({"halfOffset": self.half_offset, "opOffset": self.op_offset})
-        await asyncio.to_thread(_write_atomically, self.checkpoint_path, data)
+        await self._checkpoint_writer.write(data)
 
     # --- END_TRANSACTION ------------------------------------------------------------------
     async def end_transaction(self, header: EndTransactionRequestHeader) -> EndTransactionOutcome:

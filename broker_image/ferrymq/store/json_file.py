@@ -10,7 +10,8 @@ helper of the project (broker.conf updates, ``ConfigFile``). A write never leave
 
 Loading reads ``<name>``; when it is missing or does not parse, ``<name>.bak`` is used instead
 (and a warning logged), as upstream ``ConfigManager.load`` falls back to ``loadBak``.
-Writing blocks: call :func:`write_json_async` from the event loop.
+Writing blocks: call :func:`write_json_async` from the event loop, or keep an
+:class:`AtomicFileWriter` for a file that a periodic task and a shutdown both write.
 """
 
 from __future__ import annotations
@@ -81,6 +82,38 @@ def write_bytes_atomic(path: Path, payload: bytes, *, keep_backup: bool = True) 
 async def write_json_async(path: Path, data: Any) -> None:
     """:func:`write_json` in a worker thread (serialisation included)."""
     await asyncio.to_thread(write_json, path, data)
+
+
+class AtomicFileWriter:
+    """Replaces one file from worker threads, one write at a time (fsync stays off the loop).
+
+    Cancelling the task that awaits a write cannot stop its thread (a periodic flusher stopped at
+    shutdown, right before the final persist). The next write waits for that thread, so two
+    threads never share ``<name>.tmp`` and the last write asked for is the one left on disk.
+    """
+
+    def __init__(self, path: Path, *, keep_backup: bool = True) -> None:
+        self.path = path
+        self.keep_backup = keep_backup
+        self._last: asyncio.Future[None] | None = None
+
+    async def write(self, payload: bytes) -> None:
+        # a loop, not an if: several writers may wake together and one of them goes first
+        while self._last is not None and not self._last.done():
+            await asyncio.wait((self._last,))
+        write = asyncio.ensure_future(
+            asyncio.to_thread(write_bytes_atomic, self.path, payload, keep_backup=self.keep_backup)
+        )
+        self._last = write
+        try:
+            await asyncio.shield(write)
+        except asyncio.CancelledError:
+            write.add_done_callback(self._report_abandoned)
+            raise
+
+    def _report_abandoned(self, write: asyncio.Future[None]) -> None:
+        if not write.cancelled() and (exc := write.exception()) is not None:
+            log.error("writing %s failed after its caller was cancelled: %s", self.path, exc)
 
 
 def read_json(path: Path, default: Any = None) -> Any:
