@@ -173,6 +173,26 @@ def test_mmap_is_released(files: list[Path]) -> None:
     assert batch.column("topic")[0].as_py() == "Orders"  # the batch owns its bytes
 
 
+def test_ranges_cut_values_out_with_either_offset_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_ranges`` (increasing, non-overlapping byte ranges -> a string array) gives the same
+    values whether its segments use 32-bit offsets or, past 2 GiB of span, 64-bit ones."""
+    import numpy as np
+    from ferrymq.store import record_columns
+
+    data = np.frombuffer(b"..abc.de...\xc3\xa9f.g", dtype=np.uint8)
+    starts = np.array([2, 6, 11, 0, 15], dtype=np.int64)
+    lengths = np.array([3, 2, 3, 0, 1], dtype=np.int64)
+    valid = np.array([True, True, True, False, True])
+    starts[~valid] = 0
+    want = ["abc", "de", "\u00e9f", None, "g"]
+    narrow = record_columns._ranges(np, data, starts, lengths, valid)
+    assert narrow.to_pylist() == want
+    monkeypatch.setattr(record_columns, "_MAX_ARROW_BYTES", 4)
+    wide = record_columns._ranges(np, data, starts, lengths, valid)
+    assert wide.type == pa.string() and wide.to_pylist() == want
+    assert record_columns._ranges(np, data, starts[:0], lengths[:0]).to_pylist() == []
+
+
 def test_splits_stop_at_their_end(files: list[Path]) -> None:
     data = read(files[0])
     _rows, end, _kind, _ = reference_scan(data, len(data), False)
