@@ -332,7 +332,7 @@ class BrokerApp:
     async def _save(self, file: ConfigFile, data: bytes) -> None:
         assert self._persisting is not None
         async with self._persisting:
-            await asyncio.to_thread(file.write, data)
+            await file.save(data)
 
     async def persist_metadata(self) -> None:
         # snapshots are taken on the loop (consistent), written in a thread (fsync off the loop)

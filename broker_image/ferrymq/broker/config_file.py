@@ -1,13 +1,14 @@
 """A broker metadata file (topics.json, consumerOffset.json, subscriptionGroup.json): written to a
 temp name, fsynced and renamed, the previous version kept as ``.bak`` and read when the main file is
-missing or unreadable (upstream ConfigManager). Blocking: call ``write`` through ``asyncio.to_thread``."""
+missing or unreadable (upstream ConfigManager). ``save`` writes from a worker thread, one write at a
+time even when the periodic persist that started one was cancelled (see AtomicFileWriter)."""
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
 
-from ferrymq.store.json_file import backup_path, write_bytes_atomic
+from ferrymq.store.json_file import AtomicFileWriter, backup_path
 
 log = logging.getLogger(__name__)
 
@@ -15,6 +16,7 @@ log = logging.getLogger(__name__)
 class ConfigFile:
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._writer = AtomicFileWriter(path, keep_backup=True)
 
     @property
     def backup(self) -> Path:
@@ -39,5 +41,5 @@ class ConfigFile:
         except FileNotFoundError:
             return None
 
-    def write(self, data: bytes) -> None:
-        write_bytes_atomic(self.path, data, keep_backup=True)
+    async def save(self, data: bytes) -> None:
+        await self._writer.write(data)
