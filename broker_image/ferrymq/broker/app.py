@@ -174,7 +174,6 @@ class BrokerApp:
         assert self.semantics is not None
         await self.semantics.start()
         self.store.add_dispatch_listener(self.hold.on_dispatch)
-        self.store.dispatch_eagerly_when(self.hold.has_waiting)
         self.server.processors.register_default(not_supported)
         await self._start_ha(self.store)
         self.registration.start()

@@ -298,8 +298,6 @@ class ReputService:
         self._stopped = False
         self._task: asyncio.Task[None] | None = None
         self._tick: asyncio.TimerHandle | None = None
-        # when true after an append, dispatch runs on the appender's stack (see dispatch_now)
-        self.eager: Callable[[], bool] | None = None
 
     def behind(self) -> int:
         return self.commit_log.max_offset - self.reput_from_offset
@@ -311,20 +309,6 @@ class ReputService:
             self._waiter = None
             if not waiter.done():
                 waiter.set_result(None)
-
-    def dispatch_now(self) -> None:
-        """After an append that someone waits for (a held pull): dispatch it on the caller's
-        stack instead of a loop turn later in the run task, so the pull is answered in the same
-        turn as the send. A catch-up beyond one bounded round, or a failure, goes to the task."""
-        if self._stopped or self._task is None:
-            self.wakeup()
-            return
-        try:
-            if self.do_reput(max_records=2048) < 2048:
-                return
-        except Exception:  # the append succeeded: the sender must not see a dispatch error
-            log.exception("inline dispatch failed at CommitLog offset %d", self.reput_from_offset)
-        self.wakeup()
 
     def do_reput(self, max_records: int | None = None, *, notify: bool = True) -> int:
         """Dispatch records from ``reput_from_offset`` to the CommitLog end (or ``max_records``);

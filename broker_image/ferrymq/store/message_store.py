@@ -292,12 +292,6 @@ class MessageStore:
         on the loop once a message is in its ConsumeQueue (wakes held pulls)."""
         self.reput.listeners.append(listener)
 
-    def dispatch_eagerly_when(self, predicate: Callable[[], bool] | None) -> None:
-        """While ``predicate()`` holds (e.g. a pull waits for new messages), a put dispatches
-        its record before it returns instead of waking the reput task: the waiting pull is
-        answered in the same loop turn. Otherwise puts of one turn share a dispatch round."""
-        self.reput.eager = predicate
-
     def _refuse_put(self) -> PutMessageResult | None:
         if not self._running or self._shutdown:
             return PutMessageResult(
@@ -381,11 +375,7 @@ class MessageStore:
     ) -> PutMessageResult:
         self._put_times_total += result.msg_num
         self._put_size_total += result.wrote_bytes
-        reput = self.reput
-        if reput.eager is not None and reput.eager():
-            reput.dispatch_now()
-        else:
-            reput.wakeup()
+        self.reput.wakeup()
         wait = _wait_store_msg_ok(properties)
         if self._group_commit is None and self._replica_waiter is None:
             return PutMessageResult(PutMessageStatus.PUT_OK, result)

@@ -1,9 +1,8 @@
 """PULL_MESSAGE (11) with long polling (upstream PullMessageProcessor + PullRequestHoldService).
 
-When nothing is there and the client allowed suspension, the pull is parked in the hold service and
-answered later on its channel: woken inline by the dispatch of a message for its queue, or by its
-re-check timer (longPollingCheckInterval, bounded by the client's suspendTimeoutMillis), it reads
-again and answers or parks again. The response body is the stored records back to back,
+The handler is a coroutine: when nothing is there and the client allowed suspension, it waits in the
+hold service (woken by dispatch, re-checked every longPollingCheckInterval, bounded by the client's
+suspendTimeoutMillis) and then reads again. The response body is the stored records back to back,
 exactly as in the CommitLog (never re-encoded). Every response carries all four ext fields.
 """
 
@@ -13,14 +12,13 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from ferrymq.broker.client_registry import ConsumerManager
 from ferrymq.broker.config import MASTER_ID, BrokerConfig
 from ferrymq.broker.consumer_offsets import ConsumerOffsetManager
 from ferrymq.broker.long_polling import PullRequestHoldService
-from ferrymq.broker.processors.common import BAD_INPUT, guarded_async
+from ferrymq.broker.processors.common import guarded_async
 from ferrymq.broker.store_port import MessageStorePort
 from ferrymq.broker.subscription_groups import SubscriptionGroupManager
 from ferrymq.broker.topic_config import TopicConfigManager
@@ -98,8 +96,8 @@ class PullMessageProcessor:
         self._filters: dict[tuple[str, str], Any] = {}
 
     def register_to(self, server: RemotingServer) -> None:
-        # eager: answered inline, without a task and a loop turn; a pull that has to wait is
-        # parked in the hold service and answered from its wake callback (never a task)
+        # eager: a pull that finds messages (or may not wait) is answered inline, without a task
+        # and a loop turn; only a pull that suspends in the hold service becomes a task
         server.register(RequestCode.PULL_MESSAGE, eager(guarded_async(self.process)))
 
     def _filter(self, expression_type: str | None, expression: str | None) -> Any:
@@ -177,66 +175,37 @@ class PullMessageProcessor:
         # after a long hold would put back a stale offset once the queue changed owner meanwhile
         if h.sys_flag & PULL_FLAG_COMMIT_OFFSET and self.is_master():
             self.offsets.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        suspend = bool(h.sys_flag & PULL_FLAG_SUSPEND)
         loop = asyncio.get_running_loop()
-        pending = _Pull(
-            channel,
-            request,
-            h,
-            message_filter,
-            group_config.which_broker_when_consume_slowly,
-            bool(h.sys_flag & PULL_FLAG_SUSPEND),
-            loop.time() + max(0, h.suspend_timeout_millis) / 1000,
-        )
-        return self._serve(pending, loop)
-
-    def _serve(self, p: _Pull, loop: asyncio.AbstractEventLoop) -> RemotingCommand | None:
-        """Read and answer, or hold the pull and answer later through its channel (None)."""
-        h = p.header
-        result = self.store.get_message(
-            h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, p.message_filter
-        )
-        code = pull_response_code(result.status, h.queue_offset)
-        remaining = p.deadline - loop.time()
-        if code != ResponseCode.PULL_NOT_FOUND or not p.suspend or remaining <= 0:
-            return self._respond(p.request, result, code, p.slow_broker_id)
-        if self.hold.closed:
-            return self._respond(p.request, result, code, p.slow_broker_id)
-        result.release()
-        self.stats.held += 1
-        if not self.config.long_polling_enable:
-            # short polling (upstream shortPollingTimeMills): one delayed re-check, then answer
-            p.suspend = False
-            delay = min(remaining, self.config.short_polling_time_mills / 1000)
-            loop.call_later(delay, self._resume, p, False)
-            return None
+        deadline = loop.time() + max(0, h.suspend_timeout_millis) / 1000
         check_s = self.config.long_polling_check_interval / 1000
-        # woken by the dispatch of a message for this queue, inline (no task, no loop turn), or
-        # by the re-check timer; either way it reads again and answers or holds again
-        if self.hold.park(
-            h.topic,
-            h.queue_id,
-            h.queue_offset,
-            min(remaining, check_s),
-            p.message_filter,
-            partial(self._resume, p),
-        ):
-            return None
-        return self._serve(p, loop)  # the hold service closed meanwhile: answer now
+        while True:
+            result = self.store.get_message(
+                h.consumer_group,
+                h.topic,
+                h.queue_id,
+                h.queue_offset,
+                h.max_msg_nums,
+                message_filter,
+            )
+            code = pull_response_code(result.status, h.queue_offset)
+            remaining = deadline - loop.time()
+            if code != ResponseCode.PULL_NOT_FOUND or not suspend or remaining <= 0:
+                break
+            result.release()
+            self.stats.held += 1
+            if self.config.long_polling_enable:
+                await self.hold.hold(
+                    h.topic, h.queue_id, h.queue_offset, min(remaining, check_s), message_filter
+                )
+            else:
+                # short polling (upstream shortPollingTimeMills): one delayed re-check, then answer
+                await asyncio.sleep(min(remaining, self.config.short_polling_time_mills / 1000))
+                suspend = False
+            if self.hold.closed:
+                suspend = False
 
-    def _resume(self, p: _Pull, woken: bool) -> None:
-        """A held pull woke: read again and answer it on its channel, unless that is gone."""
-        if not p.channel.is_open:
-            return
-        request = p.request
-        try:
-            response = self._serve(p, asyncio.get_running_loop())
-        except BAD_INPUT as exc:
-            response = request.response(ResponseCode.SYSTEM_ERROR, str(exc))
-        except Exception as exc:
-            log.exception("held pull of %s from %s failed", p.header.topic, p.channel.remote_addr)
-            response = request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
-        if response is not None and not request.is_oneway:
-            p.channel.send(response)
+        return self._respond(request, result, code, group_config.which_broker_when_consume_slowly)
 
     def _subscription_filter(self, h: PullMessageRequestHeader) -> Any:
         if h.sys_flag & PULL_FLAG_SUBSCRIPTION:
@@ -304,19 +273,6 @@ class PullMessageProcessor:
         self.stats.got_messages += count
         self.stats.got_bytes += len(body)
         return request.response(code, None, header, body)
-
-
-@dataclass(slots=True, eq=False)
-class _Pull:
-    """A pull being answered: what a held pull needs to read again and answer when it wakes."""
-
-    channel: Channel
-    request: RemotingCommand
-    header: PullMessageRequestHeader
-    message_filter: Any
-    slow_broker_id: int
-    suspend: bool
-    deadline: float  # loop.time() when the client's suspend timeout ends
 
 
 class _SubscriptionRefused(Exception):
