@@ -30,6 +30,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from ferrymq.client.allocate import MessageQueue
@@ -348,7 +349,8 @@ class OrderlyConsumeService:
                     w.idle.set()
                     await asyncio.sleep(_WAIT_FOR_LOCK_S)
                     continue
-                msgs = list(w.pq.messages.values())[: self.batch_size]
+                # the oldest batch_size only (not a copy of the whole cache per batch)
+                msgs = list(islice(w.pq.messages.values(), self.batch_size))
                 if not msgs:
                     w.idle.set()
                     w.wake.clear()
