@@ -83,3 +83,10 @@ async def test_push_consumer_checks_before_start(cluster: LocalCluster) -> None:
         with pytest.raises(ClientStateError, match="consumer lifecycle-push is running"):
             await consumer.start()
     assert not consumer.instance.running
+
+
+async def test_admin_client_needs_an_address_or_a_shared_instance() -> None:
+    from ferrymq.client.admin import AdminClient
+
+    with pytest.raises(ValueError, match=r"^an admin client needs namesrv_addr"):
+        AdminClient()

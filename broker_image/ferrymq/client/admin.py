@@ -10,12 +10,11 @@ names every broker the group uses).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Self
 
 from ferrymq.client.allocate import MessageQueue
 from ferrymq.client.errors import MQClientError, NoRouteError
 from ferrymq.client.instance import ClientInstance
+from ferrymq.client.lifecycle import InstanceUser
 from ferrymq.client.route_cache import MASTER_ID, publish_queues, subscribe_queues
 from ferrymq.message import MessageExt, decode_message_id
 from ferrymq.remoting import bodies, headers
@@ -37,7 +36,9 @@ class QueueProgress:
         return max(0, self.broker_offset - self.consumer_offset)
 
 
-class AdminClient:
+class AdminClient(InstanceUser):
+    role = "admin client"
+
     def __init__(
         self,
         namesrv_addr: str | list[str] | None = None,
@@ -45,10 +46,7 @@ class AdminClient:
         instance: ClientInstance | None = None,
         timeout: float = 5.0,
     ) -> None:
-        if instance is None and namesrv_addr is None:
-            raise ValueError("the admin client needs namesrv_addr (or a shared ClientInstance)")
-        self._own_instance = instance is None
-        self.instance = instance or ClientInstance(namesrv_addr or [], timeout=timeout)
+        super().__init__(namesrv_addr, instance, timeout=timeout)
 
     async def start(self) -> None:
         await self.instance.start()
@@ -56,15 +54,6 @@ class AdminClient:
     async def shutdown(self) -> None:
         if self._own_instance:
             await self.instance.shutdown()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.shutdown()
 
     # --- cluster --------------------------------------------------------------------------------
     async def cluster_info(self) -> bodies.ClusterInfo:

@@ -15,19 +15,55 @@ from ferrymq.client.errors import ClientStateError
 from ferrymq.client.instance import ClientInstance
 
 
-class ClientMember:
+class InstanceUser:
+    """Something that works through a ClientInstance: its own (built from ``namesrv_addr``, shut
+    down with it) or one shared with other producers, consumers and admin clients."""
+
     role: ClassVar[str] = "client"
 
+    def __init__(
+        self,
+        namesrv_addr: str | list[str] | None,
+        instance: ClientInstance | None,
+        *,
+        timeout: float | None = None,
+    ) -> None:
+        if instance is None and namesrv_addr is None:
+            article = "an" if self.role[0] in "aeiou" else "a"
+            raise ValueError(
+                f"{article} {self.role} needs namesrv_addr (or a shared ClientInstance)"
+            )
+        self._own_instance = instance is None
+        if instance is None and timeout is not None:
+            instance = ClientInstance(namesrv_addr or [], timeout=timeout)
+        elif instance is None:
+            instance = ClientInstance(namesrv_addr or [])
+        self.instance = instance
+
+    async def start(self) -> None:
+        raise NotImplementedError
+
+    async def shutdown(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.shutdown()
+
+
+class ClientMember(InstanceUser):
     def __init__(
         self, group: str, namesrv_addr: str | list[str] | None, instance: ClientInstance | None
     ) -> None:
         if not group:
             raise ValueError(f"{self.role} group is empty")
-        if instance is None and namesrv_addr is None:
-            raise ValueError(f"a {self.role} needs namesrv_addr (or a shared ClientInstance)")
+        super().__init__(namesrv_addr, instance)
         self.group = group
-        self._own_instance = instance is None
-        self.instance = instance or ClientInstance(namesrv_addr or [])
         self._state = "created"
 
     # --- hooks ----------------------------------------------------------------------------------
@@ -65,12 +101,3 @@ class ClientMember:
         if self._own_instance:
             await self.instance.shutdown()
         self._state = "shut down"
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.shutdown()
