@@ -98,36 +98,32 @@ class RemotingDrainAdmin:
         self.timeout_seconds = timeout_seconds
 
     async def stop_writes(self, namesrv_addr: str, broker_name: str, broker_addr: str) -> None:
-        from ferrymq.client.admin import AdminClient
-        from ferrymq.client.errors import MQClientError
-
-        try:
-            async with AdminClient(namesrv_addr, timeout=self.timeout_seconds) as admin:
-                await asyncio.wait_for(
-                    admin.instance.broker.wipe_write_perm(broker_addr), self.timeout_seconds * 2
-                )
-                # The NameServers also mark the queues read-only at once (else they would until
-                # the broker's next registration).
-                await asyncio.wait_for(
-                    admin.instance.namesrv.wipe_write_perm(broker_name), self.timeout_seconds * 2
-                )
-        except (OSError, TimeoutError, MQClientError) as error:
-            raise DrainUnavailable(f"cannot stop writes on {broker_name}: {error}") from error
+        await self._set_writable(namesrv_addr, broker_name, broker_addr, writable=False)
 
     async def resume_writes(self, namesrv_addr: str, broker_name: str, broker_addr: str) -> None:
+        await self._set_writable(namesrv_addr, broker_name, broker_addr, writable=True)
+
+    async def _set_writable(
+        self, namesrv_addr: str, broker_name: str, broker_addr: str, *, writable: bool
+    ) -> None:
         from ferrymq.client.admin import AdminClient
         from ferrymq.client.errors import MQClientError
 
+        limit = self.timeout_seconds * 2
         try:
             async with AdminClient(namesrv_addr, timeout=self.timeout_seconds) as admin:
-                await asyncio.wait_for(
-                    admin.instance.broker.add_write_perm(broker_addr), self.timeout_seconds * 2
-                )
-                await asyncio.wait_for(
-                    admin.instance.namesrv.add_write_perm(broker_name), self.timeout_seconds * 2
-                )
+                broker, namesrv = admin.instance.broker, admin.instance.namesrv
+                if writable:
+                    await asyncio.wait_for(broker.add_write_perm(broker_addr), limit)
+                    await asyncio.wait_for(namesrv.add_write_perm(broker_name), limit)
+                else:
+                    await asyncio.wait_for(broker.wipe_write_perm(broker_addr), limit)
+                    # The NameServers also mark the queues read-only at once (else they would
+                    # until the broker's next registration).
+                    await asyncio.wait_for(namesrv.wipe_write_perm(broker_name), limit)
         except (OSError, TimeoutError, MQClientError) as error:
-            raise DrainUnavailable(f"cannot restore writes on {broker_name}: {error}") from error
+            action = "restore" if writable else "stop"
+            raise DrainUnavailable(f"cannot {action} writes on {broker_name}: {error}") from error
 
     async def lags(self, namesrv_addr: str, broker_addr: str) -> list[GroupLag]:
         from ferrymq.client.admin import AdminClient

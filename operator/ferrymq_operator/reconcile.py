@@ -138,6 +138,19 @@ def _conf_failure(
 # --- NameServer ---
 
 
+def _paused(
+    body: Mapping[str, Any], previous: models.ClusterStatus, generation: int, result: Result
+) -> bool:
+    """The pause annotation, alike for every kind: when set, only ReconciliationPaused is added to
+    the previous status; when just removed, a ReconciliationResumed event says so."""
+    if lifecycle.is_paused(body):
+        result.status = lifecycle.paused_status(previous, generation, now())
+        result.events.extend(lifecycle.paused_events(previous))
+        return True
+    result.events.extend(lifecycle.resumed_events(previous))
+    return False
+
+
 async def observe_nameserver(
     kube: k8s.Kube, owner: Owner, replicas: int
 ) -> list[WorkloadObservation]:
@@ -157,11 +170,8 @@ async def reconcile_nameserver(ctx: Context, body: Mapping[str, Any]) -> Result:
     generation = int(body["metadata"].get("generation", 1))
     previous = models.NameServerStatus.model_validate(body.get("status") or {})
     result = Result(status={})
-    if lifecycle.is_paused(body):
-        result.status = lifecycle.paused_status(previous, generation, now())
-        result.events.extend(lifecycle.paused_events(previous))
+    if _paused(body, previous, generation, result):
         return result
-    result.events.extend(lifecycle.resumed_events(previous))
     failure: Failure | None = None
     replicas = 0
     try:
@@ -422,11 +432,8 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
     generation = int(body["metadata"].get("generation", 1))
     previous = models.BrokerStatus.model_validate(body.get("status") or {})
     result = Result(status={})
-    if lifecycle.is_paused(body):
-        result.status = lifecycle.paused_status(previous, generation, now())
-        result.events.extend(lifecycle.paused_events(previous))
+    if _paused(body, previous, generation, result):
         return result
-    result.events.extend(lifecycle.resumed_events(previous))
     try:
         spec = models.parse_broker_spec(body.get("spec") or {})
         owner.check_name()
