@@ -11,10 +11,23 @@ import zlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
-from ferrymq.message import MessageExt, MessageInner, MessageSysFlag
+from ferrymq.message import (
+    MessageConst,
+    MessageExt,
+    MessageInner,
+    MessageSysFlag,
+    encode_properties,
+    tags_string_to_tags_code,
+)
 from ferrymq.store.results import GetMessageResult, PutMessageResult
 
-__all__ = ["DispatchListener", "SemanticsStore", "get_messages", "stored_body"]
+__all__ = [
+    "DispatchListener",
+    "SemanticsStore",
+    "get_messages",
+    "restored_message",
+    "stored_body",
+]
 
 DispatchListener = Callable[[str, int, int, int, int, Mapping[str, str]], None]
 
@@ -66,3 +79,46 @@ def stored_body(msg: MessageExt) -> tuple[bytes, int]:
     except zlib.error:
         return zlib.compress(msg.body, 5), sys_flag
     return msg.body, sys_flag
+
+
+class StoredMessage(Protocol):
+    """What a stored message keeps when it is stored again (a MessageExt or a DecodedRecord)."""
+
+    @property
+    def flag(self) -> int: ...
+    @property
+    def born_timestamp(self) -> int: ...
+    @property
+    def born_host(self) -> tuple[str, int]: ...
+    @property
+    def reconsume_times(self) -> int: ...
+
+
+def restored_message(
+    src: StoredMessage,
+    *,
+    topic: str,
+    queue_id: int,
+    body: bytes,
+    properties: dict[str, str],
+    sys_flag: int,
+    reconsume_times: int | None = None,
+    prepared_transaction_offset: int = 0,
+) -> MessageInner:
+    """``src`` stored again under another address (the schedule, retry and transaction services
+    move messages between topics): flag and born time/host kept, the properties string and tags
+    code derived from ``properties``."""
+    return MessageInner(
+        topic=topic,
+        queue_id=queue_id,
+        body=body,
+        flag=src.flag,
+        properties=properties,
+        properties_string=encode_properties(properties),
+        tags_code=tags_string_to_tags_code(properties.get(MessageConst.PROPERTY_TAGS)),
+        sys_flag=sys_flag,
+        born_timestamp=src.born_timestamp,
+        born_host=src.born_host,
+        reconsume_times=src.reconsume_times if reconsume_times is None else reconsume_times,
+        prepared_transaction_offset=prepared_transaction_offset,
+    )

@@ -24,13 +24,10 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ferrymq.broker._store_protocol import SemanticsStore, stored_body
+from ferrymq.broker._store_protocol import SemanticsStore, restored_message, stored_body
 from ferrymq.broker.schedule import to_schedule_topic
 from ferrymq.message import (
     MessageConst,
-    MessageInner,
-    encode_properties,
-    tags_string_to_tags_code,
 )
 from ferrymq.remoting.bodies import PERM_READ, PERM_WRITE, SubscriptionGroupConfig
 from ferrymq.remoting.codes import ResponseCode
@@ -177,17 +174,13 @@ class RetryService:
         else:
             props.pop(MessageConst.PROPERTY_DELAY_TIME_LEVEL, None)
         body, sys_flag = stored_body(msg)
-        inner = MessageInner(
+        inner = restored_message(
+            msg,
             topic=decision.topic,
             queue_id=decision.queue_id,
             body=body,
-            flag=msg.flag,
             properties=props,
-            properties_string=encode_properties(props),
-            tags_code=tags_string_to_tags_code(props.get(MessageConst.PROPERTY_TAGS)),
             sys_flag=sys_flag,
-            born_timestamp=msg.born_timestamp,
-            born_host=msg.born_host,
             reconsume_times=msg.reconsume_times + 1,
         )
         inner = to_schedule_topic(inner, self.max_delay_level())

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import orjson
 
-from ferrymq.broker._store_protocol import SemanticsStore, get_messages
-from ferrymq.message import MessageConst, MessageInner, MessageSysFlag, tags_string_to_tags_code
+from ferrymq.broker._store_protocol import SemanticsStore, get_messages, restored_message
+from ferrymq.message import MessageConst, MessageInner, MessageSysFlag
 from ferrymq.store.json_file import AtomicFileWriter
 from ferrymq.store.record import DecodedRecord, RecordKind, check_record
 from ferrymq.store.results import GetMessageStatus
@@ -109,18 +109,13 @@ def message_from_schedule(record: DecodedRecord, buf: memoryview) -> MessageInne
         return None
     props.pop(MessageConst.PROPERTY_DELAY_TIME_LEVEL, None)
     body = bytes(buf[record.body_pos : record.body_pos + record.body_len])
-    return MessageInner(
+    return restored_message(
+        record,
         topic=real_topic,
         queue_id=int(real_qid),
         body=body,
-        flag=record.flag,
         properties=props,
-        properties_string=_encode(props),
-        tags_code=tags_string_to_tags_code(props.get(MessageConst.PROPERTY_TAGS)),
         sys_flag=record.sys_flag,
-        born_timestamp=record.born_timestamp,
-        born_host=record.born_host,
-        reconsume_times=record.reconsume_times,
         prepared_transaction_offset=record.prepared_transaction_offset,
     )
 

@@ -40,7 +40,12 @@ from typing import Protocol
 
 import orjson
 
-from ferrymq.broker._store_protocol import SemanticsStore, get_messages, stored_body
+from ferrymq.broker._store_protocol import (
+    SemanticsStore,
+    get_messages,
+    restored_message,
+    stored_body,
+)
 from ferrymq.broker.schedule import to_schedule_topic
 from ferrymq.message import (
     MessageConst,
@@ -138,18 +143,13 @@ def _final_message(
     props.pop(MessageConst.PROPERTY_TRANSACTION_CHECK_TIMES, None)
     props[MessageConst.PROPERTY_WAIT_STORE_MSG_OK] = "false"
     body, sys_flag = stored_body(half)
-    return MessageInner(
+    return restored_message(
+        half,
         topic=real_topic,
         queue_id=int(real_qid),
         body=body,
-        flag=half.flag,
         properties=props,
-        properties_string=encode_properties(props),
-        tags_code=tags_string_to_tags_code(props.get(MessageConst.PROPERTY_TAGS)),
         sys_flag=MessageSysFlag.reset_transaction_value(sys_flag, commit_or_rollback),
-        born_timestamp=half.born_timestamp,
-        born_host=half.born_host,
-        reconsume_times=half.reconsume_times,
         prepared_transaction_offset=commit_log_offset,
     )
 
@@ -439,18 +439,8 @@ class TransactionService:
         props = dict(rec.properties)
         props[MessageConst.PROPERTY_TRANSACTION_CHECK_TIMES] = str(times)
         body = bytes(view[rec.body_pos : rec.body_pos + rec.body_len])
-        copy = MessageInner(
-            topic=HALF_TOPIC,
-            queue_id=0,
-            body=body,
-            flag=rec.flag,
-            properties=props,
-            properties_string=encode_properties(props),
-            tags_code=tags_string_to_tags_code(props.get(MessageConst.PROPERTY_TAGS)),
-            sys_flag=rec.sys_flag,
-            born_timestamp=rec.born_timestamp,
-            born_host=rec.born_host,
-            reconsume_times=rec.reconsume_times,
+        copy = restored_message(
+            rec, topic=HALF_TOPIC, queue_id=0, body=body, properties=props, sys_flag=rec.sys_flag
         )
         put = await self.store.put_message(copy)
         if not put.is_ok or put.append_result is None:
