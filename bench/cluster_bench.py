@@ -9,6 +9,9 @@ shaped like ``shared/bench/peers`` (1 KiB messages, count- and time-capped loops
     produce_async     single async sends, 1000 in flight            (peers: produce_async)
     consume_drain     push consumer drains the 200k backlog         (peers: consume_ack_batch)
     latency_2000      open-loop 2000 msg/s, consumer in a 2nd process (peers: latency_2000)
+    latency_2000_1q   the same on a topic of ONE queue: each peer's latency case uses one
+                      stream/queue, while latency_2000 spreads messages over 8 queues, so every
+                      message wakes its own held pull (case name ``latency_1q``)
 
 Ratios are ferrymq / peer, with the peer figures read from the peers' result JSON (run
 ``shared/bench/peers/run_all.sh`` right before or after, same machine). Usage::
@@ -149,7 +152,14 @@ async def create_topic(namesrv: str, topic: str, queues: int = 8) -> None:
     raise RuntimeError(f"topic {topic} not routed")
 
 
-CASES = ("produce_sync", "produce_batched", "produce_async", "consume_drain", "latency")
+CASES = (
+    "produce_sync",
+    "produce_batched",
+    "produce_async",
+    "consume_drain",
+    "latency",
+    "latency_1q",
+)
 
 
 async def one_run(
@@ -164,9 +174,9 @@ async def one_run(
     ns = cluster.namesrv
     out: dict[str, Any] = {}
     suffix = f"{run_no}_{int(time.time())}"
-    topics = {k: f"Bench{k}{suffix}" for k in ("Sync", "Backlog", "Async", "Latency")}
-    for t in topics.values():
-        await create_topic(ns, t)
+    topics = {k: f"Bench{k}{suffix}" for k in ("Sync", "Backlog", "Async", "Latency", "Latency1q")}
+    for key, t in topics.items():
+        await create_topic(ns, t, queues=1 if key == "Latency1q" else 8)
 
     client_cpu0 = [time.process_time()]
 
@@ -214,23 +224,28 @@ async def one_run(
         )
         measured("consume_drain", r.as_dict(), cpu0, time.perf_counter() - t0)
 
-    if "latency" not in cases:
-        return out
-    async with Producer(f"bench_lat_{suffix}", [ns]) as producer:
-        await producer.send(Message(topics["Latency"], bm.payload(1024)))
-        with tempfile.TemporaryDirectory(prefix="ferrymq-lat-") as tmp:
-            cpu0, t0 = cpu_seconds(cluster.broker_pid), time.perf_counter()
-            client_cpu0[0] = time.process_time()
-            lat = await bm.latency(
-                producer,
-                [ns],
-                topics["Latency"],
-                Path(tmp),
-                rate=lat_rate,
-                seconds=lat_seconds,
-                breakdown=breakdown,
-            )
-            measured(f"latency_{lat_rate}", lat.as_dict(), cpu0, time.perf_counter() - t0)
+    variants = [("latency", "Latency", ""), ("latency_1q", "Latency1q", "_1q")]
+    for case, topic_key, label in variants:
+        if case not in cases:
+            continue
+        topic = topics[topic_key]
+        async with Producer(f"bench_lat{label}_{suffix}", [ns]) as producer:
+            await producer.send(Message(topic, bm.payload(1024)))
+            with tempfile.TemporaryDirectory(prefix="ferrymq-lat-") as tmp:
+                cpu0, t0 = cpu_seconds(cluster.broker_pid), time.perf_counter()
+                client_cpu0[0] = time.process_time()
+                lat = await bm.latency(
+                    producer,
+                    [ns],
+                    topic,
+                    Path(tmp),
+                    rate=lat_rate,
+                    seconds=lat_seconds,
+                    breakdown=breakdown,
+                )
+                result = lat.as_dict()
+                result["queues"] = 1 if label else 8
+                measured(f"latency_{lat_rate}{label}", result, cpu0, time.perf_counter() - t0)
     return out
 
 
@@ -266,6 +281,8 @@ COMPARE = [
     ("consume_drain", "msgs_per_s", "consume_ack_batch", "msgs_per_s", True),
     ("latency_2000", "p50_us", "latency_2000", "p50_us", False),
     ("latency_2000", "p99_us", "latency_2000", "p99_us", False),
+    ("latency_2000_1q", "p50_us", "latency_2000", "p50_us", False),
+    ("latency_2000_1q", "p99_us", "latency_2000", "p99_us", False),
 ]
 
 
