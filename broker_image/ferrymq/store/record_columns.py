@@ -71,6 +71,8 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("uniqKey", "string"),
 )
 
+COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _ in COLUMNS)
+
 # Head fields read for every record, by their position in the codec's layout.
 _HEAD_FIELDS: dict[str, int] = {
     "storeSize": TOTAL_SIZE_POS,
@@ -98,8 +100,26 @@ _PROPERTY_NAMES = {
 }
 
 
-def commit_log_schema() -> Any:
-    """The ``pyarrow.Schema`` of the batches (every column nullable, as Spark declares them)."""
+def projection(columns: Sequence[str] | None) -> tuple[str, ...]:
+    """The columns to decode, in their order: all of :data:`COLUMNS` for None; an unknown or
+    repeated name is a ValueError naming it (and the known ones)."""
+    if columns is None:
+        return COLUMN_NAMES
+    unknown = [c for c in columns if c not in COLUMN_NAMES]
+    if unknown:
+        raise ValueError(
+            f"unknown column(s) {', '.join(unknown)}; the columns are {', '.join(COLUMN_NAMES)}"
+        )
+    repeated = sorted({c for c in columns if list(columns).count(c) > 1})
+    if repeated:
+        raise ValueError(f"column(s) {', '.join(repeated)} named more than once")
+    return tuple(columns)
+
+
+@functools.cache
+def commit_log_schema(columns: tuple[str, ...] = COLUMN_NAMES) -> Any:
+    """The ``pyarrow.Schema`` of the batches holding ``columns`` (every column nullable, as Spark
+    declares them)."""
     import pyarrow as pa
 
     types = {
@@ -108,7 +128,8 @@ def commit_log_schema() -> Any:
         "int64": pa.int64(),
         "list<string>": pa.list_(pa.field("element", pa.string())),
     }
-    return pa.schema([(name, types[kind]) for name, kind in COLUMNS])
+    kinds = dict(COLUMNS)
+    return pa.schema([(name, types[kinds[name]]) for name in projection(columns)])
 
 
 @functools.cache
@@ -173,20 +194,23 @@ def decode_columns(
     *,
     max_rows: int,
     check_crc: bool = False,
+    columns: Sequence[str] | None = None,
 ) -> tuple[Any, int]:
     """Decode the message records from ``buf[pos:limit]`` starting before ``stop``.
 
-    Returns ``(batch, next_pos)``: a ``pyarrow.RecordBatch`` (schema :func:`commit_log_schema`,
-    at most ``max_rows`` rows, possibly none) of the records that passed every check, and the
+    Returns ``(batch, next_pos)``: a ``pyarrow.RecordBatch`` (schema :func:`commit_log_schema`
+    of ``columns``, default all, at most ``max_rows`` rows, possibly none) of the records that
+    passed every check, and the
     position right after them. ``next_pos < stop`` with fewer than ``max_rows`` rows means the
     record at ``next_pos`` is not one this path decodes: ask ``check_record``. The batch owns
     its memory (nothing refers to ``buf`` afterwards, so an mmap can be closed).
     """
     import numpy as np
 
+    wanted = projection(columns)
     starts = walk_records(buf, pos, stop, limit, max_rows)
     if not starts:
-        return _empty_batch(), pos
+        return _empty_batch(wanted), pos
     p = np.array(starts, dtype=np.int64)
     # Every byte offset seen as the start of an opaque 88-byte item: gathering those is one
     # memcpy per record (a gather with the field dtype would copy field by field, 60x slower).
@@ -196,7 +220,7 @@ def decode_columns(
     u8 = np.ndarray((limit,), dtype=np.uint8, buffer=buf)
     try:
         heads = heads_view[p].view(_head_dtype())  # a copy: one head per record
-        return _decode(np, u8, p, heads, buf, check_crc)
+        return _decode(np, u8, p, heads, buf, check_crc, wanted)
     finally:
         del heads_view, u8  # release the exports of buf (an mmap cannot close while they live)
 
@@ -209,9 +233,13 @@ def _prefix(ok: Any) -> int:
     return int(bad[0]) if len(bad) else len(ok)
 
 
-def _decode(np: Any, u8: Any, p: Any, heads: Any, buf: Any, check_crc: bool) -> tuple[Any, int]:
+def _decode(
+    np: Any, u8: Any, p: Any, heads: Any, buf: Any, check_crc: bool, wanted: tuple[str, ...]
+) -> tuple[Any, int]:
     # Checks of check_record, in stages; each stage keeps the leading run of records that pass,
-    # so the next stage only reads bytes inside records already known to be well formed.
+    # so the next stage only reads bytes inside records already known to be well formed. They
+    # run whatever the columns: which records are emitted, and where a run stops, never depend
+    # on the projection.
     first = int(p[0])
     total = heads["storeSize"].astype(np.int64)
     end = p + total
@@ -245,7 +273,7 @@ def _decode(np: Any, u8: Any, p: Any, heads: Any, buf: Any, check_crc: bool) -> 
         n = good
         topics, props = topics.slice(0, n), props.slice(0, n)
     next_pos = int(end[n - 1]) if n else first
-    return _assemble(np, heads[:n], topics, props), next_pos
+    return _assemble(np, heads[:n], topics, props, wanted), next_pos
 
 
 def _crc_prefix(buf: Any, body_pos: Any, body_len: Any, stored: Any) -> int:
@@ -338,8 +366,9 @@ def _utf8_prefix(np: Any, strings: Any) -> int:
     return len(strings)  # pragma: no cover - validation failed on something other than UTF-8
 
 
-def _property_values(np: Any, props: Any) -> dict[str, Any]:
-    """Per wanted property: an Arrow string array of its value in every row (null if absent).
+def _property_values(np: Any, props: Any, wanted: Sequence[str]) -> dict[str, Any]:
+    """Per wanted property column (of ``_PROPERTY_NAMES``): an Arrow string array of its value
+    in every row (null if absent).
 
     ``decode_properties`` on bytes: items are separated by ``\\x02``; an item named N is one that
     starts with ``N\\x01`` (its name is the text before the first ``\\x01``); the last such item
@@ -364,8 +393,8 @@ def _property_values(np: Any, props: Any) -> dict[str, Any]:
     sep_after = np.append(seps, size)[np.searchsorted(seps, item_starts)]  # size: none left
     item_ends = np.minimum(sep_after, po[rows + 1])
     out: dict[str, Any] = {}
-    for column, name in _PROPERTY_NAMES.items():
-        key = (name + NAME_VALUE_SEPARATOR).encode()
+    for column in wanted:
+        key = (_PROPERTY_NAMES[column] + NAME_VALUE_SEPARATOR).encode()
         match = item_starts + len(key) <= item_ends
         for at in range(0, len(key), 8):  # the name compared 8 bytes at a time
             chunk = key[at : at + 8]
@@ -426,14 +455,15 @@ def _numbers(pa: Any, values: Any, arrow_type: Any) -> Any:
     return pa.Array.from_buffers(arrow_type, len(values), [None, pa.py_buffer(values)])
 
 
-def _assemble(np: Any, heads: Any, topics: Any, props: Any) -> Any:
+def _assemble(np: Any, heads: Any, topics: Any, props: Any, wanted: tuple[str, ...]) -> Any:
     import pyarrow as pa
 
-    schema = commit_log_schema()
+    schema = commit_log_schema(wanted)
     n = len(topics)
     if not n:
-        return _empty_batch()
-    values = _property_values(np, props)
+        return _empty_batch(wanted)
+    # Property parsing is most of the decoding: only for the property columns asked for.
+    values = _property_values(np, props, [c for c in _PROPERTY_NAMES if c in wanted])
     columns: list[Any] = []
     for field in schema:
         name = field.name
@@ -449,19 +479,19 @@ def _assemble(np: Any, heads: Any, topics: Any, props: Any) -> Any:
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
-def _empty_batch() -> Any:
+def _empty_batch(wanted: tuple[str, ...] = COLUMN_NAMES) -> Any:
     import pyarrow as pa
 
-    schema = commit_log_schema()
+    schema = commit_log_schema(wanted)
     return pa.RecordBatch.from_arrays([pa.array([], type=f.type) for f in schema], schema=schema)
 
 
-def records_batch(records: Sequence[DecodedRecord]) -> Any:
+def records_batch(records: Sequence[DecodedRecord], columns: Sequence[str] | None = None) -> Any:
     """The same columns from records decoded one at a time (``check_record``): the reference
     the columnar path is tested against, and the way a record it declines is still emitted."""
     import pyarrow as pa
 
-    schema = commit_log_schema()
+    schema = commit_log_schema(projection(columns))
     rows: dict[str, list[Any]] = {
         "topic": [r.topic for r in records],
         "queueId": [r.queue_id for r in records],

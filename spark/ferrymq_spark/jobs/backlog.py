@@ -135,6 +135,9 @@ def queue_status(
     return samples.groupBy(*QUEUE_KEY).applyInPandas(evaluate, schema=_STATUS_SCHEMA)
 
 
+STORE_TIMES_SCHEMA = "topic string, queueId int, queueOffset long, storeTimestamp long"
+
+
 def store_times(store: DataFrame, broker_name: str) -> DataFrame:
     """``(brokerName, topic, queueId, queueOffset, storeTimestamp)`` from a commitlog scan."""
     return store.select(
@@ -325,7 +328,10 @@ def run(spark: SparkSession, args: BacklogArgs, progress: Progress | None = None
             }
         )
         broker = _resolve_store_broker(args, brokers)
-        scan = spark.read.format("ferrymq-commitlog").load(str(args.store))
+        # Only the columns store_times uses: a Python data source gets no column pruning.
+        scan = (
+            spark.read.format("ferrymq-commitlog").schema(STORE_TIMES_SCHEMA).load(str(args.store))
+        )
         store_df = store_times(scan, broker)
     step("evaluating queues")
     # computed once, then both collected for the summary and written as Parquet

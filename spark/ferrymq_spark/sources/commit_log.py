@@ -17,6 +17,17 @@ GiB of 4 KiB messages on every query: worth it only for a store with fewer files
 parse ends the scan when it is in the newest file, as recovery truncates a torn tail, and fails the
 job when it is in an older file), ``fail`` (always fail) or ``stop`` (stop the file's scan, keep
 going with the others).
+
+Projection: pyspark's Python data sources get no column pruning from the optimizer, so a query
+that needs a few columns still pays for all of them (decoding the properties, and the JVM turning
+every string into row data). Name the columns instead with a user schema, any subset of
+:data:`SCHEMA` in any order, with the same types::
+
+    spark.read.format("ferrymq-commitlog").schema("topic string, queueOffset long").load(store)
+
+Only those columns are decoded and sent; which records are read, and where a scan stops, do not
+change. A column that is not ours, a different type, a repeated name or NOT NULL is refused when
+the query is planned, with the reason.
 """
 
 from __future__ import annotations
@@ -27,7 +38,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-from pyspark.sql.types import StructType
+from pyspark.sql.types import (
+    ArrayType,
+    DataType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructType,
+)
 
 from ferrymq_spark.sources.options import (
     bool_option,
@@ -45,6 +63,46 @@ SCHEMA = (
     "sysFlag int, flag int, storeSize int, uniqKey string"
 )
 COLUMNS = [c.strip().split(" ", 1)[0] for c in SCHEMA.split(",")]
+_SPARK_TYPES: dict[str, DataType] = {
+    "string": StringType(),
+    "int": IntegerType(),
+    "long": LongType(),
+    "array<string>": ArrayType(StringType(), True),
+}
+COLUMN_TYPES: dict[str, DataType] = {
+    name: _SPARK_TYPES[kind] for name, kind in (c.strip().split(" ", 1) for c in SCHEMA.split(","))
+}
+
+
+class CommitLogSchemaError(ValueError):
+    """A user schema that is not a projection of :data:`SCHEMA`."""
+
+
+def projected_columns(schema: StructType | None) -> list[str]:
+    """The column names of a user schema, checked to be a projection of :data:`SCHEMA`."""
+    if schema is None:
+        return list(COLUMNS)
+    names = [f.name for f in schema.fields]
+    problems = []
+    unknown = [n for n in names if n not in COLUMN_TYPES]
+    if unknown:
+        problems.append(
+            f"unknown column(s) {', '.join(unknown)} (the columns are {', '.join(COLUMNS)})"
+        )
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        problems.append(f"column(s) {', '.join(repeated)} named more than once")
+    for f in schema.fields:
+        expected = COLUMN_TYPES.get(f.name)
+        if expected is not None and f.dataType != expected:
+            problems.append(
+                f"column {f.name} is {expected.simpleString()}, not {f.dataType.simpleString()}"
+            )
+        if not f.nullable:
+            problems.append(f"column {f.name} must be nullable (drop NOT NULL)")
+    if problems:
+        raise CommitLogSchemaError(f"{FORMAT}: bad schema: " + "; ".join(problems))
+    return names
 
 
 class CommitLogError(Exception):
@@ -105,6 +163,7 @@ def scan_batches(
     batch_size: int,
     start: int = 0,
     end: int | None = None,
+    columns: list[str] | None = None,
 ) -> Iterator[Any]:
     """Arrow record batches of one CommitLog file from ``start`` (a record boundary) to ``end``
     or the end of its data, in file order.
@@ -127,7 +186,7 @@ def scan_batches(
         stop = limit if end is None else min(end, limit)
         while pos < stop:
             batch, after = decode_columns(
-                mm, pos, stop, limit, max_rows=batch_size, check_crc=check_crc
+                mm, pos, stop, limit, max_rows=batch_size, check_crc=check_crc, columns=columns
             )
             if batch.num_rows:
                 yield batch
@@ -135,7 +194,7 @@ def scan_batches(
                 continue
             res = check_record(mm, pos, limit, check_crc=check_crc)
             if res.kind is RecordKind.MESSAGE and res.record is not None:
-                yield records_batch([res.record])  # one the columnar path declined
+                yield records_batch([res.record], columns)  # one the columnar path declined
                 pos += res.size
                 continue
             if res.kind in (RecordKind.BLANK, RecordKind.END):
@@ -150,7 +209,8 @@ def scan_batches(
 
 
 class CommitLogReader(DataSourceReader):  # type: ignore[misc]
-    def __init__(self, options: Mapping[str, str]) -> None:
+    def __init__(self, options: Mapping[str, str], columns: list[str] | None = None) -> None:
+        self.columns = columns
         self.directory = str(store_subdir(options, "commitlog", FORMAT))
         self.check_crc = bool_option(options, "checkCrc", False)
         self.batch_size = int_option(options, "batchSize", 16384)
@@ -187,6 +247,7 @@ class CommitLogReader(DataSourceReader):  # type: ignore[misc]
             batch_size=self.batch_size,
             start=partition.start,
             end=partition.end,
+            columns=self.columns,
         )
 
 
@@ -201,4 +262,5 @@ class CommitLogDataSource(DataSource):  # type: ignore[misc]
         return SCHEMA
 
     def reader(self, schema: StructType) -> CommitLogReader:
-        return CommitLogReader(self.options)
+        # ``schema`` is the user's when one was given (a projection), else SCHEMA's.
+        return CommitLogReader(self.options, projected_columns(schema))
