@@ -463,7 +463,8 @@ def _assemble(np: Any, heads: Any, topics: Any, props: Any, wanted: tuple[str, .
     if not n:
         return _empty_batch(wanted)
     # Property parsing is most of the decoding: only for the property columns asked for.
-    values = _property_values(np, props, [c for c in _PROPERTY_NAMES if c in wanted])
+    wanted_props = [c for c in _PROPERTY_NAMES if c in wanted]
+    values = _property_values(np, props, wanted_props) if wanted_props else {}
     columns: list[Any] = []
     for field in schema:
         name = field.name
