@@ -22,6 +22,15 @@ as upstream; or reuses ``--store``), then, in the same run and from a warm page 
 * the decoder alone: the data source's reader run in this process over every partition, one
   thread (no Spark), as MB/s and microseconds per record of process CPU: what bounds the scan.
 
+* projected scans (noop sink), the same way, over a user schema naming some columns (the data
+  source decodes and sends only those; pyspark gives Python data sources no column pruning):
+  **scan_issue_columns**, the columns issue 6 lists (topic, queueId, queueOffset, physicalOffset,
+  storeTimestamp, bornTimestamp, bodySize, tags, keys, reconsumeTimes, sysFlag), and
+  **scan_backlog_columns**, the four the backlog job reads.
+* cold page cache (``--cold-runs``): before each timed run the CommitLog files are dropped from
+  the page cache (``posix_fadvise(DONTNEED)``, after ``sync``), so the plain read measures the
+  disk and the scans read from it too: the case of a store larger than memory.
+
 Each is timed ``--runs`` times (plain read, scan, count, aggregate in turn); medians are reported
 with the ratio data source / baseline and the load average. Target (issue 6): scan >= 0.5.
 Usage: ``.venv/bin/python bench/spark_source_bench.py [--gib 2] [--body 4096] [--store DIR]``.
@@ -129,10 +138,33 @@ def timed(query: Callable[[], Any]) -> tuple[float, float, float, Any]:
     return wall, jvm1 - jvm0, py1 - py0, result
 
 
-def spark_noop(spark: object, store: Path, options: dict[str, str]) -> None:
-    """A full scan: every column of every row materialised in the JVM and dropped."""
+ISSUE_COLUMNS = (
+    "topic string, queueId int, queueOffset long, physicalOffset long, storeTimestamp long, "
+    "bornTimestamp long, bodySize int, tags string, keys array<string>, reconsumeTimes int, "
+    "sysFlag int"
+)
+
+
+def spark_noop(
+    spark: object, store: Path, options: dict[str, str], schema: str | None = None
+) -> None:
+    """A full scan: every column (of ``schema``, default all) of every row materialised in the
+    JVM and dropped."""
     reader = spark.read.format("ferrymq-commitlog")  # type: ignore[attr-defined]
+    if schema is not None:
+        reader = reader.schema(schema)
     reader.options(**options).load(str(store)).write.format("noop").mode("overwrite").save()
+
+
+def evict(files: list[Path]) -> None:
+    """Drop the files' pages from the page cache (clean pages only: sync first)."""
+    os.sync()
+    for f in files:
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
 
 
 def spark_count(spark: object, store: Path, options: dict[str, str]) -> int:
@@ -206,6 +238,9 @@ def main() -> None:
         help="Spark conf key=value (repeatable)",
     )
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    ap.add_argument(
+        "--cold-runs", type=int, default=3, help="runs from a cold page cache (0: none)"
+    )
     args = ap.parse_args()
     options = dict(o.split("=", 1) for o in args.option)
     reuse = args.store is not None and (args.store / "commitlog").is_dir()
@@ -246,24 +281,45 @@ def main() -> None:
         if spark_count(spark, root, options) != messages:
             raise SystemExit("count() disagrees with the store's row count")
         plain, loads = [], []
-        views: dict[str, list[tuple[float, float, float]]] = {"scan": [], "count": [], "agg": []}
+        from ferrymq_spark.jobs.backlog import STORE_TIMES_SCHEMA
+
+        projections = {"scan_issue": ISSUE_COLUMNS, "scan_backlog": STORE_TIMES_SCHEMA}
+        views: dict[str, list[tuple[float, float, float]]] = {
+            "scan": [], "count": [], "agg": [], "scan_issue": [], "scan_backlog": []
+        }  # fmt: skip
         for _ in range(args.runs):
             loads.append(load())
             plain.append(plain_read(files, written))
             views["scan"].append(timed(lambda: spark_noop(spark, root, options))[:3])
             views["count"].append(timed(lambda: spark_count(spark, root, options))[:3])
             views["agg"].append(timed(lambda: spark_aggregate(spark, root, options))[:3])
+            for name, ddl in projections.items():
+                views[name].append(timed(lambda d=ddl: spark_noop(spark, root, options, d))[:3])
         loads.append(load())
+        cold_plain: list[float] = []
+        cold: dict[str, list[tuple[float, float, float]]] = {"scan": [], "scan_backlog": []}
+        for _ in range(args.cold_runs):
+            evict(files)
+            cold_plain.append(plain_read(files, written))
+            evict(files)
+            cold["scan"].append(timed(lambda: spark_noop(spark, root, options))[:3])
+            evict(files)
+            cold["scan_backlog"].append(
+                timed(lambda: spark_noop(spark, root, options, STORE_TIMES_SCHEMA))[:3]
+            )
+        plain_read(files, written)  # leave the cache warm, as found
         dec = [decoder_only(root, options) for _ in range(max(1, args.runs // 2))]
         dec_wall = statistics.median(d[0] for d in dec)
         dec_cpu = statistics.median(d[1] for d in dec)
         plain_mbps = written / 1e6 / statistics.median(plain)
 
-        def view(runs: list[tuple[float, float, float]]) -> dict[str, Any]:
+        def view(
+            runs: list[tuple[float, float, float]], baseline_mbps: float = plain_mbps
+        ) -> dict[str, Any]:
             wall = statistics.median(r[0] for r in runs)
             return {
                 "mb_s": round(written / 1e6 / wall, 1),
-                "ratio": round(written / 1e6 / wall / plain_mbps, 4),
+                "ratio": round(written / 1e6 / wall / baseline_mbps, 4),
                 "rows_s": round(messages / wall),
                 "wall_s": [round(r[0], 3) for r in runs],
                 "jvm_cpu_us_per_row": round(
@@ -289,6 +345,8 @@ def main() -> None:
             "scan_noop_sink": view(views["scan"]),
             "count": view(views["count"]),
             "aggregate": view(views["agg"]),
+            "scan_issue_columns": view(views["scan_issue"]),
+            "scan_backlog_columns": view(views["scan_backlog"]),
             # the aggregate under the names of earlier runs' JSON (same definition)
             "datasource_scan_mb_s": round(scan_mbps, 1),
             "datasource_rows_s": round(messages / statistics.median(scan)),
@@ -298,6 +356,10 @@ def main() -> None:
             "decoder_only_cpu_us_per_record": round(dec_cpu / messages * 1e6, 2),
             "decoder_only_ratio_one_thread": round(written / 1e6 / dec_wall / plain_mbps, 4),
             "loadavg_1m": [round(x, 2) for x in loads],
+            "projections": {
+                "scan_issue_columns": ISSUE_COLUMNS,
+                "scan_backlog_columns": STORE_TIMES_SCHEMA,
+            },
             "runs": args.runs,
             "warmup_scans": args.warmup,
             "target_ratio": 0.5,
@@ -305,8 +367,20 @@ def main() -> None:
                 "scan_noop_sink.ratio": "full scan (noop sink, every column of every row) / plain read: the scan rate",
                 "count.ratio": "count() / plain read",
                 "aggregate.ratio (= ratio)": "scan + aggregate over every column / plain read (earlier runs' figure)",
+                "scan_issue_columns.ratio": "noop scan of the issue's 11 columns (user schema) / plain read",
+                "scan_backlog_columns.ratio": "noop scan of the backlog job's 4 columns (user schema) / plain read",
+                "cold.*.ratio": "the same from a cold page cache (files evicted before each run) / the cold plain read",
             },
         }
+        if cold_plain:
+            cold_mbps = written / 1e6 / statistics.median(cold_plain)
+            result["cold"] = {
+                "plain_read_mb_s": round(cold_mbps, 1),
+                "plain_s": [round(x, 3) for x in cold_plain],
+                "scan_noop_sink": view(cold["scan"], cold_mbps),
+                "scan_backlog_columns": view(cold["scan_backlog"], cold_mbps),
+                "runs": args.cold_runs,
+            }
         print(json.dumps(result, indent=2))
         if args.json:
             args.json.write_text(json.dumps(result, indent=2))
