@@ -9,6 +9,11 @@ broker work (ferrymq's chain is producer -> broker -> consumer, the same three h
 
     .venv/bin/python bench/loopback_floor.py [--rate 2000] [--seconds 10] [--json out.json]
 
+``--rtt N`` also measures the floor of an acked single send: one client process sends a 1 KiB
+frame to an echo process and waits for it before the next (one in flight, as ``produce_sync``),
+N times, and reports round trips per second and the client's user/system CPU per round trip:
+what any Python client and server pair pays here before doing any work of its own.
+
 Every process is a child started here and stopped by its PID; the loop is bounded by count and time.
 """
 
@@ -97,6 +102,91 @@ def relay(port_out: Connection, consumer_port: int, deadline_s: float) -> None:
     loop.run_until_complete(main())
 
 
+class Echo(asyncio.Protocol):
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def data_received(self, data: bytes) -> None:
+        self.transport.write(data)  # type: ignore[attr-defined]
+
+
+def echo_server(port_out: Connection, deadline_s: float) -> None:
+    loop = _loop()
+
+    async def main() -> None:
+        server = await loop.create_server(Echo, "127.0.0.1", 0)
+        port_out.send(server.sockets[0].getsockname()[1])
+        await asyncio.sleep(deadline_s)
+
+    loop.run_until_complete(main())
+
+
+class Waiter(asyncio.Protocol):
+    """Completes ``pending`` once a whole echoed frame is back."""
+
+    pending: asyncio.Future[None] | None = None
+    want = 0
+    got = 0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def data_received(self, data: bytes) -> None:
+        self.got += len(data)
+        if self.got >= self.want and self.pending is not None and not self.pending.done():
+            self.pending.set_result(None)
+
+
+def rtt(count: int, warmup: int = 500) -> dict[str, Any]:
+    import resource
+
+    ctx = mp.get_context("spawn")
+    port_r, port_w = ctx.Pipe(False)
+    srv = ctx.Process(target=echo_server, args=(port_w, 120.0), daemon=True)
+    srv.start()
+    try:
+        if not port_r.poll(30):
+            raise RuntimeError("echo server did not start")
+        port = port_r.recv()
+        loop = _loop()
+
+        async def main() -> dict[str, Any]:
+            transport, proto = await loop.create_connection(Waiter, "127.0.0.1", port)
+            frame = FRAME.pack(SIZE) + bytes(SIZE)
+            r0 = resource.getrusage(resource.RUSAGE_SELF)
+            t0 = time.perf_counter()
+            for i in range(warmup + count):
+                if i == warmup:
+                    r0 = resource.getrusage(resource.RUSAGE_SELF)
+                    t0 = time.perf_counter()
+                proto.got, proto.want = 0, len(frame)
+                proto.pending = loop.create_future()
+                transport.write(frame)
+                await asyncio.wait_for(proto.pending, 10)
+            wall = time.perf_counter() - t0
+            r1 = resource.getrusage(resource.RUSAGE_SELF)
+            transport.close()
+            return {
+                "name": "loopback_rtt_floor",
+                "round_trips": count,
+                "round_trips_per_s": round(count / wall),
+                "client_user_us_per_rtt": round(1e6 * (r1.ru_utime - r0.ru_utime) / count, 1),
+                "client_sys_us_per_rtt": round(1e6 * (r1.ru_stime - r0.ru_stime) / count, 1),
+                "load_average_1m": os.getloadavg()[0],
+            }
+
+        return loop.run_until_complete(main())
+    finally:
+        if srv.is_alive() and srv.pid is not None:
+            os.kill(srv.pid, 15)
+        srv.join(5)
+
+
 def percentile(values: list[int], q: float) -> float:
     return float(values[min(len(values) - 1, int(q * len(values)))]) if values else float("nan")
 
@@ -176,12 +266,17 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--json", default=None, help="also write the results here")
+    ap.add_argument("--rtt", type=int, default=0, help="also N closed-loop round trips")
     args = ap.parse_args()
     results = []
     for _ in range(args.runs):
         r = run(args.rate, args.seconds)
         print(json.dumps(r), flush=True)
         results.append(r)
+        if args.rtt:
+            r = rtt(args.rtt)
+            print(json.dumps(r), flush=True)
+            results.append(r)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "runs": results}, fh, indent=1)
