@@ -229,3 +229,36 @@ def test_bad_user_schema_is_named(spark, store, ddl: str, message: str) -> None:
     root, _ = store
     with pytest.raises(Exception, match=message):
         spark.read.format("ferrymq-commitlog").schema(ddl).load(str(root)).collect()
+
+
+def test_consumequeue_user_schema_projects_columns(spark, store) -> None:  # type: ignore[no-untyped-def]
+    """The ConsumeQueue source projects a user schema too: the same columns of the full rows."""
+    root, puts = store
+    full = {
+        (r.topic, r.queueId, r.queueOffset): r.asDict()
+        for r in spark.read.format("ferrymq-consumequeue").load(str(root)).collect()
+    }
+    ddl = "tagsCode long, queueOffset long, topic string, queueId int"
+    df = spark.read.format("ferrymq-consumequeue").schema(ddl).load(str(root))
+    assert df.columns == ["tagsCode", "queueOffset", "topic", "queueId"]
+    rows = df.collect()
+    assert len(rows) == len(puts) == len(full)
+    for row in rows:
+        got = row.asDict()
+        assert got == {n: full[(row.topic, row.queueId, row.queueOffset)][n] for n in got}
+    one = spark.read.format("ferrymq-consumequeue").schema("size int").load(str(root))
+    assert sorted(r.size for r in one.collect()) == sorted(r["size"] for r in full.values())
+
+
+@pytest.mark.parametrize(
+    ("ddl", "message"),
+    [
+        ("topic string, bodySize int", r"unknown column\(s\) bodySize \(the columns are topic,"),
+        ("size long", "column size is int, not bigint"),
+        ("size int, size int", r"column\(s\) size named more than once"),
+    ],
+)
+def test_consumequeue_bad_user_schema_is_named(spark, store, ddl: str, message: str) -> None:  # type: ignore[no-untyped-def]
+    root, _ = store
+    with pytest.raises(Exception, match="ferrymq-consumequeue: bad schema: .*" + message):
+        spark.read.format("ferrymq-consumequeue").schema(ddl).load(str(root)).collect()

@@ -38,14 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-from pyspark.sql.types import (
-    ArrayType,
-    DataType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructType,
-)
+from pyspark.sql.types import StructType
 
 from ferrymq_spark.sources.options import (
     bool_option,
@@ -54,6 +47,8 @@ from ferrymq_spark.sources.options import (
     numbered_files,
     store_subdir,
 )
+from ferrymq_spark.sources.projection import SchemaProjectionError, column_types
+from ferrymq_spark.sources.projection import projected_columns as _projected_columns
 
 FORMAT = "ferrymq-commitlog"
 
@@ -62,47 +57,16 @@ SCHEMA = (
     "bornTimestamp long, bodySize int, tags string, keys array<string>, reconsumeTimes int, "
     "sysFlag int, flag int, storeSize int, uniqKey string"
 )
-COLUMNS = [c.strip().split(" ", 1)[0] for c in SCHEMA.split(",")]
-_SPARK_TYPES: dict[str, DataType] = {
-    "string": StringType(),
-    "int": IntegerType(),
-    "long": LongType(),
-    "array<string>": ArrayType(StringType(), True),
-}
-COLUMN_TYPES: dict[str, DataType] = {
-    name: _SPARK_TYPES[kind] for name, kind in (c.strip().split(" ", 1) for c in SCHEMA.split(","))
-}
+COLUMN_TYPES = column_types(SCHEMA)
+COLUMNS = list(COLUMN_TYPES)
 
-
-class CommitLogSchemaError(ValueError):
-    """A user schema that is not a projection of :data:`SCHEMA`."""
+# a user schema that is not a projection of SCHEMA (the name earlier callers know)
+CommitLogSchemaError = SchemaProjectionError
 
 
 def projected_columns(schema: StructType | None) -> list[str]:
     """The column names of a user schema, checked to be a projection of :data:`SCHEMA`."""
-    if schema is None:
-        return list(COLUMNS)
-    names = [f.name for f in schema.fields]
-    problems = []
-    unknown = [n for n in names if n not in COLUMN_TYPES]
-    if unknown:
-        problems.append(
-            f"unknown column(s) {', '.join(unknown)} (the columns are {', '.join(COLUMNS)})"
-        )
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    if repeated:
-        problems.append(f"column(s) {', '.join(repeated)} named more than once")
-    for f in schema.fields:
-        expected = COLUMN_TYPES.get(f.name)
-        if expected is not None and f.dataType != expected:
-            problems.append(
-                f"column {f.name} is {expected.simpleString()}, not {f.dataType.simpleString()}"
-            )
-        if not f.nullable:
-            problems.append(f"column {f.name} must be nullable (drop NOT NULL)")
-    if problems:
-        raise CommitLogSchemaError(f"{FORMAT}: bad schema: " + "; ".join(problems))
-    return names
+    return _projected_columns(FORMAT, SCHEMA, schema)
 
 
 class CommitLogError(Exception):

@@ -6,6 +6,9 @@ queue offset. Files are preallocated, so the valid data ends at the first unit n
 (upstream recovery's ``offset >= 0 && size > 0`` test); filler units (size 0x7FFFFFFF) are
 skipped. A partition is one file. The unit layout and its validity test are the store's
 (:mod:`ferrymq.store.consume_queue`).
+
+A user schema naming some of the columns (any order, same types) selects those columns, as for
+the CommitLog source (:mod:`ferrymq_spark.sources.projection`); a bad one is refused at planning.
 """
 
 from __future__ import annotations
@@ -20,11 +23,13 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from ferrymq_spark.sources.options import int_option, numbered_files, store_subdir
+from ferrymq_spark.sources.projection import projected_columns
 
 FORMAT = "ferrymq-consumequeue"
 SCHEMA = (
     "topic string, queueId int, queueOffset long, commitLogOffset long, size int, tagsCode long"
 )
+COLUMNS = [c.strip().split(" ", 1)[0] for c in SCHEMA.split(",")]
 
 
 @dataclass(frozen=True)
@@ -73,7 +78,11 @@ def scan_queue_file(part: QueueFilePartition) -> Iterator[tuple[Any, ...]]:
 
 
 class ConsumeQueueReader(DataSourceReader):  # type: ignore[misc]
-    def __init__(self, options: Mapping[str, str]) -> None:
+    def __init__(self, options: Mapping[str, str], columns: list[str] | None = None) -> None:
+        # positions of the wanted columns in a full row; None: every column, in order
+        self.picks = (
+            None if columns is None or columns == COLUMNS else [COLUMNS.index(c) for c in columns]
+        )
         self.directory = str(store_subdir(options, "consumequeue", FORMAT))
         self.batch_size = int_option(options, "batchSize", 65536)
         self.topic = options.get("topic")
@@ -95,7 +104,12 @@ class ConsumeQueueReader(DataSourceReader):  # type: ignore[misc]
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         if not isinstance(partition, QueueFilePartition):
             raise TypeError(f"unexpected partition {partition!r}")
-        yield from scan_queue_file(partition)
+        picks = self.picks
+        if picks is None:
+            yield from scan_queue_file(partition)
+            return
+        for row in scan_queue_file(partition):
+            yield tuple([row[i] for i in picks])
 
 
 class ConsumeQueueDataSource(DataSource):  # type: ignore[misc]
@@ -109,4 +123,5 @@ class ConsumeQueueDataSource(DataSource):  # type: ignore[misc]
         return SCHEMA
 
     def reader(self, schema: StructType) -> ConsumeQueueReader:
-        return ConsumeQueueReader(self.options)
+        # ``schema`` is the user's when one was given (a projection), else SCHEMA's.
+        return ConsumeQueueReader(self.options, projected_columns(FORMAT, SCHEMA, schema))
