@@ -200,8 +200,7 @@ def decode_columns(
 
     Returns ``(batch, next_pos)``: a ``pyarrow.RecordBatch`` (schema :func:`commit_log_schema`
     of ``columns``, default all, at most ``max_rows`` rows, possibly none) of the records that
-    passed every check, and the
-    position right after them. ``next_pos < stop`` with fewer than ``max_rows`` rows means the
+    passed every check, and the position right after them. ``next_pos < stop`` with fewer than ``max_rows`` rows means the
     record at ``next_pos`` is not one this path decodes: ask ``check_record``. The batch owns
     its memory (nothing refers to ``buf`` afterwards, so an mmap can be closed).
     """

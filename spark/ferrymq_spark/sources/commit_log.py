@@ -47,7 +47,7 @@ from ferrymq_spark.sources.options import (
     numbered_files,
     store_subdir,
 )
-from ferrymq_spark.sources.projection import SchemaProjectionError, column_types
+from ferrymq_spark.sources.projection import column_types
 from ferrymq_spark.sources.projection import projected_columns as _projected_columns
 
 FORMAT = "ferrymq-commitlog"
@@ -57,11 +57,7 @@ SCHEMA = (
     "bornTimestamp long, bodySize int, tags string, keys array<string>, reconsumeTimes int, "
     "sysFlag int, flag int, storeSize int, uniqKey string"
 )
-COLUMN_TYPES = column_types(SCHEMA)
-COLUMNS = list(COLUMN_TYPES)
-
-# a user schema that is not a projection of SCHEMA (the name earlier callers know)
-CommitLogSchemaError = SchemaProjectionError
+COLUMNS = list(column_types(SCHEMA))
 
 
 def projected_columns(schema: StructType | None) -> list[str]:

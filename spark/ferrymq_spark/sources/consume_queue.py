@@ -23,13 +23,13 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from ferrymq_spark.sources.options import int_option, numbered_files, store_subdir
-from ferrymq_spark.sources.projection import projected_columns
+from ferrymq_spark.sources.projection import column_types, projected_columns
 
 FORMAT = "ferrymq-consumequeue"
 SCHEMA = (
     "topic string, queueId int, queueOffset long, commitLogOffset long, size int, tagsCode long"
 )
-COLUMNS = [c.strip().split(" ", 1)[0] for c in SCHEMA.split(",")]
+COLUMNS = list(column_types(SCHEMA))
 
 
 @dataclass(frozen=True)
