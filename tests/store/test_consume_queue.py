@@ -55,6 +55,46 @@ def test_cq_round_trip(units: list[tuple[int, int]], first_offset: int) -> None:
         again.mapped_file_queue.shutdown()
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.integers(1, 40), min_size=1, max_size=12),
+    st.integers(0, 30),
+    st.integers(0, 3),
+)
+def test_cq_runs_write_the_bytes_of_single_units(
+    runs: list[int], first_offset: int, redo: int
+) -> None:
+    """``put_units`` (runs of one queue, the reput's batch path) leaves the very files that
+    one ``put_message_position_info`` per unit leaves: runs crossing file ends, a queue that
+    starts late (blank prefix), a run re-dispatched in part."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        one = ConsumeQueue("T", 0, root / "one", 20 * 16)
+        many = ConsumeQueue("T", 0, root / "many", 20 * 16)
+        phy, cq_offset = 1000, first_offset
+        for n in runs:
+            sizes = [100 + (cq_offset + i) % 7 for i in range(n)]
+            offsets = [phy + sum(sizes[:i]) for i in range(n)]
+            tags = [(cq_offset + i) * 2654435761 - 2**40 for i in range(n)]
+            for i in range(n):
+                one.put_message_position_info(offsets[i], sizes[i], tags[i], cq_offset + i)
+            many.put_units(offsets, sizes, tags, cq_offset)
+            # a re-dispatch of the run's tail adds nothing
+            k = min(redo, n)
+            many.put_units(offsets[n - k :], sizes[n - k :], tags[n - k :], cq_offset + n - k)
+            phy, cq_offset = offsets[-1] + sizes[-1], cq_offset + n
+        files_one = one.mapped_file_queue.files
+        files_many = many.mapped_file_queue.files
+        assert [f.file_from_offset for f in files_one] == [f.file_from_offset for f in files_many]
+        for a, b in zip(files_one, files_many, strict=True):
+            assert a.wrote_position == b.wrote_position
+            assert bytes(a.buffer) == bytes(b.buffer)
+        assert many.max_physic_offset == one.max_physic_offset == phy
+        assert many.max_offset_in_queue == cq_offset
+        one.mapped_file_queue.shutdown()
+        many.mapped_file_queue.shutdown()
+
+
 def test_cq_gap_is_filled_with_blank_units(tmp_path: Path) -> None:
     cq = ConsumeQueue("T", 1, tmp_path, 20 * 8)
     cq.put_message_position_info(0, 100, 7, 0)

@@ -6,6 +6,7 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from ferrymq.message import MessageSysFlag, java_string_hash
 from ferrymq.store.index_service import IndexService, java_string_hashes
 from hypothesis import given, settings
@@ -38,7 +39,7 @@ class Req:
     extra: dict[str, str] = field(default_factory=dict)
 
 
-def requests(rng: random.Random, count: int, start: int) -> list[Req]:
+def requests(rng: random.Random, count: int, start: int, ts_step: int = 1) -> list[Req]:
     out = []
     offset = start
     for i in range(count):
@@ -47,19 +48,29 @@ def requests(rng: random.Random, count: int, start: int) -> list[Req]:
         uniq = None if rng.random() < 0.1 else f"AC110001{i:024X}"
         flag = rng.choice([0, 0, 0, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE])
         out.append(
-            Req(rng.choice(["T", "TopicB"]), keys, uniq, offset, 1_700_000_000_000 + i, flag)
+            Req(
+                rng.choice(["T", "TopicB"]),
+                keys,
+                uniq,
+                offset,
+                1_700_000_000_000 + i * ts_step,
+                flag,
+            )
         )
     return out
 
 
-def test_round_index_equals_per_record_index(tmp_path: Path) -> None:
-    rng = random.Random(3)
+@pytest.mark.parametrize(("seed", "ts_step"), [(3, 1), (4, 1700), (5, 0)])
+def test_round_index_equals_per_record_index(tmp_path: Path, seed: int, ts_step: int) -> None:
+    """Byte for byte the files one put_key per key writes: rounds small and large (the numpy
+    path), keys colliding in 64 slots, rounds crossing file ends, entries seconds apart."""
+    rng = random.Random(seed)
     one = IndexService(tmp_path / "one", 64, 150)  # small files: rounds cross file ends
     many = IndexService(tmp_path / "many", 64, 150)
     offset = 0
     try:
         for _ in range(12):
-            batch = requests(rng, rng.randint(1, 40), offset)
+            batch = requests(rng, rng.randint(1, 40), offset, ts_step)
             offset = batch[-1].commit_log_offset
             for r in batch:
                 one.build_index(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import inspect
 import zlib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ferrymq.message import (
@@ -23,6 +23,7 @@ from ferrymq.store.results import GetMessageResult, PutMessageResult
 
 __all__ = [
     "DispatchListener",
+    "DispatchRoundListener",
     "SemanticsStore",
     "get_messages",
     "restored_message",
@@ -30,6 +31,8 @@ __all__ = [
 ]
 
 DispatchListener = Callable[[str, int, int, int, int, Mapping[str, str]], None]
+# ``cb(requests)`` once per reput round (``ferrymq.store.dispatch.DispatchRoundListener``)
+DispatchRoundListener = Callable[[Sequence[Any]], None]
 
 
 class SemanticsStore(Protocol):
@@ -52,6 +55,8 @@ class SemanticsStore(Protocol):
     def look_message_by_offset(self, commit_log_offset: int) -> MessageExt | None: ...
 
     def add_dispatch_listener(self, listener: DispatchListener) -> None: ...
+
+    def add_dispatch_round_listener(self, listener: DispatchRoundListener) -> None: ...
 
 
 async def get_messages(

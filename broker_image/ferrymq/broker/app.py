@@ -173,7 +173,7 @@ class BrokerApp:
         self._wire(self.store)
         assert self.semantics is not None
         await self.semantics.start()
-        self.store.add_dispatch_listener(self.hold.on_dispatch)
+        self.store.add_dispatch_round_listener(self.hold.on_dispatch_round)
         self.server.processors.register_default(not_supported)
         await self._start_ha(self.store)
         self.registration.start()

@@ -1,8 +1,8 @@
 """Held pulls (upstream PullRequestHoldService): a PULL_MESSAGE that finds nothing waits here until a
 message for its queue is dispatched, its re-check interval passes, or its suspend timeout ends.
 
-Each held pull is a future in a per-queue list. The store's dispatch listener calls
-``notify_message_arriving`` for every record reaching a ConsumeQueue; requests whose offset is below
+Each held pull is a future in a per-queue list. The store's dispatch round listener calls
+``notify_message_arriving`` for every record reaching a queue with held pulls; requests whose offset is below
 the new max offset (and whose filter accepts the tags code) are woken. Waking only resolves the
 future; the pull handler then reads the store again and answers.
 """
@@ -11,12 +11,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 
 class _Filter(Protocol):
     def is_matched_by_consume_queue(self, tags_code: int | None) -> bool: ...
+
+
+class _Arrived(Protocol):
+    """What a dispatched record tells the hold service (``store.dispatch.DispatchRequest``)."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def queue_id(self) -> int: ...
+    @property
+    def consume_queue_offset(self) -> int: ...
+    @property
+    def tags_code(self) -> int: ...
 
 
 @dataclass(slots=True, eq=False)
@@ -103,6 +117,18 @@ class PullRequestHoldService:
     ) -> None:
         """Store dispatch listener: the record at ``logic_offset`` makes max offset ``logic_offset+1``."""
         self.notify_message_arriving(topic, queue_id, logic_offset + 1, tags_code)
+
+    def on_dispatch_round(self, arrived: Sequence[_Arrived]) -> None:
+        """Store dispatch round listener: ``on_dispatch`` for each record whose queue has held
+        pulls (with none held, which is the usual state under load, a round costs one test)."""
+        table = self._table
+        if not table:
+            return
+        for r in arrived:
+            if (r.topic, r.queue_id) in table:
+                self.notify_message_arriving(
+                    r.topic, r.queue_id, r.consume_queue_offset + 1, r.tags_code
+                )
 
     def wake_all(self) -> None:
         """Shutdown: answer every held pull now (they re-read and reply NOT_FOUND or FOUND)."""

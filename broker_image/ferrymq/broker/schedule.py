@@ -20,8 +20,9 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -172,7 +173,7 @@ class ScheduleMessageService:
 
     async def start(self) -> None:
         self.offsets = await asyncio.to_thread(load_delay_offsets, self.offsets_path)
-        self.store.add_dispatch_listener(self._on_dispatch)
+        self.store.add_dispatch_round_listener(self._on_dispatch_round)
         self._task = asyncio.create_task(self._run(), name="schedule-service")
         self._flusher = asyncio.create_task(self._flush_loop(), name="schedule-flush")
 
@@ -197,16 +198,9 @@ class ScheduleMessageService:
         """GET_ALL_DELAY_OFFSET body: the delayOffset.json content."""
         return orjson.dumps({"offsetTable": {str(k): v for k, v in self.offsets.items()}})
 
-    def _on_dispatch(
-        self,
-        topic: str,
-        queue_id: int,
-        logic_offset: int,
-        tags_code: int,
-        store_timestamp: int,
-        properties: Mapping[str, str],
-    ) -> None:
-        if topic == SCHEDULE_TOPIC:
+    def _on_dispatch_round(self, arrived: Sequence[Any]) -> None:
+        """Store dispatch round listener: a delayed message arrived, so look at its level now."""
+        if any(r.topic == SCHEDULE_TOPIC for r in arrived):
             self._wake.set()
 
     async def _flush_loop(self) -> None:

@@ -13,6 +13,7 @@ from ferrymq.message import MessageExt, MessageInner
 from ferrymq.store.results import GetMessageResult, PutMessageResult, QueryMessageResult
 
 DispatchListener = Callable[..., None]
+DispatchRoundListener = Callable[[Sequence[Any]], None]
 
 
 class MessageStorePort(Protocol):
@@ -51,3 +52,5 @@ class MessageStorePort(Protocol):
     def runtime_info(self) -> dict[str, str]: ...
 
     def add_dispatch_listener(self, listener: DispatchListener) -> None: ...
+
+    def add_dispatch_round_listener(self, listener: DispatchRoundListener) -> None: ...

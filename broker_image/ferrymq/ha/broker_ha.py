@@ -118,7 +118,7 @@ class BrokerHA:
         await self.service.start()
         store = self._store
         if self.config.role.is_master:
-            store.add_dispatch_listener(self.service.notify_new_data)
+            store.add_dispatch_round_listener(self.service.notify_new_data)
         if self.config.role is Role.SYNC_MASTER:
             store.set_replica_waiter(self.service.wait_for_replica)
         if self.slave_sync is not None:

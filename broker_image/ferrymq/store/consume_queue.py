@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+
+import numpy as np
 
 from ferrymq.store.mapped_file import MappedFile, SelectMappedBufferResult
 from ferrymq.store.mapped_file_queue import MappedFileQueue
@@ -32,6 +34,12 @@ BLANK_UNIT_SIZE = 0x7FFFFFFF  # upstream fillPreBlank writes Integer.MAX_VALUE
 _BLANK_UNIT = CQ_UNIT.pack(0, BLANK_UNIT_SIZE, 0)
 
 assert CQ_STORE_UNIT_SIZE == 20
+
+# CQ_UNIT as a numpy record (big-endian, unpadded): a run of units is written at once
+UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])
+assert UNIT_DTYPE.itemsize == CQ_STORE_UNIT_SIZE
+# below this many units, one pack_into per unit is cheaper than numpy's per-call overhead
+VECTOR_MIN_UNITS = 8
 
 
 def is_valid_unit(offset: int, size: int) -> bool:
@@ -187,6 +195,38 @@ class ConsumeQueue:
         mf.advance(CQ_STORE_UNIT_SIZE)
         self.max_physic_offset = offset + size
         return True
+
+    def put_units(
+        self,
+        offsets: Sequence[int],
+        sizes: Sequence[int],
+        tags_codes: Sequence[int],
+        first_cq_offset: int,
+    ) -> None:
+        """``put_message_position_info`` for units of consecutive queue offsets from
+        ``first_cq_offset`` (CommitLog order). The usual case, a run that continues the current
+        file and fits in it, is one copy; anything else goes unit by unit."""
+        n = len(offsets)
+        last = self.mapped_file_queue.get_last_mapped_file()
+        if (
+            n >= VECTOR_MIN_UNITS
+            and last is not None
+            and offsets[0] + sizes[0] > self.max_physic_offset
+            and last.file_from_offset + last.wrote_position == first_cq_offset * CQ_STORE_UNIT_SIZE
+            and last.wrote_position + n * CQ_STORE_UNIT_SIZE <= last.file_size
+        ):
+            units = np.empty(n, UNIT_DTYPE)
+            units["offset"] = offsets
+            units["size"] = sizes
+            units["tags"] = tags_codes
+            pos = last.wrote_position
+            last.buffer[pos : pos + n * CQ_STORE_UNIT_SIZE] = units.tobytes()
+            last.wrote_position = pos + n * CQ_STORE_UNIT_SIZE
+            self.max_physic_offset = offsets[-1] + sizes[-1]
+            return
+        put = self.put_message_position_info
+        for i in range(n):
+            put(offsets[i], sizes[i], tags_codes[i], first_cq_offset + i)
 
     @staticmethod
     def _fill_blank(mf: MappedFile, nbytes: int) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -51,6 +51,12 @@ class DispatchRequest:
     properties: dict[str, str] = field(default_factory=dict)
 
 
+DispatchRoundListener = Callable[[Sequence[DispatchRequest]], None]
+"""``cb(requests)``: the records of one reput round that entered their ConsumeQueue (CommitLog
+order; prepared and rolled-back transaction records left out). One call per round, so a
+listener that only needs "something arrived" pays once per round instead of once per record."""
+
+
 class CommitLogDispatcher(Protocol):
     def dispatch(self, request: DispatchRequest) -> None: ...
 
@@ -65,6 +71,7 @@ class CommitLogDispatcher(Protocol):
 _TRAN_BITS = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
 _NOT_TYPE = MessageSysFlag.TRANSACTION_NOT_TYPE
 _COMMIT_TYPE = MessageSysFlag.TRANSACTION_COMMIT_TYPE
+_ARRIVING = (_NOT_TYPE, _COMMIT_TYPE)
 
 
 def compute_tags_code(
@@ -235,24 +242,44 @@ class BuildConsumeQueue:
         self.last_store_timestamp = request.store_timestamp
 
     def dispatch_many(self, requests: list[DispatchRequest]) -> None:
-        find_or_create = self.queues.find_or_create
-        last_topic: str | None = None
-        last_queue_id = -1
-        cq = None
+        # runs of one queue with consecutive offsets (a batch's messages, a busy queue's
+        # appends) go to the queue together: put_units writes a long run in one copy
+        run: list[DispatchRequest] = []
         stamp = 0
         for r in requests:
             tran = r.sys_flag & _TRAN_BITS
             if tran != _NOT_TYPE and tran != _COMMIT_TYPE:
                 continue
-            if cq is None or r.queue_id != last_queue_id or r.topic != last_topic:
-                last_topic, last_queue_id = r.topic, r.queue_id
-                cq = find_or_create(last_topic, last_queue_id)
-            cq.put_message_position_info(
-                r.commit_log_offset, r.msg_size, r.tags_code, r.consume_queue_offset
-            )
+            if run:
+                tail = run[-1]
+                if (
+                    r.queue_id != tail.queue_id
+                    or r.consume_queue_offset != tail.consume_queue_offset + 1
+                    or r.topic != tail.topic
+                ):
+                    self._put_run(run)
+                    run = []
+            run.append(r)
             stamp = r.store_timestamp
+        if run:
+            self._put_run(run)
         if stamp:
             self.last_store_timestamp = stamp
+
+    def _put_run(self, run: list[DispatchRequest]) -> None:
+        first = run[0]
+        cq = self.queues.find_or_create(first.topic, first.queue_id)
+        if len(run) == 1:
+            cq.put_message_position_info(
+                first.commit_log_offset, first.msg_size, first.tags_code, first.consume_queue_offset
+            )
+            return
+        cq.put_units(
+            [r.commit_log_offset for r in run],
+            [r.msg_size for r in run],
+            [r.tags_code for r in run],
+            first.consume_queue_offset,
+        )
 
 
 class BuildIndex:
@@ -287,6 +314,7 @@ class ReputService:
         self.commit_log = commit_log
         self.dispatchers = dispatchers
         self.listeners: list[DispatchListener] = []
+        self.round_listeners: list[DispatchRoundListener] = []
         self.delay_levels_ms = delay_levels_ms
         self.reput_from_offset = 0
         self.dispatched_messages = 0
@@ -360,11 +388,19 @@ class ReputService:
             else:
                 for request in batch:
                     dispatcher.dispatch(request)
-        if notify and self.listeners:
-            for request in batch:
-                tran = request.sys_flag & _TRAN_BITS
-                if tran in (_NOT_TYPE, _COMMIT_TYPE):
-                    self._notify(request)
+        if not notify or not (self.listeners or self.round_listeners):
+            return
+        arrived = [r for r in batch if (r.sys_flag & _TRAN_BITS) in _ARRIVING]
+        if not arrived:
+            return
+        if self.listeners:
+            for request in arrived:
+                self._notify(request)
+        for listener in self.round_listeners:
+            try:
+                listener(arrived)
+            except Exception:  # a listener bug must not stop dispatch
+                log.exception("dispatch round listener failed")
 
     def _notify(self, request: DispatchRequest) -> None:
         for listener in self.listeners:

@@ -15,7 +15,10 @@ with Java ``String.hashCode`` made non-negative, as upstream.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from pathlib import Path
+
+import numpy as np
 
 from ferrymq.message import java_string_hash
 from ferrymq.store.mapped_file import MappedFile
@@ -43,6 +46,12 @@ INDEX_SIZE = INDEX_ENTRY.size
 INVALID_INDEX = 0
 
 assert INDEX_HEADER_SIZE == 40 and INDEX_SIZE == 20
+
+# INDEX_ENTRY as a numpy record (big-endian, unpadded): a round's entries are written at once
+ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("prev", ">i4")])
+assert ENTRY_DTYPE.itemsize == INDEX_SIZE
+# below this many keys, put_key per key is cheaper than numpy's per-call overhead
+VECTOR_MIN_KEYS = 8
 
 
 def index_key_hash(key: str) -> int:
@@ -131,6 +140,65 @@ class IndexFile:
         self._write_header()
         self.mapped_file.store_timestamp = store_timestamp
         return True
+
+    def put_keys(
+        self, key_hashes: np.ndarray, phy_offsets: Sequence[int], store_timestamps: Sequence[int]
+    ) -> int:
+        """``put_key`` for many keys at once (``index_key_hash`` values, in entry order);
+        returns how many fit (fewer than given when the file fills: the caller rolls over).
+
+        Same bytes as one ``put_key`` per key: each entry's prevIndex is the newest earlier
+        entry of its slot (within these keys, else the slot's current value) and each slot ends
+        up naming its newest entry.
+        """
+        count = self.index_count
+        n = min(len(key_hashes), self.index_num - count)
+        if n <= 0:
+            return 0
+        hashes = key_hashes[:n]
+        slot_num = self.hash_slot_num
+        slots = hashes % slot_num
+        numbers = np.arange(count, count + n, dtype=np.int64)
+        slot_table = np.frombuffer(self._buf, ">i4", slot_num, INDEX_HEADER_SIZE)
+        try:
+            prev = slot_table[slots].astype(np.int64)
+            prev[(prev <= INVALID_INDEX) | (prev > count)] = INVALID_INDEX
+            # keys sharing a slot chain to each other: sort by slot (stable keeps entry order)
+            order = np.argsort(slots, kind="stable")
+            by_slot = slots[order]
+            repeat = by_slot[1:] == by_slot[:-1]
+            chained = prev[order]
+            chained[1:][repeat] = numbers[order[:-1]][repeat]
+            prev[order] = chained
+            newest = np.append(~repeat, True)
+            slot_table[by_slot[newest]] = numbers[order[newest]]
+        finally:
+            del slot_table  # the map cannot close while a numpy view exports its buffer
+        stamps = np.asarray(store_timestamps[:n], dtype=np.int64)
+        begin = self.begin_timestamp if count > 1 else int(stamps[0])
+        if begin <= 0:
+            diffs = np.zeros(n, dtype=np.int64)
+        else:
+            diffs = np.clip((stamps - begin) // 1000, 0, 0x7FFFFFFF)
+        if count <= 1:
+            diffs[0] = 0
+        entries = np.empty(n, ENTRY_DTYPE)
+        entries["hash"] = hashes
+        entries["phy"] = phy_offsets[:n]
+        entries["diff"] = diffs
+        entries["prev"] = prev
+        at = INDEX_HEADER_SIZE + slot_num * HASH_SLOT_SIZE + count * INDEX_SIZE
+        self._buf[at : at + n * INDEX_SIZE] = entries.tobytes()
+        if count <= 1:
+            self.begin_phy_offset = int(phy_offsets[0])
+            self.begin_timestamp = begin
+        self.hash_slot_count += n
+        self.index_count += n
+        self.end_phy_offset = int(phy_offsets[n - 1])
+        self.end_timestamp = int(stamps[n - 1])
+        self._write_header()
+        self.mapped_file.store_timestamp = self.end_timestamp
+        return n
 
     def is_time_matched(self, begin: int, end: int) -> bool:
         return (

@@ -17,7 +17,7 @@ from typing import Protocol
 import numpy as np
 
 from ferrymq.message import MessageSysFlag, java_string_hash
-from ferrymq.store.index_file import IndexFile, index_hash_of_java_hash
+from ferrymq.store.index_file import VECTOR_MIN_KEYS, IndexFile, index_hash_of_java_hash
 
 log = logging.getLogger(__name__)
 
@@ -189,10 +189,13 @@ class IndexService:
 
     def build_index_many(self, requests: Sequence[IndexRequest]) -> None:
         """``build_index`` for the records of one dispatch round (CommitLog order): the keys'
-        hashes are computed together, then the entries written in order."""
+        hashes are computed together, then the entries written in order (a file's share of
+        them in one ``IndexFile.put_keys`` when there are enough)."""
         end = self.end_phy_offset
         rollback = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
-        todo: list[tuple[str, int, int]] = []  # (full key, phy offset, store timestamp)
+        keys: list[str] = []
+        offsets: list[int] = []
+        stamps: list[int] = []
         for r in requests:
             offset = r.commit_log_offset
             # offsets grow through the round: one comparison with the start suffices
@@ -200,19 +203,31 @@ class IndexService:
                 continue
             topic, uniq, ts = r.topic, r.uniq_key, r.store_timestamp
             if uniq:
-                todo.append((f"{topic}#{uniq}", offset, ts))
+                keys.append(f"{topic}#{uniq}")
+                offsets.append(offset)
+                stamps.append(ts)
             for key in r.keys:
-                todo.append((f"{topic}#{key}", offset, ts))
-        if not todo:
+                keys.append(f"{topic}#{key}")
+                offsets.append(offset)
+                stamps.append(ts)
+        if not keys:
             return
-        hashes = java_string_hashes([t[0] for t in todo], self._hash_powers)
-        f = self._writable_file(todo[0][2])
-        for (full, offset, ts), java_hash in zip(todo, hashes, strict=True):
-            key_hash = index_hash_of_java_hash(java_hash)
-            if not f.put_key(full, offset, ts, key_hash):
-                f = self._writable_file(ts)
-                f.put_key(full, offset, ts, key_hash)
-        self._end_phy_offset = todo[-1][1]
+        java = java_string_hashes(keys, self._hash_powers)
+        if len(keys) < VECTOR_MIN_KEYS:
+            f = self._writable_file(stamps[0])
+            for full, offset, ts, java_hash in zip(keys, offsets, stamps, java, strict=True):
+                key_hash = index_hash_of_java_hash(java_hash)
+                if not f.put_key(full, offset, ts, key_hash):
+                    f = self._writable_file(ts)
+                    f.put_key(full, offset, ts, key_hash)
+        else:
+            hashes = np.abs(np.asarray(java, dtype=np.int64))
+            hashes[hashes > 0x7FFFFFFF] = 0  # index_hash_of_java_hash: abs(MIN_VALUE) -> 0
+            start = 0
+            while start < len(keys):
+                f = self._writable_file(stamps[start])
+                start += f.put_keys(hashes[start:], offsets[start:], stamps[start:])
+        self._end_phy_offset = offsets[-1]
 
     def query_offsets(
         self, topic: str, key: str, max_num: int, begin: int, end: int

@@ -38,6 +38,7 @@ from ferrymq.store.dispatch import (
     BuildIndex,
     CommitLogDispatcher,
     DispatchListener,
+    DispatchRoundListener,
     ReputService,
 )
 from ferrymq.store.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
@@ -291,6 +292,12 @@ class MessageStore:
         """``cb(topic, queue_id, logic_offset, tags_code, store_timestamp, properties)``, called
         on the loop once a message is in its ConsumeQueue (wakes held pulls)."""
         self.reput.listeners.append(listener)
+
+    def add_dispatch_round_listener(self, listener: DispatchRoundListener) -> None:
+        """``cb(requests)`` once per reput round with the records that entered their
+        ConsumeQueue (see ``dispatch.DispatchRoundListener``); cheaper than a per-record
+        listener for the broker's own hooks (held pulls, HA writers, the schedule service)."""
+        self.reput.round_listeners.append(listener)
 
     def _refuse_put(self) -> PutMessageResult | None:
         if not self._running or self._shutdown:
