@@ -143,6 +143,25 @@ def encode_properties(properties: Mapping[str, str]) -> str:
     return "".join(parts)
 
 
+def property_value(text: str, name: str) -> str | None:
+    """``decode_properties(text).get(name)`` without building the dict (the reput reads two or
+    three names of every record). A value never holds the item separator, so the last
+    ``\x02name\x01`` (or a leading ``name\x01``) is the item ``decode_properties`` keeps."""
+    head = name + NAME_VALUE_SEPARATOR
+    if head not in text:
+        return None
+    marker = PROPERTY_SEPARATOR + head
+    i = text.rfind(marker)
+    if i >= 0:
+        i += len(marker)
+    elif text.startswith(head):
+        i = len(head)
+    else:
+        return None
+    j = text.find(PROPERTY_SEPARATOR, i)
+    return text[i:j] if j >= 0 else text[i:]
+
+
 def decode_properties(text: str | bytes | bytearray | memoryview) -> dict[str, str]:
     """Parse ``name\\x01value\\x02...``; items without a separator or with an empty name are skipped.
 

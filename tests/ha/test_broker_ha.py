@@ -325,6 +325,8 @@ async def test_pulls_far_behind_are_offloaded_to_the_slave(tmp_path: Path) -> No
         assert behind.messages and behind.suggest_which_broker_id == 1
         # the slave (default ratio: 40 % of RAM) finds the same pull cheap and sends it home
         await wait_until(lambda: s_store.dispatch_behind_bytes() == 0, 10, "slave dispatch")
+        # the slave answers pulls of topics it knows: its periodic sync copies the master's
+        await wait_until(lambda: slave.topics.get(TOPIC) is not None, 20, "topic sync")
         from_slave = await api.pull_message(slave.addr, header(0, 0), 5)
         assert from_slave.messages and from_slave.suggest_which_broker_id == 0
 

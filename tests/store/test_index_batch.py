@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 from ferrymq.message import MessageSysFlag, java_string_hash
-from ferrymq.store.index_service import IndexService, java_string_hashes
+from ferrymq.store.index_file import index_key_hash
+from ferrymq.store.index_service import IndexService, index_key_hashes, java_string_hashes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,6 +27,12 @@ from hypothesis import strategies as st
 )
 def test_batched_java_hashes_equal_the_scalar_ones(texts: list[str]) -> None:
     assert java_string_hashes(texts, {}) == [java_string_hash(t) for t in texts]
+    if texts:
+        # the round's key hashes: same-length ASCII keys in one product, anything else per key
+        assert index_key_hashes(texts, {}).tolist() == [index_key_hash(t) for t in texts]
+        same = [t.ljust(40, "k")[:40] for t in texts if t.isascii()]
+        if same:
+            assert index_key_hashes(same, {}).tolist() == [index_key_hash(t) for t in same]
 
 
 @dataclass

@@ -14,6 +14,7 @@ from ferrymq.message import (
     encode_batch,
     encode_properties,
     java_string_hash,
+    property_value,
     tags_string_to_tags_code,
 )
 from hypothesis import given, settings
@@ -32,6 +33,14 @@ _props = st.dictionaries(_text.filter(bool), _text, max_size=8)
 def test_properties_round_trip(props: dict[str, str]) -> None:
     assert decode_properties(encode_properties(props)) == props
     assert decode_properties(encode_properties(props).encode("utf-8")) == props
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="\x01\x02KEYSTAGx", max_size=40), st.sampled_from(["KEYS", "TAGS", "K"]))
+def test_property_value_reads_what_decode_keeps(text: str, name: str) -> None:
+    """The reput's lookup agrees with the full parse on any text: duplicates (last wins),
+    items without a separator, values holding the name separator, no trailing separator."""
+    assert property_value(text, name) == decode_properties(text).get(name)
 
 
 def test_properties_lenient_parse() -> None:

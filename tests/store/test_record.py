@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import zlib
 
-from ferrymq.message import MessageSysFlag, encode_properties, pack_host
+from ferrymq.message import MessageSysFlag, decode_properties, encode_properties, pack_host
 from ferrymq.store import record as rec
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -186,7 +186,8 @@ def test_lean_parsers_agree_with_check_record(data: st.DataObject) -> None:
     assert dkind is no_crc.kind and dsize == no_crc.size
     if no_crc.record is not None:
         assert fields is not None
-        assert fields[7] == no_crc.record.topic and fields[8] == no_crc.record.properties
+        assert fields[7] == no_crc.record.topic
+        assert decode_properties(fields[8]) == no_crc.record.properties
 
 
 def test_ipv6_flag_is_rejected_by_every_parser() -> None:

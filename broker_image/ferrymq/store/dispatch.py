@@ -13,13 +13,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from ferrymq.message import (
     MessageConst,
     MessageSysFlag,
     decode_properties,
+    property_value,
     tags_string_to_tags_code,
 )
 from ferrymq.store import record as rec
@@ -48,7 +49,11 @@ class DispatchRequest:
     uniq_key: str | None
     sys_flag: int
     prepared_transaction_offset: int
-    properties: dict[str, str] = field(default_factory=dict)
+    properties_text: str = ""  # as stored; decoded only when asked for
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return decode_properties(self.properties_text)
 
 
 DispatchRoundListener = Callable[[Sequence[DispatchRequest]], None]
@@ -76,7 +81,7 @@ _ARRIVING = (_NOT_TYPE, _COMMIT_TYPE)
 
 def compute_tags_code(
     topic: str,
-    properties: dict[str, str],
+    properties: str,
     store_timestamp: int,
     delay_levels_ms: list[int],
     tags_cache: dict[str, int] | None = None,
@@ -84,11 +89,11 @@ def compute_tags_code(
     """The ConsumeQueue tags code: Java hash of TAGS; for the delay topic, the delivery time
     (upstream: the schedule service scans its queues by this value)."""
     if topic == SCHEDULE_TOPIC:
-        raw = properties.get(MessageConst.PROPERTY_DELAY_TIME_LEVEL)
+        raw = property_value(properties, MessageConst.PROPERTY_DELAY_TIME_LEVEL)
         if raw and raw.isdigit() and int(raw) > 0 and delay_levels_ms:
             level = min(int(raw), len(delay_levels_ms))
             return store_timestamp + delay_levels_ms[level - 1]
-    tags = properties.get(MessageConst.PROPERTY_TAGS)
+    tags = property_value(properties, MessageConst.PROPERTY_TAGS)
     if not tags:
         return 0
     if tags_cache is None:
@@ -102,30 +107,13 @@ def compute_tags_code(
     return code
 
 
-def request_from_record(r: rec.DecodedRecord, delay_levels_ms: list[int]) -> DispatchRequest:
-    return DispatchRequest(
-        topic=r.topic,
-        queue_id=r.queue_id,
-        commit_log_offset=r.physical_offset,
-        msg_size=r.size,
-        tags_code=compute_tags_code(r.topic, r.properties, r.store_timestamp, delay_levels_ms),
-        store_timestamp=r.store_timestamp,
-        consume_queue_offset=r.queue_offset,
-        keys=r.keys,
-        uniq_key=r.uniq_key,
-        sys_flag=r.sys_flag,
-        prepared_transaction_offset=r.prepared_transaction_offset,
-        properties=r.properties,
-    )
-
-
 def request_from_fields(
     fields: rec.DispatchFields,
     delay_levels_ms: list[int],
     tags_cache: dict[str, int] | None = None,
 ) -> DispatchRequest:
     size, queue_id, queue_offset, phy, sys_flag, store_ts, prepared, topic, props = fields
-    raw_keys = props.get(_KEYS)
+    raw_keys = property_value(props, _KEYS)
     # Positional, in field order: this runs once per dispatched message.
     return DispatchRequest(
         topic,
@@ -136,7 +124,7 @@ def request_from_fields(
         store_ts,
         queue_offset,
         [k for k in raw_keys.split(" ") if k] if raw_keys else [],
-        props.get(_UNIQ_KEY),
+        property_value(props, _UNIQ_KEY),
         sys_flag,
         prepared,
         props,
@@ -172,7 +160,6 @@ def parse_round(
     """
     out: list[DispatchRequest] = []
     unpack = _HEAD.unpack_from
-    decode = decode_properties
     while pos < end and limit != 0:
         if end - pos >= _HEAD_SIZE:
             (
@@ -196,7 +183,7 @@ def parse_round(
                     if ppos + 2 + props_len == rend:
                         try:
                             topic = str(buf[tpos + 1 : ppos], "utf-8")
-                            props = decode(str(buf[ppos + 2 : rend], "utf-8")) if props_len else {}
+                            props = str(buf[ppos + 2 : rend], "utf-8") if props_len else ""
                         except UnicodeDecodeError:
                             pass
                         else:

@@ -64,10 +64,7 @@ def java_string_hashes(texts: Sequence[str], powers: dict[int, np.ndarray]) -> l
             for i in members:
                 out[i] = java_string_hash(texts[i])
             continue
-        weights = powers.get(n)
-        if weights is None:
-            weights = np.array([pow(31, n - 1 - k, 1 << 32) for k in range(n)], dtype=np.int64)
-            powers[n] = weights
+        weights = _weights(n, powers)
         raw = "".join([texts[i] for i in members]).encode("ascii")
         units = np.frombuffer(raw, dtype=np.uint8).reshape(len(members), n).astype(np.int64)
         hashes = (units @ weights) & 0xFFFFFFFF
@@ -75,6 +72,31 @@ def java_string_hashes(texts: Sequence[str], powers: dict[int, np.ndarray]) -> l
         for i, h in zip(members, hashes.tolist(), strict=True):
             out[i] = h
     return out
+
+
+def _weights(n: int, powers: dict[int, np.ndarray]) -> np.ndarray:
+    weights = powers.get(n)
+    if weights is None:
+        weights = np.array([pow(31, n - 1 - k, 1 << 32) for k in range(n)], dtype=np.int64)
+        powers[n] = weights
+    return weights
+
+
+def index_key_hashes(texts: Sequence[str], powers: dict[int, np.ndarray]) -> np.ndarray:
+    """``index_key_hash`` of each text as an int64 array. The usual round (keys of one length,
+    ASCII: ``topic#UNIQ_KEY``) is one matrix product with no per-key Python step."""
+    lengths = set(map(len, texts))
+    joined = "".join(texts)
+    n = len(texts[0]) if texts else 0
+    if len(lengths) == 1 and 0 < n <= _VECTOR_MAX_LEN and joined.isascii():
+        units = np.frombuffer(joined.encode("ascii"), dtype=np.uint8).reshape(len(texts), n)
+        java = (units.astype(np.int64) @ _weights(n, powers)) & 0xFFFFFFFF
+        java = np.where(java >= 0x80000000, java - 0x100000000, java)
+    else:
+        java = np.asarray(java_string_hashes(texts, powers), dtype=np.int64)
+    hashes: np.ndarray = np.abs(java)
+    hashes[hashes > 0x7FFFFFFF] = 0  # index_hash_of_java_hash: abs(MIN_VALUE) -> 0
+    return hashes
 
 
 def _name_for(now_ms: int) -> str:
@@ -212,8 +234,8 @@ class IndexService:
                 stamps.append(ts)
         if not keys:
             return
-        java = java_string_hashes(keys, self._hash_powers)
         if len(keys) < VECTOR_MIN_KEYS:
+            java = java_string_hashes(keys, self._hash_powers)
             f = self._writable_file(stamps[0])
             for full, offset, ts, java_hash in zip(keys, offsets, stamps, java, strict=True):
                 key_hash = index_hash_of_java_hash(java_hash)
@@ -221,8 +243,7 @@ class IndexService:
                     f = self._writable_file(ts)
                     f.put_key(full, offset, ts, key_hash)
         else:
-            hashes = np.abs(np.asarray(java, dtype=np.int64))
-            hashes[hashes > 0x7FFFFFFF] = 0  # index_hash_of_java_hash: abs(MIN_VALUE) -> 0
+            hashes = index_key_hashes(keys, self._hash_powers)
             start = 0
             while start < len(keys):
                 f = self._writable_file(stamps[start])

@@ -403,9 +403,10 @@ def validate_record(
     return RecordKind.MESSAGE, total, physical_offset, store_ts
 
 
-DispatchFields = tuple[int, int, int, int, int, int, int, str, dict[str, str]]
+DispatchFields = tuple[int, int, int, int, int, int, int, str, str]
 """``(size, queue_id, queue_offset, physical_offset, sys_flag, store_timestamp,
-prepared_transaction_offset, topic, properties)``."""
+prepared_transaction_offset, topic, properties text)``: the properties stay encoded (dispatch
+reads a few names with ``property_value``)."""
 
 
 def parse_for_dispatch(
@@ -442,7 +443,7 @@ def parse_for_dispatch(
         return RecordKind.INVALID, 0, None
     try:
         topic = str(buf[tpos + 1 : ppos], "utf-8")
-        properties = decode_properties(str(buf[ppos + 2 : end], "utf-8")) if props_len else {}
+        properties = str(buf[ppos + 2 : end], "utf-8") if props_len else ""
     except UnicodeDecodeError:
         return RecordKind.INVALID, 0, None
     return (
