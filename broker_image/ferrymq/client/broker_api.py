@@ -139,20 +139,51 @@ class BrokerApi:
     ) -> SendResult:
         """``msg_id``: the client's id(s) for the result (the producer's UNIQ_KEYs); when None,
         the broker's batchUniqId or msgId."""
+        mq = MessageQueue(header.topic, broker_name, header.queue_id)
+        return await self.send_message_ext(
+            addr, mq, v2_ext(header), body, batch=batch, timeout=timeout, msg_id=msg_id
+        )
+
+    async def send_message_ext(
+        self,
+        addr: str,
+        mq: MessageQueue,
+        ext_fields: dict[str, str],
+        body: bytes,
+        *,
+        batch: bool = False,
+        timeout: float | None = None,
+        msg_id: str | None = None,
+    ) -> SendResult:
+        """:meth:`send_message` with the header already encoded (``v2_ext``) for queue ``mq``:
+        the producer fills a per-queue template instead of building a header object."""
         code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
-        request = RemotingCommand(code, v2_ext(header), body, next_opaque())
-        response = await self._invoke(addr, request, timeout)
+        request = RemotingCommand(code, ext_fields, body, next_opaque())
+        remoting = self.remoting
+        # a live channel is awaited directly: two coroutines fewer than _invoke on every send
+        channel = remoting.open_channel(addr)
+        try:
+            if channel is not None:
+                response = await channel.invoke(request, timeout or self.timeout)
+            else:
+                response = await remoting.invoke(addr, request, timeout or self.timeout)
+        except RemotingError as exc:
+            raise BrokerUnreachableError(addr, str(exc)) from exc
+        except ValueError as exc:  # a malformed address
+            raise BrokerUnreachableError(addr, str(exc)) from exc
         status = _SEND_STATUS.get(response.code)
         if status is None:
             raise response_error(response.code, response.remark, addr)
         get = response.ext_fields.get
         offset_msg_id = get("msgId", "")
         queue_id = get("queueId")
+        if queue_id and queue_id != str(mq.queue_id):
+            mq = MessageQueue(mq.topic, mq.broker_name, int(queue_id))
         return SendResult(
             status,
             msg_id if msg_id is not None else (get("batchUniqId") or offset_msg_id),
             offset_msg_id,
-            MessageQueue(header.topic, broker_name, int(queue_id) if queue_id else header.queue_id),
+            mq,
             int(get("queueOffset") or -1),
             get("transactionId"),
         )

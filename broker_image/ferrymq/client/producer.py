@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from ferrymq.client.allocate import MessageQueue
-from ferrymq.client.broker_api import SendResult, SendStatus
+from ferrymq.client.broker_api import SendResult, SendStatus, v2_ext
 from ferrymq.client.compression import compress_body
 from ferrymq.client.errors import (
     MessageValidationError,
@@ -116,6 +116,9 @@ class Producer(ClientMember):
         self._async_slots = asyncio.Semaphore(client_async_semaphore)
         self._async_tasks: set[asyncio.Task[SendResult]] = set()
         self._legal_topics: set[str] = set()
+        # SEND_MESSAGE_V2 ext fields per topic and queue, built once (see _send_ext)
+        self._ext_templates: dict[tuple[str, bool], dict[int, dict[str, str]]] = {}
+        self._ext_templates_nums = default_topic_queue_nums
 
     # --- lifecycle ------------------------------------------------------------------------------
     def _register(self) -> None:
@@ -322,6 +325,33 @@ class Producer(ClientMember):
             batch=batch,
         )
 
+    def _send_ext(
+        self, mq: MessageQueue, msg: Message, sys_flag: int, batch: bool
+    ) -> dict[str, str]:
+        """``v2_ext(self._header(...))``, filled into a copy of a per-queue template: only the
+        timestamp, properties, sysFlag and flag change between sends."""
+        if self._ext_templates_nums != self.default_topic_queue_nums:
+            self._ext_templates.clear()
+            self._ext_templates_nums = self.default_topic_queue_nums
+        by_queue = self._ext_templates.get((mq.topic, batch))
+        if by_queue is None:
+            if len(self._ext_templates) >= 4096:
+                self._ext_templates.clear()
+            by_queue = self._ext_templates[(mq.topic, batch)] = {}
+        template = by_queue.get(mq.queue_id)
+        if template is None:
+            blank = Message(mq.topic)  # flag 0, no properties: filled in below
+            template = by_queue[mq.queue_id] = v2_ext(self._header(mq, blank, 0, batch=batch))
+        ext = template.copy()
+        ext["g"] = str(int(time.time() * 1000))
+        if sys_flag:
+            ext["f"] = str(sys_flag)
+        if msg.flag:
+            ext["h"] = str(msg.flag)
+        if not batch:
+            ext["i"] = encode_properties(msg.properties)
+        return ext
+
     async def _send_with_retries(
         self,
         topic: str,
@@ -339,6 +369,7 @@ class Producer(ClientMember):
         last_error: BaseException | None = None
         last_result: SendResult | None = None
         instance = self.instance
+        routes = instance.routes
         fault = self.fault
         # upstream SendResult: msgId is the client's UNIQ_KEY, offsetMsgId the broker's id
         if len(msgs) == 1:
@@ -349,25 +380,32 @@ class Producer(ClientMember):
             remaining = timeout - (time.monotonic() - begin)
             if remaining <= 0:
                 break
-            info = await instance.publish_info(topic, self.default_topic_queue_nums)
-            started = _now_ms()
+            # the cached route without publish_info's coroutine (its own first check)
+            info = routes.publish.get(topic)
+            if info is None or not info.queues:
+                info = await instance.publish_info(topic, self.default_topic_queue_nums)
+            fault_on = fault.send_latency_fault_enable
+            # the clock is read only for the latency-fault bookkeeping
+            started = _now_ms() if fault_on else 0
             mq = fault.select_queue(info.queues, info.next_index, last_broker, started)
             last_broker = mq.broker_name
             try:
-                addr = await instance.find_broker_addr(mq.broker_name, topic)
-                header = self._header(mq, msgs[0], sys_flag, batch=batch)
-                result = await instance.broker.send_message(
+                addr = instance.broker_addr(mq.broker_name)
+                if addr is None:
+                    addr = await instance.find_broker_addr(mq.broker_name, topic)
+                result = await instance.broker.send_message_ext(
                     addr,
-                    mq.broker_name,
-                    header,
+                    mq,
+                    self._send_ext(mq, msgs[0], sys_flag, batch),
                     body,
                     batch=batch,
                     timeout=remaining,
                     msg_id=msg_id,
                 )
             except MQClientError as exc:
-                ended = _now_ms()
-                fault.update_fault_item(mq.broker_name, ended - started, True, ended)
+                if fault_on:
+                    ended = _now_ms()
+                    fault.update_fault_item(mq.broker_name, ended - started, True, ended)
                 last_error = exc
                 answered = isinstance(exc, MQResponseError)
                 if not exc.retriable or (not answered and not retry_transport):
@@ -385,7 +423,7 @@ class Producer(ClientMember):
                     exc,
                 )
                 continue
-            if fault.send_latency_fault_enable:
+            if fault_on:
                 ended = _now_ms()
                 fault.update_fault_item(mq.broker_name, ended - started, False, ended)
             if (

@@ -68,10 +68,20 @@ class RemotingClient:
         if addr is not None and self._channels.get(addr) is channel:
             del self._channels[addr]
 
+    def open_channel(self, addr: str) -> Channel | None:
+        """The live channel to ``addr``, if there is one (never connects, so no await)."""
+        channel = self._channels.get(addr)
+        if channel is not None and channel.is_open:
+            return channel
+        return None
+
     async def invoke(
         self, addr: str, request: RemotingCommand, timeout: float = 3.0
     ) -> RemotingCommand:
-        channel = await self.channel(addr)
+        # the usual live channel without the channel() coroutine (every await of one costs)
+        channel = self.open_channel(addr)
+        if channel is None:
+            channel = await self.channel(addr)
         return await channel.invoke(request, timeout)
 
     async def invoke_oneway(self, addr: str, request: RemotingCommand) -> None:
