@@ -45,7 +45,9 @@ class Channel(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._closed = asyncio.get_running_loop().create_future()
+        # kept: asyncio.get_running_loop() costs a getpid() syscall on every call
+        self._loop = asyncio.get_running_loop()
+        self._closed = self._loop.create_future()
         self._write_ready = asyncio.Event()
         self._write_ready.set()
         self.remote_addr = "?"
@@ -174,7 +176,7 @@ class Channel(asyncio.Protocol):
         return True
 
     async def invoke(self, request: RemotingCommand, timeout: float) -> RemotingCommand:
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         fut: asyncio.Future[RemotingCommand] = loop.create_future()
         opaque = request.opaque
         self._pending[opaque] = fut
