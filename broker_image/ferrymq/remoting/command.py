@@ -220,50 +220,59 @@ def decode_command(frame: bytes) -> RemotingCommand:
         raise CommandDecodeError(
             f"header length {header_len} exceeds frame ({len(frame) - 4} bytes)"
         )
-    header = frame[4 : 4 + header_len]
-    body = frame[4 + header_len :] or None
+    end = 4 + header_len
+    body = frame[end:] if end < len(frame) else None
     if serialize_type == SERIALIZE_JSON:
-        cmd = _decode_json_header(header)
-    elif serialize_type == SERIALIZE_ROCKETMQ:
-        cmd = _decode_binary_header(header)
-    else:
-        raise CommandDecodeError(f"unknown serialize type {serialize_type}")
-    cmd.body = body
-    cmd.serialize_type = serialize_type
-    return cmd
+        return _decode_json_header(frame[4:end], body)
+    if serialize_type == SERIALIZE_ROCKETMQ:
+        cmd = _decode_binary_header(frame[4:end])
+        cmd.body = body
+        cmd.serialize_type = serialize_type
+        return cmd
+    raise CommandDecodeError(f"unknown serialize type {serialize_type}")
 
 
-def _decode_json_header(header: bytes) -> RemotingCommand:
+def _decode_json_header(header: bytes, body: bytes | None = None) -> RemotingCommand:
     try:
         obj = orjson.loads(header)
     except orjson.JSONDecodeError as exc:
         raise CommandDecodeError(f"header is not JSON: {exc}") from None
-    if not isinstance(obj, dict):
+    if type(obj) is not dict:
         raise CommandDecodeError("header is not a JSON object")
+    get = obj.get
+    # the usual ints as they are; anything else through int() (which rejects what it must)
     try:
-        code = int(obj["code"])
-        opaque = int(obj.get("opaque", 0))
-        flag = int(obj.get("flag", 0))
-        version = int(obj.get("version", 0) or 0)
+        code = obj["code"]
+        if type(code) is not int:
+            code = int(code)
+        opaque = get("opaque", 0)
+        if type(opaque) is not int:
+            opaque = int(opaque)
+        flag = get("flag", 0)
+        if type(flag) is not int:
+            flag = int(flag)
+        version = get("version", 0)
+        if type(version) is not int:
+            version = int(version or 0)
     except (KeyError, TypeError, ValueError):
         raise CommandDecodeError("header code/opaque/flag/version are not integers") from None
-    ext_raw = obj.get("extFields") or {}
-    if not isinstance(ext_raw, dict):
+    ext_raw = get("extFields") or {}
+    if type(ext_raw) is not dict:
         raise CommandDecodeError("header extFields is not an object")
     ext: dict[str, str] = ext_raw  # orjson keys are str; the usual all-string values are kept
     for value in ext_raw.values():
         if type(value) is not str:
             ext = {str(k): _ext_str(v) for k, v in ext_raw.items() if v is not None}
             break
-    remark = obj.get("remark")
-    language = obj.get("language")
+    remark = get("remark")
+    language = get("language")
     return RemotingCommand(
         code,
         ext,
-        None,
+        body,
         opaque,
         flag,
-        remark if isinstance(remark, str) else None,
+        remark if type(remark) is str else None,
         # the usual upper-case name as is; numbers and odd spellings normalised
         language
         if type(language) is str and language in _LANGUAGE_NAMES
