@@ -100,6 +100,38 @@ async def test_timeout_and_oneway(server: RemotingServer) -> None:
         await client.close()
 
 
+async def test_each_call_times_out_at_its_own_deadline(server: RemotingServer) -> None:
+    """One channel timer serves every pending call: a short call made after a long one, calls
+    answered in between, and a burst expiring together all keep their own deadlines."""
+    client = RemotingClient()
+    loop = asyncio.get_running_loop()
+    try:
+
+        async def timed(code: int, timeout: float) -> tuple[str, float]:
+            start = loop.time()
+            try:
+                await client.invoke(addr(server), RemotingCommand.request(code), timeout=timeout)
+                outcome = "answered"
+            except RemotingTimeoutError:
+                outcome = "timeout"
+            return outcome, loop.time() - start
+
+        await client.invoke(addr(server), RemotingCommand.request(ECHO), timeout=5)
+        long_call = asyncio.ensure_future(timed(HANG, 0.9))
+        await asyncio.sleep(0.05)
+        short_calls = [asyncio.ensure_future(timed(HANG, 0.2)) for _ in range(20)]
+        answered = await timed(ECHO, 5)
+        for outcome, took in await asyncio.gather(*short_calls):
+            assert outcome == "timeout" and 0.19 <= took < 0.5
+        outcome, took = await long_call
+        assert outcome == "timeout" and 0.89 <= took < 1.3
+        assert answered[0] == "answered"
+        channel = client.open_channel(addr(server))
+        assert channel is not None and not channel._deadlines and not channel._pending
+    finally:
+        await client.close()
+
+
 async def test_pending_calls_fail_when_server_stops(server: RemotingServer) -> None:
     client = RemotingClient()
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import socket
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
@@ -44,6 +45,11 @@ class Channel(asyncio.Protocol):
         self._decoder = FrameDecoder(max_frame_size)
         self._transport: asyncio.Transport | None = None
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        # (deadline in loop time, code, timeout) of each pending call; ONE timer, armed for the
+        # earliest deadline, replaces a timer started and cancelled by every call
+        self._deadlines: dict[int, tuple[float, int, float]] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = math.inf
         self._tasks: set[asyncio.Task[None]] = set()
         # kept: asyncio.get_running_loop() costs a getpid() syscall on every call
         self._loop = asyncio.get_running_loop()
@@ -100,6 +106,11 @@ class Channel(asyncio.Protocol):
             if not fut.done():
                 fut.set_exception(err)
         self._pending.clear()
+        self._deadlines.clear()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_at = math.inf
         for task in list(self._tasks):
             task.cancel()
         self._write_ready.set()
@@ -186,18 +197,42 @@ class Channel(asyncio.Protocol):
         if timeout <= 0:
             self._pending.pop(opaque, None)
             raise self._timeout_error(request.code, timeout)
-        # one timer on the response future itself: wait_for would add a waiter future, a
-        # timeout handle and callbacks on top, for every call
-        timer = loop.call_later(timeout, self._expire, fut, request.code, timeout)
+        deadline = loop.time() + timeout
+        self._deadlines[opaque] = (deadline, request.code, timeout)
+        if deadline < self._timer_at:
+            self._arm(deadline)
         try:
             return await fut
         finally:
-            timer.cancel()
             self._pending.pop(opaque, None)
+            self._deadlines.pop(opaque, None)
 
-    def _expire(self, fut: asyncio.Future[RemotingCommand], code: int, timeout: float) -> None:
-        if not fut.done():
-            fut.set_exception(self._timeout_error(code, timeout))
+    def _arm(self, when: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self._loop.call_at(when, self._expire)
+        self._timer_at = when
+
+    def _expire(self) -> None:
+        """Fail the calls past their deadline and re-arm for the earliest remaining one."""
+        self._timer = None
+        self._timer_at = math.inf
+        now = self._loop.time()
+        earliest = math.inf
+        expired: list[int] = []
+        for opaque, (deadline, _, _) in self._deadlines.items():
+            if deadline <= now:
+                expired.append(opaque)
+            elif deadline < earliest:
+                earliest = deadline
+        for opaque in expired:
+            _, code, timeout = self._deadlines.pop(opaque)
+            fut = self._pending.get(opaque)
+            if fut is not None and not fut.done():
+                fut.set_exception(self._timeout_error(code, timeout))
+        if earliest < math.inf:
+            # at least 1 ms on: many calls expiring together are swept in batches, not one by one
+            self._arm(max(earliest, now + 0.001))
 
     def _timeout_error(self, code: int, timeout: float) -> RemotingTimeoutError:
         return RemotingTimeoutError(
