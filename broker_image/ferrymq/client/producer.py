@@ -117,7 +117,10 @@ class Producer(ClientMember):
         self._async_tasks: set[asyncio.Task[SendResult]] = set()
         self._legal_topics: set[str] = set()
         # SEND_MESSAGE_V2 ext fields per topic and queue, built once (see _send_ext)
-        self._ext_templates: dict[tuple[str, bool], dict[int, dict[str, str]]] = {}
+        self._ext_templates: dict[bool, dict[str, dict[int, dict[str, str]]]] = {
+            False: {},
+            True: {},
+        }
         self._ext_templates_nums = default_topic_queue_nums
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -331,13 +334,14 @@ class Producer(ClientMember):
         """``v2_ext(self._header(...))``, filled into a copy of a per-queue template: only the
         timestamp, properties, sysFlag and flag change between sends."""
         if self._ext_templates_nums != self.default_topic_queue_nums:
-            self._ext_templates.clear()
+            self._ext_templates = {False: {}, True: {}}
             self._ext_templates_nums = self.default_topic_queue_nums
-        by_queue = self._ext_templates.get((mq.topic, batch))
+        by_topic = self._ext_templates[batch]
+        by_queue = by_topic.get(mq.topic)
         if by_queue is None:
-            if len(self._ext_templates) >= 4096:
-                self._ext_templates.clear()
-            by_queue = self._ext_templates[(mq.topic, batch)] = {}
+            if len(by_topic) >= 4096:
+                by_topic.clear()
+            by_queue = by_topic[mq.topic] = {}
         template = by_queue.get(mq.queue_id)
         if template is None:
             blank = Message(mq.topic)  # flag 0, no properties: filled in below
@@ -427,8 +431,8 @@ class Producer(ClientMember):
                 ended = _now_ms()
                 fault.update_fault_item(mq.broker_name, ended - started, False, ended)
             if (
-                result.status is not SendStatus.SEND_OK
-                and self.retry_another_broker_when_not_store_ok
+                self.retry_another_broker_when_not_store_ok
+                and result.status is not SendStatus.SEND_OK
             ):
                 last_result = result
                 continue

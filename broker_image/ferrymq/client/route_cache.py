@@ -114,7 +114,8 @@ class RouteCache:
         return changed
 
     def master_addr(self, broker_name: str) -> str | None:
-        return self.brokers.get(broker_name, {}).get(MASTER_ID)
+        addrs = self.brokers.get(broker_name)  # no throwaway {} per send
+        return addrs.get(MASTER_ID) if addrs is not None else None
 
     def any_addr(self, broker_name: str) -> str | None:
         """The master, else the lowest-id slave (for reads such as offsets and pulls)."""
