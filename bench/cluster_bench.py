@@ -55,6 +55,25 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def free_broker_port() -> int:
+    """A listenPort whose neighbours are free too: the broker also binds listenPort - 2 (the
+    VIP channel) and listenPort + 1 (HA), and a taken neighbour made a run fail at start."""
+    for _ in range(50):
+        port = free_port()
+        if port > 1026 and _bindable(port - 2) and _bindable(port + 1):
+            return port
+    raise RuntimeError("no free port triple on 127.0.0.1")
+
+
 def cpu_seconds(pid: int) -> float:
     """utime + stime of a process (all threads), from /proc."""
     try:
@@ -68,7 +87,7 @@ class Cluster:
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
         self.ns_port = free_port()
-        self.broker_port = free_port()
+        self.broker_port = free_broker_port()
         self.procs: list[subprocess.Popen[bytes]] = []
 
     @property

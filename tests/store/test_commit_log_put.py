@@ -4,6 +4,7 @@ invalid lengths are refused before anything is written."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -132,3 +133,38 @@ def test_invalid_lengths_refused_untouched(
         assert ok.wrote_offset == 0 and ok.queue_offset == 0
     finally:
         log.mapped_file_queue.shutdown()
+
+
+async def test_appends_prefetch_the_pages_ahead(tmp_path: Path) -> None:
+    """On a running loop, appends keep the next chunk of the current file prefetched by a
+    worker thread (never past the file's end), and the records are unchanged by it."""
+    from ferrymq.store import commit_log as cl
+
+    file_size = cl._WARM_CHUNK + cl._WARM_CHUNK // 2
+    log = CommitLog(tmp_path, file_size, HOST, 64 * 1024)
+    body = b"w" * 60_000
+    try:
+        first = log.put_message(MessageInner.create("T", 0, body, {}), NOW)
+        # the chunk after the first record (what is written needs no prefetch)
+        assert log._warming and log._warm_until == first.wrote_bytes + cl._WARM_CHUNK
+        while log._warming:
+            await asyncio.sleep(0.01)
+        # writes past the low-water mark start the next (last, shorter) chunk
+        while log.max_offset + cl._WARM_LOW <= log._warm_until:
+            log.put_message(MessageInner.create("T", 0, body, {}), NOW)
+        assert log._warm_until == file_size
+        while log._warming:
+            await asyncio.sleep(0.01)
+        assert _written(log, first.wrote_offset, first.wrote_bytes)[-len(body) - 40 :].count(b"w")
+    finally:
+        log.mapped_file_queue.shutdown()
+
+
+def test_prefetch_of_a_destroyed_file_does_nothing(tmp_path: Path) -> None:
+    log = CommitLog(tmp_path, 64 * 1024, HOST, 4096)
+    log.put_message(MessageInner.create("T", 0, b"x", {}), NOW)  # no loop: no prefetch
+    assert log._warm_until == 0 and not log._warming
+    mf = log.mapped_file_queue.get_last_mapped_file()
+    assert mf is not None
+    assert mf.destroy(0)
+    mf.prefetch(0, 4096)  # the file is gone: returns without touching a closed descriptor

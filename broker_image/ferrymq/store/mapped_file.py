@@ -184,6 +184,19 @@ class MappedFile(ReferenceResource):
         self.first_create_in_queue = False
         self._fd_closed = False
 
+    def prefetch(self, start: int, length: int) -> None:
+        """Bring ``[start, start + length)`` of the file into the page cache (upstream's
+        ``madvise(WILLNEED)`` warm-up). Blocking: run it in a worker thread, so that zero-filling
+        fresh pages happens there, not in a page fault on the loop thread's next write."""
+        if not self.hold():
+            return
+        try:
+            os.posix_fadvise(self._fd, start, length, os.POSIX_FADV_WILLNEED)
+        except OSError as exc:  # advice only: an append never depends on it
+            log.debug("%s: prefetch failed: %s", self.path, exc)
+        finally:
+            self.release()
+
     # --- positions ---------------------------------------------------------------------------
 
     @property
