@@ -258,6 +258,9 @@ async def test_index_files_newer_than_checkpoint_are_rebuilt_from_their_start(
         r = await store.put_message(msg(body=b"i" * 200, props={"KEYS": f"key{i}"}))
         assert r.append_result is not None
         appended.append(r.append_result)
+        # store timestamps are ms: 90 puts can share one, and then no index file ends before
+        # message 59 (the checkpoint below needs some that do)
+        await asyncio.sleep(0.002)
     await wait_dispatched(store)
     assert len(store.index_service.files) >= 4
     # A checkpoint that vouches for the index only up to message 59.
