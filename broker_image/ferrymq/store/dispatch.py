@@ -113,14 +113,19 @@ def request_from_fields(
     tags_cache: dict[str, int] | None = None,
 ) -> DispatchRequest:
     size, queue_id, queue_offset, phy, sys_flag, store_ts, prepared, topic, props = fields
-    raw_keys = property_value(props, _KEYS)
+    # the `in` tests skip a call for the names most records lack (KEYS, TAGS)
+    raw_keys = property_value(props, _KEYS) if _KEYS_HEAD in props else None
+    if _TAGS_HEAD in props or topic == SCHEDULE_TOPIC:
+        tags_code = compute_tags_code(topic, props, store_ts, delay_levels_ms, tags_cache)
+    else:
+        tags_code = 0
     # Positional, in field order: this runs once per dispatched message.
     return DispatchRequest(
         topic,
         queue_id,
         phy,
         size,
-        compute_tags_code(topic, props, store_ts, delay_levels_ms, tags_cache),
+        tags_code,
         store_ts,
         queue_offset,
         [k for k in raw_keys.split(" ") if k] if raw_keys else [],
@@ -132,6 +137,8 @@ def request_from_fields(
 
 
 _KEYS = MessageConst.PROPERTY_KEYS
+_KEYS_HEAD = _KEYS + "\x01"
+_TAGS_HEAD = MessageConst.PROPERTY_TAGS + "\x01"
 _UNIQ_KEY = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 
 _HEAD = rec.RECORD_HEAD
