@@ -17,7 +17,7 @@ from typing import Protocol
 import numpy as np
 
 from ferrymq.message import MessageSysFlag, java_string_hash
-from ferrymq.store.index_file import VECTOR_MIN_KEYS, IndexFile, index_hash_of_java_hash
+from ferrymq.store.index_file import VECTOR_MIN_KEYS, IndexFile
 
 log = logging.getLogger(__name__)
 
@@ -235,13 +235,12 @@ class IndexService:
         if not keys:
             return
         if len(keys) < VECTOR_MIN_KEYS:
-            java = java_string_hashes(keys, self._hash_powers)
+            # a few keys (a single send's round): hashed one by one inside put_key
             f = self._writable_file(stamps[0])
-            for full, offset, ts, java_hash in zip(keys, offsets, stamps, java, strict=True):
-                key_hash = index_hash_of_java_hash(java_hash)
-                if not f.put_key(full, offset, ts, key_hash):
+            for full, offset, ts in zip(keys, offsets, stamps, strict=True):
+                if not f.put_key(full, offset, ts):
                     f = self._writable_file(ts)
-                    f.put_key(full, offset, ts, key_hash)
+                    f.put_key(full, offset, ts)
         else:
             hashes = index_key_hashes(keys, self._hash_powers)
             start = 0
