@@ -438,6 +438,46 @@ async def test_async_flush_and_checkpoint_on_shutdown(tmp_path: Path) -> None:
     assert cfg.checkpoint_path.stat().st_size == 4096
 
 
+async def test_index_entries_synced_only_by_thorough_flush_rounds(tmp_path: Path) -> None:
+    """Between checkpoints only index headers are synced (recovery drops a file whose header is
+    newer than the checkpoint); a thorough round, as the checkpoint needs, syncs everything."""
+    from ferrymq.store.index_file import IndexFile
+
+    # no periodic round meanwhile: this test drives the rounds itself
+    store = await open_store(small_config(tmp_path, flushIntervalConsumeQueue=600_000))
+    try:
+        await store.put_message(msg(props={"KEYS": "k1"}))
+        await wait_dispatched(store)
+        calls: list[str] = []
+        (index,) = store.index_service.files
+        mf = index.mapped_file
+        real_sync, real_flush = mf.sync_range, mf.flush
+
+        def sync_range(offset: int, size: int) -> None:
+            calls.append(f"range {offset} {size}")
+            real_sync(offset, size)
+
+        def flush(least_pages: int) -> int:
+            calls.append(f"all {least_pages}")
+            return real_flush(least_pages)
+
+        mf.sync_range = sync_range  # type: ignore[method-assign]
+        mf.flush = flush  # type: ignore[method-assign]
+        store._flush_derived(2)
+        assert calls == ["range 0 40"]
+        calls.clear()
+        store._flush_derived(0)
+        assert calls == ["all 0"]
+        reopened = IndexFile(mf.path, index.hash_slot_num, index.index_num)
+        assert (reopened.index_count, reopened.end_timestamp) == (
+            index.index_count,
+            index.end_timestamp,
+        )
+        reopened.close()
+    finally:
+        await store.shutdown()
+
+
 def test_offset_status_table() -> None:
     from ferrymq.store.get_message import offset_status
 

@@ -249,14 +249,18 @@ class IndexFile:
         finally:
             self.mapped_file.release()
 
-    def flush(self) -> None:
-        """Blocking: run in a thread."""
+    def flush(self, data: bool = True) -> None:
+        """Blocking: run in a thread. ``data=False`` syncs the header's page only (see
+        :meth:`IndexService.flush`)."""
         mf = self.mapped_file
         if mf.hold():
             try:
                 self._write_header()
-                mf.flushed_position = 0  # force: the file is always "full" for the flush rule
-                mf.flush(0)
+                if data:
+                    mf.flushed_position = 0  # force: the file is always "full" for the flush rule
+                    mf.flush(0)
+                else:
+                    mf.sync_range(0, INDEX_HEADER_SIZE)
             finally:
                 mf.release()
 

@@ -20,14 +20,34 @@ import errno
 import logging
 import mmap
 import os
+import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
 OS_PAGE_SIZE = 4096
 OFFSET_NAME_DIGITS = 20
+
+_MS_SYNC = 4  # Linux
+_msync: Any = None  # libc msync through ctypes (which releases the GIL); False: unavailable
+
+
+def _libc_msync() -> Any:
+    global _msync
+    if _msync is None:
+        try:
+            import ctypes
+
+            fn = ctypes.CDLL(None, use_errno=True).msync
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+            fn.restype = ctypes.c_int
+            _msync = fn
+        except (OSError, AttributeError):
+            _msync = False
+    return _msync
 
 
 class StoreFileError(OSError):
@@ -300,6 +320,29 @@ class MappedFile(ReferenceResource):
             else:
                 self.flushed_position = self.read_position
         return self.flushed_position
+
+    def sync_range(self, offset: int, size: int) -> None:
+        """Write back only the pages of ``[offset, offset + size)`` (msync MS_SYNC) and wait.
+        Blocking, without holding the GIL: run in a thread (``mmap.flush`` keeps the GIL)."""
+        start = offset - offset % OS_PAGE_SIZE
+        length = min(self.file_size, offset + size) - start
+        if length <= 0 or not self.hold():
+            return
+        try:
+            msync = _libc_msync()
+            if not msync or not sys.platform.startswith("linux"):
+                self._mm.flush(start, length)
+                return
+            import ctypes
+
+            anchor = ctypes.c_char.from_buffer(self._mm)
+            addr = ctypes.addressof(anchor)
+            del anchor  # no buffer export left behind (the mapping stays: the file is held)
+            if msync(addr + start, length, _MS_SYNC) != 0:
+                err = ctypes.get_errno()
+                raise OSError(err, f"{self.path}: msync: {os.strerror(err)}")
+        finally:
+            self.release()
 
     # --- lifecycle ---------------------------------------------------------------------------
 

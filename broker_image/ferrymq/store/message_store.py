@@ -269,7 +269,9 @@ class MessageStore:
         """Blocking: ConsumeQueues then index files; the timestamps now durable."""
         logics_ts = self._cq_builder.last_store_timestamp
         self.consume_queues.flush(least_pages)
-        index_ts = self.index_service.flush() if self.config.message_index_enable else 0
+        # the index timestamp reaches the checkpoint only from thorough (least 0) rounds
+        index = self.config.message_index_enable
+        index_ts = self.index_service.flush(data=least_pages == 0) if index else 0
         return logics_ts, index_ts
 
     # --- status -----------------------------------------------------------------------------
