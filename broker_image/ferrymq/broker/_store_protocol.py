@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import inspect
 import zlib
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ferrymq.message import (
     MessageConst,
@@ -21,9 +21,11 @@ from ferrymq.message import (
 )
 from ferrymq.store.results import GetMessageResult, PutMessageResult
 
+if TYPE_CHECKING:
+    from ferrymq.store.dispatch import DispatchRoundListener
+
 __all__ = [
     "DispatchListener",
-    "DispatchRoundListener",
     "SemanticsStore",
     "get_messages",
     "restored_message",
@@ -31,8 +33,6 @@ __all__ = [
 ]
 
 DispatchListener = Callable[[str, int, int, int, int, Mapping[str, str]], None]
-# ``cb(requests)`` once per reput round (``ferrymq.store.dispatch.DispatchRoundListener``)
-DispatchRoundListener = Callable[[Sequence[Any]], None]
 
 
 class SemanticsStore(Protocol):

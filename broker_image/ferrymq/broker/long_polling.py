@@ -13,24 +13,14 @@ import asyncio
 import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from ferrymq.store.dispatch import DispatchRequest
 
 
 class _Filter(Protocol):
     def is_matched_by_consume_queue(self, tags_code: int | None) -> bool: ...
-
-
-class _Arrived(Protocol):
-    """What a dispatched record tells the hold service (``store.dispatch.DispatchRequest``)."""
-
-    @property
-    def topic(self) -> str: ...
-    @property
-    def queue_id(self) -> int: ...
-    @property
-    def consume_queue_offset(self) -> int: ...
-    @property
-    def tags_code(self) -> int: ...
 
 
 @dataclass(slots=True, eq=False)
@@ -118,7 +108,7 @@ class PullRequestHoldService:
         """Store dispatch listener: the record at ``logic_offset`` makes max offset ``logic_offset+1``."""
         self.notify_message_arriving(topic, queue_id, logic_offset + 1, tags_code)
 
-    def on_dispatch_round(self, arrived: Sequence[_Arrived]) -> None:
+    def on_dispatch_round(self, arrived: Sequence[DispatchRequest]) -> None:
         """Store dispatch round listener: ``on_dispatch`` for each record whose queue has held
         pulls (with none held, which is the usual state under load, a round costs one test)."""
         table = self._table

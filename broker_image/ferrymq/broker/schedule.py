@@ -22,12 +22,12 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import orjson
 
 from ferrymq.broker._store_protocol import SemanticsStore, get_messages, restored_message
 from ferrymq.message import MessageConst, MessageInner, MessageSysFlag
+from ferrymq.store.dispatch import DispatchRequest
 from ferrymq.store.json_file import AtomicFileWriter
 from ferrymq.store.record import DecodedRecord, RecordKind, check_record
 from ferrymq.store.results import GetMessageStatus
@@ -198,7 +198,7 @@ class ScheduleMessageService:
         """GET_ALL_DELAY_OFFSET body: the delayOffset.json content."""
         return orjson.dumps({"offsetTable": {str(k): v for k, v in self.offsets.items()}})
 
-    def _on_dispatch_round(self, arrived: Sequence[Any]) -> None:
+    def _on_dispatch_round(self, arrived: Sequence[DispatchRequest]) -> None:
         """Store dispatch round listener: a delayed message arrived, so look at its level now."""
         if any(r.topic == SCHEDULE_TOPIC for r in arrived):
             self._wake.set()

@@ -7,13 +7,15 @@ protocol so each can be read (and tested) without the whole store.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ferrymq.message import MessageExt, MessageInner
 from ferrymq.store.results import GetMessageResult, PutMessageResult, QueryMessageResult
 
+if TYPE_CHECKING:
+    from ferrymq.store.dispatch import DispatchRoundListener
+
 DispatchListener = Callable[..., None]
-DispatchRoundListener = Callable[[Sequence[Any]], None]
 
 
 class MessageStorePort(Protocol):

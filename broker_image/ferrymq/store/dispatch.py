@@ -81,7 +81,7 @@ _ARRIVING = (_NOT_TYPE, _COMMIT_TYPE)
 
 def compute_tags_code(
     topic: str,
-    properties: str,
+    properties_text: str,
     store_timestamp: int,
     delay_levels_ms: list[int],
     tags_cache: dict[str, int] | None = None,
@@ -89,11 +89,11 @@ def compute_tags_code(
     """The ConsumeQueue tags code: Java hash of TAGS; for the delay topic, the delivery time
     (upstream: the schedule service scans its queues by this value)."""
     if topic == SCHEDULE_TOPIC:
-        raw = property_value(properties, MessageConst.PROPERTY_DELAY_TIME_LEVEL)
+        raw = property_value(properties_text, MessageConst.PROPERTY_DELAY_TIME_LEVEL)
         if raw and raw.isdigit() and int(raw) > 0 and delay_levels_ms:
             level = min(int(raw), len(delay_levels_ms))
             return store_timestamp + delay_levels_ms[level - 1]
-    tags = property_value(properties, MessageConst.PROPERTY_TAGS)
+    tags = property_value(properties_text, MessageConst.PROPERTY_TAGS)
     if not tags:
         return 0
     if tags_cache is None:

@@ -48,10 +48,23 @@ _VECTOR_MIN_KEYS = 8
 _VECTOR_MAX_LEN = 1024  # sum of len * 127 * (2**32 - 1) stays below 2**63
 
 
+def _hashes_of_one_length(joined: str, n: int, powers: dict[int, np.ndarray]) -> np.ndarray:
+    """``java_string_hash`` (signed) of each ``n``-character slice of the ASCII ``joined``:
+    ``sum(c_i * 31**(n-1-i) mod 2**32)`` is exact in int64 before the final mod, so one matrix
+    product hashes them all. ``powers`` caches the weight vector per length (the caller owns it)."""
+    weights = powers.get(n)
+    if weights is None:
+        weights = np.array([pow(31, n - 1 - k, 1 << 32) for k in range(n)], dtype=np.int64)
+        powers[n] = weights
+    units = np.frombuffer(joined.encode("ascii"), dtype=np.uint8).reshape(-1, n)
+    hashes = (units.astype(np.int64) @ weights) & 0xFFFFFFFF
+    signed: np.ndarray = np.where(hashes >= 0x80000000, hashes - 0x100000000, hashes)
+    return signed
+
+
 def java_string_hashes(texts: Sequence[str], powers: dict[int, np.ndarray]) -> list[int]:
-    """``java_string_hash`` of each text. ASCII texts of one length go through one matrix
-    product: ``sum(c_i * 31**(n-1-i) mod 2**32)`` is exact in int64 before the final mod.
-    ``powers`` caches the weight vector per length (the caller owns it)."""
+    """``java_string_hash`` of each text; ASCII texts of one length hashed together
+    (:func:`_hashes_of_one_length`)."""
     out = [0] * len(texts)
     by_length: dict[int, list[int]] = {}
     for i, text in enumerate(texts):
@@ -64,34 +77,19 @@ def java_string_hashes(texts: Sequence[str], powers: dict[int, np.ndarray]) -> l
             for i in members:
                 out[i] = java_string_hash(texts[i])
             continue
-        weights = _weights(n, powers)
-        raw = "".join([texts[i] for i in members]).encode("ascii")
-        units = np.frombuffer(raw, dtype=np.uint8).reshape(len(members), n).astype(np.int64)
-        hashes = (units @ weights) & 0xFFFFFFFF
-        hashes = np.where(hashes >= 0x80000000, hashes - 0x100000000, hashes)
+        hashes = _hashes_of_one_length("".join([texts[i] for i in members]), n, powers)
         for i, h in zip(members, hashes.tolist(), strict=True):
             out[i] = h
     return out
 
 
-def _weights(n: int, powers: dict[int, np.ndarray]) -> np.ndarray:
-    weights = powers.get(n)
-    if weights is None:
-        weights = np.array([pow(31, n - 1 - k, 1 << 32) for k in range(n)], dtype=np.int64)
-        powers[n] = weights
-    return weights
-
-
 def index_key_hashes(texts: Sequence[str], powers: dict[int, np.ndarray]) -> np.ndarray:
     """``index_key_hash`` of each text as an int64 array. The usual round (keys of one length,
     ASCII: ``topic#UNIQ_KEY``) is one matrix product with no per-key Python step."""
-    lengths = set(map(len, texts))
     joined = "".join(texts)
     n = len(texts[0]) if texts else 0
-    if len(lengths) == 1 and 0 < n <= _VECTOR_MAX_LEN and joined.isascii():
-        units = np.frombuffer(joined.encode("ascii"), dtype=np.uint8).reshape(len(texts), n)
-        java = (units.astype(np.int64) @ _weights(n, powers)) & 0xFFFFFFFF
-        java = np.where(java >= 0x80000000, java - 0x100000000, java)
+    if 0 < n <= _VECTOR_MAX_LEN and len(set(map(len, texts))) == 1 and joined.isascii():
+        java = _hashes_of_one_length(joined, n, powers)
     else:
         java = np.asarray(java_string_hashes(texts, powers), dtype=np.int64)
     hashes: np.ndarray = np.abs(java)
