@@ -147,6 +147,14 @@ def property_value(text: str, name: str) -> str | None:
     """``decode_properties(text).get(name)`` without building the dict (the reput reads two or
     three names of every record). A value never holds the item separator, so the last
     ``\x02name\x01`` (or a leading ``name\x01``) is the item ``decode_properties`` keeps."""
+    span = property_span(text, name)
+    return None if span is None else text[span[0] : span[1]]
+
+
+def property_span(text: str, name: str) -> tuple[int, int] | None:
+    """Where :func:`property_value` finds its value: ``text[start:end]`` is it; None when
+    absent. For a run of properties texts sharing one layout the span of the first is the
+    span of all (the reput's columnar path)."""
     head = name + NAME_VALUE_SEPARATOR
     if head not in text:
         return None
@@ -159,7 +167,7 @@ def property_value(text: str, name: str) -> str | None:
     else:
         return None
     j = text.find(PROPERTY_SEPARATOR, i)
-    return text[i:j] if j >= 0 else text[i:]
+    return i, (j if j >= 0 else len(text))
 
 
 def decode_properties(text: str | bytes | bytearray | memoryview) -> dict[str, str]:

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from ferrymq.store.dispatch import DispatchRequest
+    from ferrymq.store.dispatch import RoundRecords
 
 
 class _Filter(Protocol):
@@ -108,7 +107,7 @@ class PullRequestHoldService:
         """Store dispatch listener: the record at ``logic_offset`` makes max offset ``logic_offset+1``."""
         self.notify_message_arriving(topic, queue_id, logic_offset + 1, tags_code)
 
-    def on_dispatch_round(self, arrived: Sequence[DispatchRequest]) -> None:
+    def on_dispatch_round(self, arrived: RoundRecords) -> None:
         """Store dispatch round listener: ``on_dispatch`` for each record whose queue has held
         pulls (with none held, which is the usual state under load, a round costs one test)."""
         table = self._table

@@ -20,14 +20,14 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import orjson
 
 from ferrymq.broker._store_protocol import SemanticsStore, get_messages, restored_message
 from ferrymq.message import MessageConst, MessageInner, MessageSysFlag
-from ferrymq.store.dispatch import DispatchRequest
+from ferrymq.store.dispatch import RoundRecords
 from ferrymq.store.json_file import AtomicFileWriter
 from ferrymq.store.record import DecodedRecord, RecordKind, check_record
 from ferrymq.store.results import GetMessageStatus
@@ -198,9 +198,9 @@ class ScheduleMessageService:
         """GET_ALL_DELAY_OFFSET body: the delayOffset.json content."""
         return orjson.dumps({"offsetTable": {str(k): v for k, v in self.offsets.items()}})
 
-    def _on_dispatch_round(self, arrived: Sequence[DispatchRequest]) -> None:
+    def _on_dispatch_round(self, arrived: RoundRecords) -> None:
         """Store dispatch round listener: a delayed message arrived, so look at its level now."""
-        if any(r.topic == SCHEDULE_TOPIC for r in arrived):
+        if SCHEDULE_TOPIC in arrived.topics():
             self._wake.set()
 
     async def _flush_loop(self) -> None:

@@ -198,9 +198,9 @@ class ConsumeQueue:
 
     def put_units(
         self,
-        offsets: Sequence[int],
-        sizes: Sequence[int],
-        tags_codes: Sequence[int],
+        offsets: Sequence[int] | np.ndarray,
+        sizes: Sequence[int] | np.ndarray,
+        tags_codes: Sequence[int] | np.ndarray,
         first_cq_offset: int,
     ) -> None:
         """``put_message_position_info`` for units of consecutive queue offsets from
@@ -222,11 +222,13 @@ class ConsumeQueue:
             pos = last.wrote_position
             last.buffer[pos : pos + n * CQ_STORE_UNIT_SIZE] = units.tobytes()
             last.wrote_position = pos + n * CQ_STORE_UNIT_SIZE
-            self.max_physic_offset = offsets[-1] + sizes[-1]
+            self.max_physic_offset = int(offsets[-1]) + int(sizes[-1])
             return
         put = self.put_message_position_info
-        for i in range(n):
-            put(offsets[i], sizes[i], tags_codes[i], first_cq_offset + i)
+        for i, (offset, size, tags) in enumerate(
+            zip(_ints(offsets), _ints(sizes), _ints(tags_codes), strict=True)
+        ):
+            put(offset, size, tags, first_cq_offset + i)
 
     @staticmethod
     def _fill_blank(mf: MappedFile, nbytes: int) -> None:
@@ -351,3 +353,11 @@ class ConsumeQueue:
         self.max_physic_offset = -1
         self.min_logic_offset = 0
         self.mapped_file_queue.destroy()
+
+
+def _ints(values: Sequence[int] | np.ndarray) -> Sequence[int]:
+    """Python ints of a column (numpy's scalars would leak into the queue's own fields)."""
+    if isinstance(values, np.ndarray):
+        out: list[int] = values.tolist()
+        return out
+    return values

@@ -3,18 +3,22 @@
 
 The reput task follows the CommitLog tail from ``reput_from_offset``: it parses each new record
 once, hands a :class:`DispatchRequest` to every dispatcher (ConsumeQueue builder, index builder),
-then calls the dispatch listeners (pull long polling). It is woken by each append rather than
-polling every millisecond. Dispatchers are idempotent, so recovery can restart it from any
-earlier offset.
+then calls the dispatch listeners (pull long polling). Runs of same-shaped records (a batch, a
+busy producer) are parsed and dispatched as columns instead (:mod:`dispatch_columns`), with the
+same result. It is woken by each append rather than polling every millisecond. Dispatchers are
+idempotent, so recovery can restart it from any earlier offset.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, overload
+
+import numpy as np
 
 from ferrymq.message import (
     MessageConst,
@@ -26,11 +30,10 @@ from ferrymq.message import (
 from ferrymq.store import record as rec
 from ferrymq.store.commit_log import CommitLog, takes_queue_offset
 from ferrymq.store.consume_queue_store import ConsumeQueueStore
+from ferrymq.store.dispatch_columns import SCHEDULE_TOPIC, DispatchColumns, parse_columns
 from ferrymq.store.index_service import IndexService
 
 log = logging.getLogger(__name__)
-
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 
 DispatchListener = Callable[[str, int, int, int, int, dict[str, str]], None]
 """``cb(topic, queue_id, logic_offset, tags_code, store_timestamp, properties)``."""
@@ -56,10 +59,87 @@ class DispatchRequest:
         return decode_properties(self.properties_text)
 
 
-DispatchRoundListener = Callable[[Sequence[DispatchRequest]], None]
-"""``cb(requests)``: the records of one reput round that entered their ConsumeQueue (CommitLog
-order; prepared and rolled-back transaction records left out). One call per round, so a
-listener that only needs "something arrived" pays once per round instead of once per record."""
+RoundPart = list[DispatchRequest] | DispatchColumns
+"""A piece of one reput round: requests from the scalar parser, or a columnar run."""
+
+
+def requests_of(columns: DispatchColumns) -> list[DispatchRequest]:
+    """The requests the scalar parser would have made of a columnar run's records."""
+    texts = [row.tobytes().decode("ascii") for row in columns.properties]
+    span = columns.uniq_key_span
+    uniq: list[str | None] = [t[span[0] : span[1]] for t in texts] if span else [None] * len(texts)
+    topic = columns.topic
+    return [
+        DispatchRequest(topic, q, phy, size, tags, ts, cq, [], u, flag, prepared, text)
+        for q, phy, size, tags, ts, cq, u, flag, prepared, text in zip(
+            columns.queue_id.tolist(),
+            columns.commit_log_offset.tolist(),
+            columns.msg_size.tolist(),
+            columns.tags_code.tolist(),
+            columns.store_timestamp.tolist(),
+            columns.consume_queue_offset.tolist(),
+            uniq,
+            columns.sys_flag.tolist(),
+            columns.prepared_transaction_offset.tolist(),
+            texts,
+            strict=True,
+        )
+    ]
+
+
+class RoundRecords(Sequence[DispatchRequest]):
+    """The records of one reput round that entered their ConsumeQueue (CommitLog order;
+    prepared and rolled-back transaction records left out), as round listeners see them. A
+    columnar run becomes requests only when a listener reads its records."""
+
+    __slots__ = ("_flat", "_parts")
+
+    def __init__(self, parts: Sequence[RoundPart]) -> None:
+        self._parts = [p for p in map(_arriving, parts) if len(p)]
+        self._flat: list[DispatchRequest] | None = None
+
+    def topics(self) -> set[str]:
+        """The topics of the round's records (without making requests of columnar runs)."""
+        out: set[str] = set()
+        for part in self._parts:
+            if isinstance(part, DispatchColumns):
+                out.add(part.topic)
+            else:
+                out.update(r.topic for r in part)
+        return out
+
+    def __len__(self) -> int:
+        return sum(map(len, self._parts))
+
+    def __iter__(self) -> Iterator[DispatchRequest]:
+        if self._flat is not None:
+            return iter(self._flat)
+        return itertools.chain.from_iterable(
+            requests_of(p) if isinstance(p, DispatchColumns) else p for p in self._parts
+        )
+
+    @overload
+    def __getitem__(self, index: int) -> DispatchRequest: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[DispatchRequest]: ...
+    def __getitem__(self, index: int | slice) -> DispatchRequest | list[DispatchRequest]:
+        if self._flat is None:
+            self._flat = list(self)
+        return self._flat[index]
+
+
+def _arriving(part: RoundPart) -> RoundPart:
+    if isinstance(part, DispatchColumns):
+        tran = part.sys_flag & _TRAN_BITS
+        keep = (tran == _NOT_TYPE) | (tran == _COMMIT_TYPE)
+        return part if keep.all() else part.select(keep)
+    return [r for r in part if (r.sys_flag & _TRAN_BITS) in _ARRIVING]
+
+
+DispatchRoundListener = Callable[[RoundRecords], None]
+"""``cb(records)``: the records of one reput round that entered their ConsumeQueue. One call
+per round, so a listener that only needs "something arrived" pays once per round instead of
+once per record."""
 
 
 class CommitLogDispatcher(Protocol):
@@ -67,7 +147,9 @@ class CommitLogDispatcher(Protocol):
 
     def dispatch_many(self, requests: list[DispatchRequest]) -> None:
         """The records of one reput round, in CommitLog order (one call per round, not per
-        record: the per-record work is the loop body only)."""
+        record: the per-record work is the loop body only). A dispatcher may also have
+        ``dispatch_columns(DispatchColumns)`` for columnar runs; without it they come here as
+        requests."""
         ...
 
 
@@ -216,6 +298,43 @@ def parse_round(
     return out, pos, None
 
 
+# After a run that is not columnar, this many records go through the scalar parser before
+# the columnar path is tried again (a failed try costs as much as ~100 scalar records).
+_SCALAR_STRETCH = 256
+
+
+def parse_parts(
+    buf: memoryview,
+    pos: int,
+    end: int,
+    limit: int,
+    delay_levels_ms: list[int],
+    tags_cache: dict[str, int] | None = None,
+) -> tuple[list[RoundPart], int, int, rec.RecordKind | None]:
+    """:func:`parse_round` with runs of same-shaped records parsed as columns
+    (:mod:`dispatch_columns`): ``(parts in CommitLog order, records in them, position after
+    them, why it stopped or None)``. The parts' requests equal ``parse_round``'s."""
+    parts: list[RoundPart] = []
+    count = 0
+    while pos < end and limit != 0:
+        columns = parse_columns(buf, pos, end, limit)
+        if columns is not None:
+            parts.append(columns)
+            n, pos = len(columns), columns.end
+        else:
+            stretch = _SCALAR_STRETCH if limit < 0 else min(limit, _SCALAR_STRETCH)
+            batch, pos, stop = parse_round(buf, pos, end, stretch, delay_levels_ms, tags_cache)
+            n = len(batch)
+            if n:
+                parts.append(batch)
+            if stop is not None or n < stretch:
+                return parts, count + n, pos, stop
+        count += n
+        if limit > 0:
+            limit -= n
+    return parts, count, pos, None
+
+
 class BuildConsumeQueue:
     """Dispatcher: one ConsumeQueue unit per non-transactional / committed message."""
 
@@ -275,6 +394,30 @@ class BuildConsumeQueue:
             first.consume_queue_offset,
         )
 
+    def dispatch_columns(self, columns: DispatchColumns) -> None:
+        tran = columns.sys_flag & _TRAN_BITS
+        keep = (tran == _NOT_TYPE) | (tran == _COMMIT_TYPE)
+        if not keep.all():
+            columns = columns.select(keep)
+        n = len(columns)
+        if not n:
+            return
+        queue_id, cq_offset = columns.queue_id, columns.consume_queue_offset
+        # runs of one queue with consecutive offsets, as in dispatch_many
+        cuts = np.flatnonzero(
+            (queue_id[1:] != queue_id[:-1]) | (cq_offset[1:] != cq_offset[:-1] + 1)
+        )
+        bounds = [0, *(cuts + 1).tolist(), n]
+        for a, b in itertools.pairwise(bounds):
+            cq = self.queues.find_or_create(columns.topic, int(queue_id[a]))
+            cq.put_units(
+                columns.commit_log_offset[a:b],
+                columns.msg_size[a:b],
+                columns.tags_code[a:b],
+                int(cq_offset[a]),
+            )
+        self.last_store_timestamp = int(columns.store_timestamp[-1])
+
 
 class BuildIndex:
     """Dispatcher: index entries for UNIQ_KEY and KEYS."""
@@ -294,6 +437,17 @@ class BuildIndex:
 
     def dispatch_many(self, requests: list[DispatchRequest]) -> None:
         self.index.build_index_many(requests)
+
+    def dispatch_columns(self, columns: DispatchColumns) -> None:
+        uniq_keys = columns.uniq_keys()
+        if uniq_keys is not None:  # a columnar run has no KEYS: UNIQ_KEY is its only key
+            self.index.build_index_columns(
+                columns.topic,
+                uniq_keys,
+                columns.commit_log_offset,
+                columns.store_timestamp,
+                columns.sys_flag,
+            )
 
 
 class ReputService:
@@ -352,13 +506,13 @@ class ReputService:
                 break
             try:
                 left = -1 if max_records is None else max_records - done
-                batch, pos, stop = parse_round(sel.buffer, 0, sel.size, left, delays, tags_cache)
-                left -= len(batch)
-                if batch:
-                    self._dispatch_round(batch, notify)
+                parts, n, pos, stop = parse_parts(sel.buffer, 0, sel.size, left, delays, tags_cache)
+                left -= n
+                if n:
+                    self._dispatch_round(parts, notify)
                     self.reput_from_offset = sel.start_offset + pos
-                    done += len(batch)
-                    self.dispatched_messages += len(batch)
+                    done += n
+                    self.dispatched_messages += n
                 if stop is rec.RecordKind.BLANK:
                     self.reput_from_offset = cl.roll_next_file(self.reput_from_offset)
                 elif stop is not None:
@@ -374,18 +528,25 @@ class ReputService:
                 sel.release()
         return done
 
-    def _dispatch_round(self, batch: list[DispatchRequest], notify: bool) -> None:
+    def _dispatch_round(self, parts: list[RoundPart], notify: bool) -> None:
         for dispatcher in self.dispatchers:
             many = getattr(dispatcher, "dispatch_many", None)
-            if many is not None:
-                many(batch)
-            else:
-                for request in batch:
-                    dispatcher.dispatch(request)
+            columnar = getattr(dispatcher, "dispatch_columns", None)
+            for part in parts:
+                if isinstance(part, DispatchColumns):
+                    if columnar is not None:
+                        columnar(part)
+                        continue
+                    part = requests_of(part)
+                if many is not None:
+                    many(part)
+                else:
+                    for request in part:
+                        dispatcher.dispatch(request)
         if not notify or not (self.listeners or self.round_listeners):
             return
-        arrived = [r for r in batch if (r.sys_flag & _TRAN_BITS) in _ARRIVING]
-        if not arrived:
+        arrived = RoundRecords(parts)
+        if not len(arrived):
             return
         if self.listeners:
             for request in arrived:

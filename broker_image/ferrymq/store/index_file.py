@@ -142,7 +142,10 @@ class IndexFile:
         return True
 
     def put_keys(
-        self, key_hashes: np.ndarray, phy_offsets: Sequence[int], store_timestamps: Sequence[int]
+        self,
+        key_hashes: np.ndarray,
+        phy_offsets: Sequence[int] | np.ndarray,
+        store_timestamps: Sequence[int] | np.ndarray,
     ) -> int:
         """``put_key`` for many keys at once (``index_key_hash`` values, in entry order);
         returns how many fit (fewer than given when the file fills: the caller rolls over).

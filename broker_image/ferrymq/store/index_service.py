@@ -49,15 +49,23 @@ _VECTOR_MAX_LEN = 1024  # sum of len * 127 * (2**32 - 1) stays below 2**63
 
 
 def _hashes_of_one_length(joined: str, n: int, powers: dict[int, np.ndarray]) -> np.ndarray:
-    """``java_string_hash`` (signed) of each ``n``-character slice of the ASCII ``joined``:
-    ``sum(c_i * 31**(n-1-i) mod 2**32)`` is exact in int64 before the final mod, so one matrix
-    product hashes them all. ``powers`` caches the weight vector per length (the caller owns it)."""
+    """``java_string_hash`` (signed) of each ``n``-character slice of the ASCII ``joined``."""
+    units = np.frombuffer(joined.encode("ascii"), dtype=np.uint8).reshape(-1, n)
+    return _hashes_of_rows(units, powers)
+
+
+def _hashes_of_rows(units: np.ndarray, powers: dict[int, np.ndarray], head: int = 0) -> np.ndarray:
+    """``java_string_hash`` (signed) of each row of ASCII bytes (``rows x n``), after a prefix
+    whose own hash ``head`` is given: ``sum(c_i * 31**(n-1-i) mod 2**32)`` is exact in int64
+    before the final mod, so one matrix product hashes them all, and the prefix adds
+    ``head * 31**n``. ``powers`` caches the weight vector per length (the caller owns it)."""
+    n = units.shape[1]
     weights = powers.get(n)
     if weights is None:
         weights = np.array([pow(31, n - 1 - k, 1 << 32) for k in range(n)], dtype=np.int64)
         powers[n] = weights
-    units = np.frombuffer(joined.encode("ascii"), dtype=np.uint8).reshape(-1, n)
-    hashes = (units.astype(np.int64) @ weights) & 0xFFFFFFFF
+    shift = (head & 0xFFFFFFFF) * pow(31, n, 1 << 32) & 0xFFFFFFFF
+    hashes = (units.astype(np.int64) @ weights + shift) & 0xFFFFFFFF
     signed: np.ndarray = np.where(hashes >= 0x80000000, hashes - 0x100000000, hashes)
     return signed
 
@@ -92,8 +100,24 @@ def index_key_hashes(texts: Sequence[str], powers: dict[int, np.ndarray]) -> np.
         java = _hashes_of_one_length(joined, n, powers)
     else:
         java = np.asarray(java_string_hashes(texts, powers), dtype=np.int64)
+    return _index_hashes(java)
+
+
+def prefixed_key_hashes(
+    prefix: str, values: np.ndarray, powers: dict[int, np.ndarray]
+) -> np.ndarray:
+    """``index_key_hashes`` of ``prefix + value`` for each row of ``values`` (``rows x n``
+    ASCII bytes, the reput's columnar UNIQ_KEYs) without building the strings."""
+    if values.shape[1] <= _VECTOR_MAX_LEN and prefix.isascii():
+        return _index_hashes(_hashes_of_rows(values, powers, java_string_hash(prefix)))
+    texts = [prefix + row.tobytes().decode("ascii") for row in values]
+    return index_key_hashes(texts, powers)
+
+
+def _index_hashes(java: np.ndarray) -> np.ndarray:
+    """``index_hash_of_java_hash`` of each signed Java hash."""
     hashes: np.ndarray = np.abs(java)
-    hashes[hashes > 0x7FFFFFFF] = 0  # index_hash_of_java_hash: abs(MIN_VALUE) -> 0
+    hashes[hashes > 0x7FFFFFFF] = 0  # abs(MIN_VALUE) -> 0
     return hashes
 
 
@@ -240,12 +264,41 @@ class IndexService:
                     f = self._writable_file(ts)
                     f.put_key(full, offset, ts)
         else:
-            hashes = index_key_hashes(keys, self._hash_powers)
-            start = 0
-            while start < len(keys):
-                f = self._writable_file(stamps[start])
-                start += f.put_keys(hashes[start:], offsets[start:], stamps[start:])
+            self._put_hashed(index_key_hashes(keys, self._hash_powers), offsets, stamps)
         self._end_phy_offset = offsets[-1]
+
+    def build_index_columns(
+        self,
+        topic: str,
+        uniq_keys: np.ndarray,
+        offsets: np.ndarray,
+        stamps: np.ndarray,
+        sys_flags: np.ndarray,
+    ) -> None:
+        """``build_index_many`` for a columnar run of records with UNIQ_KEYs and no KEYS
+        (``dispatch_columns.DispatchColumns``: ``uniq_keys`` is ``rows x length`` bytes)."""
+        rollback = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
+        keep = (offsets > self.end_phy_offset) & ((sys_flags & rollback) != rollback)
+        if not keep.all():
+            uniq_keys, offsets, stamps = uniq_keys[keep], offsets[keep], stamps[keep]
+        if not len(offsets):
+            return
+        self._put_hashed(
+            prefixed_key_hashes(f"{topic}#", uniq_keys, self._hash_powers), offsets, stamps
+        )
+        self._end_phy_offset = int(offsets[-1])
+
+    def _put_hashed(
+        self,
+        hashes: np.ndarray,
+        offsets: Sequence[int] | np.ndarray,
+        stamps: Sequence[int] | np.ndarray,
+    ) -> None:
+        """Index entries in order, rolling over to a new file when one fills."""
+        start = 0
+        while start < len(hashes):
+            f = self._writable_file(int(stamps[start]))
+            start += f.put_keys(hashes[start:], offsets[start:], stamps[start:])
 
     def query_offsets(
         self, topic: str, key: str, max_num: int, begin: int, end: int

@@ -42,6 +42,7 @@ from ferrymq.store.record import (
     MESSAGE_MAGIC_CODE,
     MIN_RECORD_SIZE,
     PHYSICAL_OFFSET_POS,
+    PREPARED_TRANSACTION_OFFSET_POS,
     QUEUE_ID_POS,
     QUEUE_OFFSET_POS,
     RECONSUME_TIMES_POS,
@@ -86,6 +87,7 @@ _HEAD_FIELDS: dict[str, int] = {
     "storeTimestamp": STORE_TIMESTAMP_POS,
     "reconsumeTimes": RECONSUME_TIMES_POS,
     "bodySize": BODY_LEN_POS,
+    "preparedTransactionOffset": PREPARED_TRANSACTION_OFFSET_POS,
 }
 
 _V6_FLAGS = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
@@ -133,8 +135,9 @@ def commit_log_schema(columns: tuple[str, ...] = COLUMN_NAMES) -> Any:
 
 
 @functools.cache
-def _head_dtype() -> Any:
-    """A numpy record type over ``RECORD_HEAD`` holding the fields of ``_HEAD_FIELDS``.
+def head_dtype() -> Any:
+    """A numpy record type over ``RECORD_HEAD`` holding the fields of ``_HEAD_FIELDS``
+    (a gather of whole heads viewed with it reads every field of every record at once).
 
     Types and widths come from the codec's struct format, so a change there shows up here.
     """
@@ -218,7 +221,7 @@ def decode_columns(
     )
     u8 = np.ndarray((limit,), dtype=np.uint8, buffer=buf)
     try:
-        heads = heads_view[p].view(_head_dtype())  # a copy: one head per record
+        heads = heads_view[p].view(head_dtype())  # a copy: one head per record
         return _decode(np, u8, p, heads, buf, check_crc, wanted)
     finally:
         del heads_view, u8  # release the exports of buf (an mmap cannot close while they live)
