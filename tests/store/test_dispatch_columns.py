@@ -22,6 +22,7 @@ from ferrymq.store.dispatch import (
     parse_round,
     requests_of,
 )
+from ferrymq.store.dispatch_columns import MIN_ROWS
 from ferrymq.store.index_service import IndexService, index_key_hashes, prefixed_key_hashes
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -98,6 +99,15 @@ def test_a_uniform_run_is_one_columnar_part() -> None:
     assert len(parts[0]) == 64
 
 
+def test_long_properties_stay_columnar() -> None:
+    """A PROPERTIESLEN of 128 to 255 has a byte >= 0x80: it is a length, not text."""
+    records = uniform(40)
+    for r in records:
+        r["properties"] = bytes(r["properties"]) + props_text([("LONG", "v" * 100)])  # type: ignore[arg-type]
+    parts = same_as_scalar(encode(records), -1)
+    assert [type(p) for p in parts] == [DispatchColumns]
+
+
 def test_runs_of_different_body_sizes_are_walked() -> None:
     records = uniform(40)
     for i, r in enumerate(records):
@@ -108,9 +118,9 @@ def test_runs_of_different_body_sizes_are_walked() -> None:
 
 def test_limits_and_short_runs_fall_back_to_the_scalar_parser() -> None:
     buf = encode(uniform(50))
-    for limit in (1, 7, 15):
+    for limit in (1, 7, MIN_ROWS - 1):
         assert not any(isinstance(p, DispatchColumns) for p in same_as_scalar(buf, limit))
-    for limit in (16, 17, 49, 50, 51):
+    for limit in (MIN_ROWS, MIN_ROWS + 1, 49, 50, 51):
         parts = same_as_scalar(buf, limit)
         assert isinstance(parts[0], DispatchColumns)
 
@@ -123,10 +133,10 @@ def test_a_different_row_ends_the_run_and_the_scalar_parser_reads_on() -> None:
     # KEYS and the delay topic are left to the scalar parser
     keyed = [
         {**r, "properties": props_text([(KEYS, "k1 k2"), (UNIQ, f"{i:032d}")])}
-        for i, r in enumerate(uniform(20))
+        for i, r in enumerate(uniform(40))
     ]
     assert not any(isinstance(p, DispatchColumns) for p in same_as_scalar(encode(keyed), -1))
-    delayed = [{**r, "topic": b"SCHEDULE_TOPIC_XXXX"} for r in uniform(20)]
+    delayed = [{**r, "topic": b"SCHEDULE_TOPIC_XXXX"} for r in uniform(40)]
     assert not any(isinstance(p, DispatchColumns) for p in same_as_scalar(encode(delayed), -1))
 
 
@@ -188,7 +198,7 @@ def mutated(row: int, mutation: str) -> bytes:
     return bytes(encode(records))
 
 
-@pytest.mark.parametrize("row", [0, 1, 17, 39])
+@pytest.mark.parametrize("row", [0, 1, 17, 30, 39])
 @pytest.mark.parametrize("mutation", [*MUTATIONS, "topic_high_byte"])
 def test_each_kind_of_different_row(row: int, mutation: str) -> None:
     data = mutated(row, mutation)
@@ -199,7 +209,7 @@ def test_each_kind_of_different_row(row: int, mutation: str) -> None:
 
 @st.composite
 def round_records(draw: st.DrawFn) -> tuple[list[dict[str, object]], bytes]:
-    n = draw(st.one_of(st.integers(16, 60), st.integers(0, 60)))
+    n = draw(st.one_of(st.integers(MIN_ROWS, 60), st.integers(0, 60)))
     names = draw(
         st.lists(st.sampled_from([UNIQ, TAGS, KEYS, "a", "XTAGS", "WAIT", "DELAY"]), max_size=5)
     )
@@ -267,7 +277,7 @@ def round_records(draw: st.DrawFn) -> tuple[list[dict[str, object]], bytes]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(round_records(), st.sampled_from([-1, 1, 16, 23, 100]))
+@given(round_records(), st.sampled_from([-1, 1, MIN_ROWS, MIN_ROWS + 7, 100]))
 def test_columnar_parts_match_the_scalar_parser(
     case: tuple[list[dict[str, object]], bytes], limit: int
 ) -> None:

@@ -299,7 +299,7 @@ def parse_round(
 
 
 # After a run that is not columnar, this many records go through the scalar parser before
-# the columnar path is tried again (a failed try costs as much as ~100 scalar records).
+# the columnar path is tried again (a failed try costs as much as ~20 scalar records).
 _SCALAR_STRETCH = 256
 
 
