@@ -357,3 +357,13 @@ def test_columnar_dispatch_writes_the_same_files(tmp_path: Path) -> None:
     records[13]["sys_flag"] = MessageSysFlag.TRANSACTION_PREPARED_TYPE
     records[90]["properties"] = props_text([(TAGS, "TagZ"), (UNIQ, "Q" * 32), ("WAIT", "true")])
     dispatch_both(tmp_path, bytes(encode(records)))
+
+
+def test_interleaved_queues_write_the_same_files(tmp_path: Path) -> None:
+    """Round-robin sends: each queue's units come every third record."""
+    records = uniform(200)
+    for i, r in enumerate(records):
+        r["queue_id"] = (i * 7) % 3
+        r["queue_offset"] = i // 3
+    records[50]["sys_flag"] = MessageSysFlag.TRANSACTION_PREPARED_TYPE
+    dispatch_both(tmp_path, bytes(encode(records)))

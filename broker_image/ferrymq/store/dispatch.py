@@ -402,7 +402,16 @@ class BuildConsumeQueue:
         n = len(columns)
         if not n:
             return
+        stamp = int(columns.store_timestamp[-1])
         queue_id, cq_offset = columns.queue_id, columns.consume_queue_offset
+        offsets, sizes, tags = columns.commit_log_offset, columns.msg_size, columns.tags_code
+        if (queue_id[1:] < queue_id[:-1]).any():
+            # Sends spread over the queues (round robin) interleave them: grouped per queue
+            # (stable, so each queue keeps CommitLog order) the runs are long enough for one
+            # copy each. Queues are independent files, so only the order within one matters.
+            order = np.argsort(queue_id, kind="stable")
+            queue_id, cq_offset = queue_id[order], cq_offset[order]
+            offsets, sizes, tags = offsets[order], sizes[order], tags[order]
         # runs of one queue with consecutive offsets, as in dispatch_many
         cuts = np.flatnonzero(
             (queue_id[1:] != queue_id[:-1]) | (cq_offset[1:] != cq_offset[:-1] + 1)
@@ -410,13 +419,8 @@ class BuildConsumeQueue:
         bounds = [0, *(cuts + 1).tolist(), n]
         for a, b in itertools.pairwise(bounds):
             cq = self.queues.find_or_create(columns.topic, int(queue_id[a]))
-            cq.put_units(
-                columns.commit_log_offset[a:b],
-                columns.msg_size[a:b],
-                columns.tags_code[a:b],
-                int(cq_offset[a]),
-            )
-        self.last_store_timestamp = int(columns.store_timestamp[-1])
+            cq.put_units(offsets[a:b], sizes[a:b], tags[a:b], int(cq_offset[a]))
+        self.last_store_timestamp = stamp
 
 
 class BuildIndex:
