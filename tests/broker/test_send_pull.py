@@ -6,7 +6,7 @@ import asyncio
 
 import orjson
 from ferrymq.broker.app import BrokerApp
-from ferrymq.message import Message, encode_batch, encode_properties
+from ferrymq.message import Message, MessageConst, encode_batch, encode_properties
 from ferrymq.remoting.bodies import HeartbeatData, TopicRouteData
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
@@ -134,6 +134,46 @@ async def test_long_poll_wakes_on_arrival(broker: BrokerApp, client: RemotingCli
     elapsed = loop.time() - sent_at
     assert resp.code == ResponseCode.SUCCESS
     assert [m.body for m in decode_messages(resp.body_bytes())] == [b"second"]
+    assert elapsed < 2.0  # woken by dispatch, not by the 5 s re-check or the 10 s timeout
+
+
+async def test_long_poll_wakes_on_a_columnar_batch(
+    broker: BrokerApp, client: RemotingClient
+) -> None:
+    """A batch of same-shaped messages is dispatched as one columnar run; its arrival still
+    wakes a pull held on its queue (filtered by tag)."""
+    assert (await client.invoke(broker.addr, send_request("LPB", b"first", queue_id=1))).code == 0
+    await pull_all(client, broker.addr, "LPB", 1, 1)
+    loop = asyncio.get_running_loop()
+    held = asyncio.ensure_future(
+        client.invoke(broker.addr, pull_request("LPB", 1, 1, "TagB", suspend_ms=10_000), timeout=15)
+    )
+    deadline = loop.time() + 5
+    while broker.hold.held_count == 0:
+        assert loop.time() < deadline, "pull was not held"
+        await asyncio.sleep(0.005)
+    uniq = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+    body = encode_batch(
+        [
+            Message("LPB", b"m%03d" % i, properties={"TAGS": "TagB", uniq: f"{i:032d}"})
+            for i in range(40)
+        ]
+    )
+    header = SendMessageRequestHeader(producer_group="pg", topic="LPB", queue_id=1, batch=True)
+    sent_at = loop.time()
+    other = RemotingClient()
+    try:
+        resp = await other.invoke(
+            broker.addr,
+            RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, header.to_ext_v2(), body),
+        )
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+    finally:
+        await other.close()
+    resp = await held
+    elapsed = loop.time() - sent_at
+    assert resp.code == ResponseCode.SUCCESS
+    assert [m.body for m in decode_messages(resp.body_bytes())] == [b"m%03d" % i for i in range(32)]
     assert elapsed < 2.0  # woken by dispatch, not by the 5 s re-check or the 10 s timeout
 
 

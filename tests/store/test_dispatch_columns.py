@@ -300,6 +300,9 @@ def test_round_records_leave_out_prepared_and_rolled_back() -> None:
     expected = [r for r in flatten(parts) if r.consume_queue_offset not in (3, 7)]
     assert len(arrived) == 38 and list(arrived) == expected and arrived[5] == expected[5]
     assert arrived.topics() == {"BenchT"}
+    assert list(arrived.arrivals()) == [
+        (r.topic, r.queue_id, r.consume_queue_offset, r.tags_code) for r in expected
+    ]
 
 
 @settings(max_examples=200, deadline=None)

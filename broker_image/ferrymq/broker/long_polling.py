@@ -113,11 +113,9 @@ class PullRequestHoldService:
         table = self._table
         if not table:
             return
-        for r in arrived:
-            if (r.topic, r.queue_id) in table:
-                self.notify_message_arriving(
-                    r.topic, r.queue_id, r.consume_queue_offset + 1, r.tags_code
-                )
+        for topic, queue_id, offset, tags_code in arrived.arrivals():
+            if (topic, queue_id) in table:
+                self.notify_message_arriving(topic, queue_id, offset + 1, tags_code)
 
     def wake_all(self) -> None:
         """Shutdown: answer every held pull now (they re-read and reply NOT_FOUND or FOUND)."""

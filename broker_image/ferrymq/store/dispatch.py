@@ -108,6 +108,23 @@ class RoundRecords(Sequence[DispatchRequest]):
                 out.update(r.topic for r in part)
         return out
 
+    def arrivals(self) -> Iterator[tuple[str, int, int, int]]:
+        """``(topic, queue_id, consume_queue_offset, tags_code)`` of each record: what waking
+        held pulls needs, read from a columnar run without making its requests."""
+        for part in self._parts:
+            if isinstance(part, DispatchColumns):
+                topic = part.topic
+                for queue_id, offset, tags_code in zip(
+                    part.queue_id.tolist(),
+                    part.consume_queue_offset.tolist(),
+                    part.tags_code.tolist(),
+                    strict=True,
+                ):
+                    yield topic, queue_id, offset, tags_code
+            else:
+                for r in part:
+                    yield r.topic, r.queue_id, r.consume_queue_offset, r.tags_code
+
     def __len__(self) -> int:
         return sum(map(len, self._parts))
 
