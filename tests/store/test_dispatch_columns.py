@@ -22,7 +22,7 @@ from ferrymq.store.dispatch import (
     parse_round,
     requests_of,
 )
-from ferrymq.store.dispatch_columns import MIN_ROWS
+from ferrymq.store.dispatch_columns import MAX_TAIL, MIN_ROWS
 from ferrymq.store.index_service import IndexService, index_key_hashes, prefixed_key_hashes
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -37,7 +37,12 @@ KEYS = MessageConst.PROPERTY_KEYS
 
 def encode(records: list[dict[str, object]], start: int = 0) -> bytearray:
     """CommitLog bytes of the records (dicts of ``encode_record_into`` fields, partly given)."""
-    buf = bytearray(sum(96 + len(r["body"]) + 300 for r in records))  # type: ignore[arg-type]
+    buf = bytearray(
+        sum(
+            rec.MIN_RECORD_SIZE + len(r["body"]) + len(r["topic"]) + len(r["properties"])  # type: ignore[arg-type]
+            for r in records
+        )
+    )
     pos = 0
     for i, r in enumerate(records):
         fields: dict[str, object] = {
@@ -106,6 +111,13 @@ def test_long_properties_stay_columnar() -> None:
         r["properties"] = bytes(r["properties"]) + props_text([("LONG", "v" * 100)])  # type: ignore[arg-type]
     parts = same_as_scalar(encode(records), -1)
     assert [type(p) for p in parts] == [DispatchColumns]
+
+
+def test_long_tails_stay_on_the_scalar_path() -> None:
+    records = uniform(40)
+    for r in records:
+        r["properties"] = bytes(r["properties"]) + props_text([("LONG", "v" * MAX_TAIL)])  # type: ignore[arg-type]
+    assert not any(isinstance(p, DispatchColumns) for p in same_as_scalar(encode(records), -1))
 
 
 def test_runs_of_different_body_sizes_are_walked() -> None:

@@ -29,6 +29,9 @@ from ferrymq.store.record_columns import head_dtype, walk_records
 # parser's per-record loop (~3.4 us a record).
 MIN_ROWS = 24
 MAX_ROWS = 4096  # the reput's rounds are at most 2048 records
+# Tails (topic and properties) longer than this stay on the scalar path: a run copies its tails
+# into one rows x width array, which must stay small (the usual tail is about 100 bytes).
+MAX_TAIL = 2048
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 _TAGS = MessageConst.PROPERTY_TAGS
@@ -143,7 +146,7 @@ def _parse(buf: Any, starts: np.ndarray, end: int) -> DispatchColumns | None:
         & (tail_len == width)
     )
     n = _prefix(ok)
-    if n < MIN_ROWS or width < 3:
+    if n < MIN_ROWS or not 3 <= width <= MAX_TAIL:
         return None
     starts, heads, total = starts[:n], heads[:n], total[:n]
     tails = _gather(buf, end, starts + total - width, width)
