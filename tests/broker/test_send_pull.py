@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
+from typing import cast
 
 import orjson
 from ferrymq.broker.app import BrokerApp
 from ferrymq.message import Message, MessageConst, encode_batch, encode_properties
 from ferrymq.remoting.bodies import HeartbeatData, TopicRouteData
+from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
@@ -185,6 +188,19 @@ async def test_held_pull_times_out_with_not_found(
     resp = await client.invoke(broker.addr, pull_request("TO", 0, 1, suspend_ms=200))
     assert resp.code == ResponseCode.PULL_NOT_FOUND
     assert resp.ext_fields["nextBeginOffset"] == "1" and resp.ext_fields["maxOffset"] == "1"
+
+
+async def test_send_handler_answers_inline_without_a_durability_wait(broker: BrokerApp) -> None:
+    # ASYNC_FLUSH: the handler returns the response itself (no coroutine, no task)
+    channel = cast(Channel, SimpleNamespace(attrs={}, remote_addr="127.0.0.1:4000"))
+    first = broker.send.handle(channel, send_request("Inline", b"a", 0))
+    assert isinstance(first, RemotingCommand) and first.code == ResponseCode.SUCCESS
+    assert first.ext_fields["queueOffset"] == "0" and first.is_response
+    # bad input is still answered with the reason, and the async entry gives the same answers
+    bad = broker.send.handle(channel, RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {}))
+    assert isinstance(bad, RemotingCommand) and bad.code == ResponseCode.SYSTEM_ERROR
+    again = await broker.send.process(channel, send_request("Inline", b"b", 0))
+    assert again is not None and again.ext_fields["queueOffset"] == "1"
 
 
 async def test_batch_send(broker: BrokerApp, client: RemotingClient) -> None:

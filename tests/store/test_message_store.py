@@ -12,7 +12,7 @@ from ferrymq.message import Message, MessageSysFlag, encode_batch
 from ferrymq.store import record as rec
 from ferrymq.store.config import FlushDiskType
 from ferrymq.store.message_store import MessageStore
-from ferrymq.store.results import GetMessageStatus, PutMessageStatus
+from ferrymq.store.results import GetMessageStatus, PutMessageResult, PutMessageStatus
 
 from .helpers import STORE_HOST, msg, open_store, read_queue, small_config, wait_dispatched
 
@@ -415,6 +415,29 @@ async def test_group_commit_serves_concurrent_puts_with_few_fsyncs(tmp_path: Pat
         # Every put was acknowledged after an fsync covering it, with far fewer fsyncs than puts.
         assert int(info["groupCommitRequests"]) == 200
         assert 1 <= int(info["groupCommitFlushes"]) < 200
+    finally:
+        await store.shutdown()
+
+
+async def test_put_message_nowait_returns_the_result_unless_it_must_wait(tmp_path: Path) -> None:
+    # ASYNC_FLUSH: appended and answered at once, no coroutine
+    store = await open_store(small_config(tmp_path / "async"))
+    try:
+        r = store.put_message_nowait(msg(body=b"now"))
+        assert isinstance(r, PutMessageResult) and r.status is PutMessageStatus.PUT_OK
+        assert r.append_result is not None and r.append_result.queue_offset == 0
+        assert store.runtime_info()["putMessageTimesTotal"] == "1"
+    finally:
+        await store.shutdown()
+    # SYNC_FLUSH: appended now (the offset is taken), acknowledged once the disk has it
+    store = await open_store(small_config(tmp_path / "sync", flushDiskType="SYNC_FLUSH"))
+    try:
+        pending = store.put_message_nowait(msg(body=b"later"))
+        assert not isinstance(pending, PutMessageResult)
+        assert (await store.put_message(msg())).append_result.queue_offset == 1  # type: ignore[union-attr]
+        r = await pending
+        assert r.status is PutMessageStatus.PUT_OK and r.append_result is not None
+        assert store.flushed_offset >= r.append_result.end_offset
     finally:
         await store.shutdown()
 

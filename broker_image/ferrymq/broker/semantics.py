@@ -17,7 +17,7 @@ Settings the broker's own config does not carry (upstream BrokerConfig names
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +120,9 @@ class SendSemanticsStore:
         self._store = store
         self._max_delay_level = max_delay_level
         self._reject_transaction_message = reject_transaction_message
+        self._put_nowait: Callable[[MessageInner], Any] | None = getattr(
+            store, "put_message_nowait", None
+        )
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
@@ -143,6 +146,16 @@ class SendSemanticsStore:
         return result
 
     async def put_message(self, msg: MessageInner) -> PutMessageResult:
+        result = self.put_message_nowait(msg)
+        if isinstance(result, PutMessageResult):
+            return result
+        return await result
+
+    def put_message_nowait(
+        self, msg: MessageInner
+    ) -> PutMessageResult | Awaitable[PutMessageResult]:
+        """``put_message`` that returns the result itself when the store needs no wait (the
+        wrapped store's ``put_message_nowait``), else an awaitable of it."""
         refused = self._forbidden(msg.topic)
         if refused is not None:
             return refused
@@ -155,8 +168,12 @@ class SendSemanticsStore:
             msg = to_half_message(msg)
         else:
             msg = to_schedule_topic(msg, self._max_delay_level())
-        result: PutMessageResult = await self._store.put_message(msg)
-        return result
+        nowait = self._put_nowait
+        if nowait is None:  # a store without the synchronous entry (test doubles)
+            result: Awaitable[PutMessageResult] = self._store.put_message(msg)
+            return result
+        done: PutMessageResult | Awaitable[PutMessageResult] = nowait(msg)
+        return done
 
 
 class SemanticsServices:

@@ -6,7 +6,7 @@ protocol so each can be read (and tested) without the whole store.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ferrymq.message import MessageExt, MessageInner
@@ -20,6 +20,10 @@ DispatchListener = Callable[..., None]
 
 class MessageStorePort(Protocol):
     async def put_message(self, msg: MessageInner) -> PutMessageResult: ...
+
+    def put_message_nowait(
+        self, msg: MessageInner
+    ) -> PutMessageResult | Awaitable[PutMessageResult]: ...
 
     async def put_messages(self, batch: MessageInner) -> PutMessageResult: ...
 

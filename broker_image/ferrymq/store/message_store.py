@@ -17,7 +17,8 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any
 
 from ferrymq.message import (
     Message,
@@ -323,6 +324,17 @@ class MessageStore:
     # --- put --------------------------------------------------------------------------------
 
     async def put_message(self, msg: MessageInner) -> PutMessageResult:
+        result = self.put_message_nowait(msg)
+        if isinstance(result, PutMessageResult):
+            return result
+        return await result
+
+    def put_message_nowait(
+        self, msg: MessageInner
+    ) -> PutMessageResult | Coroutine[Any, Any, PutMessageResult]:
+        """``put_message`` without a coroutine when it needs no durability wait (ASYNC_FLUSH,
+        no replica waiter): the result itself, else a coroutine to await for it. The append
+        happens here either way."""
         refused = self._refuse_put()
         if refused is not None:
             return refused
@@ -332,7 +344,12 @@ class MessageStore:
             return self._append_failed(exc)
         except StoreFileError as exc:
             return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, remark=str(exc))
-        return await self._after_append(result, msg.properties)
+        self._put_times_total += 1
+        self._put_size_total += result.wrote_bytes
+        self.reput.wakeup()
+        if self._group_commit is None and self._replica_waiter is None:
+            return PutMessageResult(PutMessageStatus.PUT_OK, result)
+        return self._wait_durable(result, msg.properties)
 
     async def put_messages(self, batch: MessageInner | Sequence[MessageInner]) -> PutMessageResult:
         """A batch: a MessageInner whose body is a SEND_BATCH_MESSAGE body, or a list of
@@ -385,9 +402,15 @@ class MessageStore:
         self._put_times_total += result.msg_num
         self._put_size_total += result.wrote_bytes
         self.reput.wakeup()
-        wait = _wait_store_msg_ok(properties)
         if self._group_commit is None and self._replica_waiter is None:
             return PutMessageResult(PutMessageStatus.PUT_OK, result)
+        return await self._wait_durable(result, properties)
+
+    async def _wait_durable(
+        self, result: AppendMessageResult, properties: dict[str, str]
+    ) -> PutMessageResult:
+        """The group commit and replica waits of an appended put (SYNC_FLUSH / SYNC_MASTER)."""
+        wait = _wait_store_msg_ok(properties)
         waits: list[Awaitable[PutMessageStatus]] = []
         if self._group_commit is not None and wait:
             waits.append(self._wait_flush(result.end_offset))

@@ -25,7 +25,7 @@ AsyncHandler = Callable[[Channel, RemotingCommand], Coroutine[Any, Any, Response
 BAD_INPUT = (HeaderError, BodyError)
 
 
-def _bad_input(channel: Channel, request: RemotingCommand, exc: Exception) -> RemotingCommand:
+def bad_input(channel: Channel, request: RemotingCommand, exc: Exception) -> RemotingCommand:
     log.warning("bad request code %d from %s: %s", request.code, channel.remote_addr, exc)
     return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
 
@@ -38,7 +38,7 @@ def guarded(sync_handler: SyncHandler) -> SyncHandler:
         try:
             return sync_handler(channel, request)
         except BAD_INPUT as exc:
-            return _bad_input(channel, request, exc)
+            return bad_input(channel, request, exc)
 
     return run
 
@@ -51,7 +51,7 @@ def guarded_async(async_handler: AsyncHandler) -> AsyncHandler:
         try:
             return await async_handler(channel, request)
         except BAD_INPUT as exc:
-            return _bad_input(channel, request, exc)
+            return bad_input(channel, request, exc)
 
     return run
 

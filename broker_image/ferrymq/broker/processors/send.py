@@ -10,11 +10,11 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from ferrymq.broker.config import BrokerConfig
-from ferrymq.broker.processors.common import guarded_async
+from ferrymq.broker.processors.common import BAD_INPUT, bad_input
 from ferrymq.broker.store_port import MessageStorePort
 from ferrymq.broker.subscription_groups import SubscriptionGroupManager
 from ferrymq.broker.topic_config import (
@@ -36,7 +36,7 @@ from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RESPONSE_FLAG, RemotingCommand
 from ferrymq.remoting.headers import SendMessageRequestHeader
-from ferrymq.remoting.processor import eager
+from ferrymq.remoting.processor import run_eagerly
 from ferrymq.remoting.server import RemotingServer
 from ferrymq.store.results import PutMessageResult, PutMessageStatus
 
@@ -122,16 +122,34 @@ class SendMessageProcessor:
         self._legal_names: set[str] = set()
 
     def register_to(self, server: RemotingServer) -> None:
-        # eager: a put that needs no durability wait (ASYNC_FLUSH) is answered without a task
-        handler = eager(guarded_async(self.process))
         for code in (
             RequestCode.SEND_MESSAGE,
             RequestCode.SEND_MESSAGE_V2,
             RequestCode.SEND_BATCH_MESSAGE,
         ):
-            server.register(code, handler)
+            server.register(code, self.handle)
 
     async def process(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+        """The response to a send request (``handle`` run to completion)."""
+        response = self.handle(channel, request)
+        if isinstance(response, RemotingCommand):
+            return response
+        return await response
+
+    def handle(
+        self, channel: Channel, request: RemotingCommand
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+        """The request handler: the response itself when the store needs no durability wait
+        (ASYNC_FLUSH, the common case: no coroutine is made), else an awaitable of it whose
+        first step (the append) has already run, as ``eager`` handlers do."""
+        try:
+            return self._handle(channel, request)
+        except BAD_INPUT as exc:
+            return bad_input(channel, request, exc)
+
+    def _handle(
+        self, channel: Channel, request: RemotingCommand
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
         header = SendMessageRequestHeader.from_ext(request.ext_fields)
         batch = request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch
         config = self._check(request, header)
@@ -173,10 +191,27 @@ class SendMessageProcessor:
             reconsume_times=reconsume_times,
         )
         if batch:
-            result = await self.store.put_messages(inner)
+            pending: Awaitable[PutMessageResult] = self.store.put_messages(inner)
         else:
-            result = await self.store.put_message(inner)
-        return self._respond(request, result, queue_id, len(body))
+            result = self.store.put_message_nowait(inner)
+            if isinstance(result, PutMessageResult):
+                return self._respond(request, result, queue_id, len(body))
+            pending = result
+        return run_eagerly(self._finish(channel, request, pending, queue_id, len(body)))
+
+    async def _finish(
+        self,
+        channel: Channel,
+        request: RemotingCommand,
+        pending: Awaitable[PutMessageResult],
+        queue_id: int,
+        size: int,
+    ) -> RemotingCommand:
+        try:
+            result = await pending
+        except BAD_INPUT as exc:
+            return bad_input(channel, request, exc)
+        return self._respond(request, result, queue_id, size)
 
     def _check(
         self, request: RemotingCommand, header: SendMessageRequestHeader
