@@ -162,25 +162,8 @@ class BrokerApi:
     ) -> SendResult:
         """:meth:`send_message` with the header already encoded (``v2_ext``) for queue ``mq``:
         the producer fills a per-queue template instead of building a header object."""
-        code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
-        request = RemotingCommand(code, ext_fields, body, next_opaque())
-        response = await self._invoke(addr, request, timeout)
-        status = _SEND_STATUS.get(response.code)
-        if status is None:
-            raise response_error(response.code, response.remark, addr)
-        get = response.ext_fields.get
-        offset_msg_id = get("msgId", "")
-        queue_id = get("queueId")
-        if queue_id and queue_id != str(mq.queue_id):
-            mq = MessageQueue(mq.topic, mq.broker_name, int(queue_id))
-        return SendResult(
-            status,
-            msg_id if msg_id is not None else (get("batchUniqId") or offset_msg_id),
-            offset_msg_id,
-            mq,
-            int(get("queueOffset") or -1),
-            get("transactionId"),
-        )
+        response = await self._invoke(addr, send_request(ext_fields, body, batch), timeout)
+        return send_result(response, addr, mq, msg_id)
 
     async def send_oneway(
         self,
@@ -396,6 +379,37 @@ class BrokerApi:
         return await self._call_body(
             bodies.ConsumeStats, addr, RequestCode.GET_CONSUME_STATS, header
         )
+
+
+def send_request(ext_fields: dict[str, str], body: bytes, batch: bool) -> RemotingCommand:
+    """SEND_MESSAGE_V2 (or SEND_BATCH_MESSAGE) with a ``v2_ext`` header, a fresh opaque."""
+    code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
+    return RemotingCommand(code, ext_fields, body, next_opaque())
+
+
+def send_result(
+    response: RemotingCommand, addr: str, mq: MessageQueue, msg_id: str | None
+) -> SendResult:
+    """A send's reply as a result (flush/slave timeouts are statuses), or the code's exception.
+
+    ``msg_id``: the client's id(s) for the result (the producer's UNIQ_KEYs); when None, the
+    broker's batchUniqId or msgId."""
+    status = _SEND_STATUS.get(response.code)
+    if status is None:
+        raise response_error(response.code, response.remark, addr)
+    get = response.ext_fields.get
+    offset_msg_id = get("msgId", "")
+    queue_id = get("queueId")
+    if queue_id and queue_id != str(mq.queue_id):
+        mq = MessageQueue(mq.topic, mq.broker_name, int(queue_id))
+    return SendResult(
+        status,
+        msg_id if msg_id is not None else (get("batchUniqId") or offset_msg_id),
+        offset_msg_id,
+        mq,
+        int(get("queueOffset") or -1),
+        get("transactionId"),
+    )
 
 
 def v2_ext(h: headers.SendMessageRequestHeader) -> dict[str, str]:

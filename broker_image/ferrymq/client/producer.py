@@ -26,16 +26,13 @@ import time
 from collections.abc import Callable, Sequence
 
 from ferrymq.client.allocate import MessageQueue
-from ferrymq.client.broker_api import SendResult, SendStatus, v2_ext
+from ferrymq.client.broker_api import SendResult, v2_ext
 from ferrymq.client.compression import compress_body
-from ferrymq.client.errors import (
-    MessageValidationError,
-    MQClientError,
-    MQResponseError,
-)
+from ferrymq.client.errors import MessageValidationError, MQClientError
 from ferrymq.client.instance import DEFAULT_TOPIC, ClientInstance
 from ferrymq.client.latency_fault import MQFaultStrategy
 from ferrymq.client.lifecycle import ClientMember
+from ferrymq.client.send_attempts import SendAttempts, client_msg_id, now_ms
 from ferrymq.message import Message, MessageConst, encode_batch, encode_properties
 from ferrymq.remoting import bodies, headers
 
@@ -141,9 +138,7 @@ class Producer(ClientMember):
     async def send(self, msg: Message, timeout: float | None = None) -> SendResult:
         """Send and wait for the broker; retries on another broker as described above."""
         self._check_running()
-        check_message(msg, self.max_message_size, self._legal_topics)
-        self._stamp(msg)
-        body, sys_flag = self._body(msg.body)
+        body, sys_flag = self._prepare(msg)
         return await self._send_with_retries(
             msg.topic,
             [msg],
@@ -160,9 +155,7 @@ class Producer(ClientMember):
     ) -> asyncio.Task[SendResult]:
         """Start a send and return its task; ``callback(result, error)`` runs when it finishes."""
         self._check_running()
-        check_message(msg, self.max_message_size, self._legal_topics)
-        self._stamp(msg)
-        body, sys_flag = self._body(msg.body)
+        body, sys_flag = self._prepare(msg)
         task = asyncio.create_task(
             self._send_async_slot(msg.topic, [msg], body, sys_flag, False, timeout)
         )
@@ -172,11 +165,9 @@ class Producer(ClientMember):
     async def send_oneway(self, msg: Message) -> None:
         """Send without waiting for an answer; never retried, failures are only logged by the caller."""
         self._check_running()
-        check_message(msg, self.max_message_size, self._legal_topics)
-        self._stamp(msg)
-        body, sys_flag = self._body(msg.body)
+        body, sys_flag = self._prepare(msg)
         info = await self.instance.publish_info(msg.topic, self.default_topic_queue_nums)
-        mq = self.fault.select_queue(info.queues, info.next_index, None, _now_ms())
+        mq = self.fault.select_queue(info.queues, info.next_index, None, now_ms())
         addr = await self.instance.find_broker_addr(mq.broker_name, msg.topic)
         header = self._header(mq, msg, sys_flag, batch=False)
         await self.instance.broker.send_oneway(addr, header, body)
@@ -213,9 +204,7 @@ class Producer(ClientMember):
     ) -> SendResult:
         """Send to one given queue (ordered messages, tests); no retry on another queue."""
         self._check_running()
-        check_message(msg, self.max_message_size, self._legal_topics)
-        self._stamp(msg)
-        body, sys_flag = self._body(msg.body)
+        body, sys_flag = self._prepare(msg)
         addr = await self.instance.find_broker_addr(mq.broker_name, msg.topic)
         header = self._header(mq, msg, sys_flag, batch=False)
         result = await self.instance.broker.send_message(
@@ -263,6 +252,13 @@ class Producer(ClientMember):
                 timeout=timeout or self.send_msg_timeout,
                 retry_transport=False,
             )
+
+    def _prepare(self, msg: Message) -> tuple[bytes, int]:
+        """Validate, give the message its UNIQ_KEY, and transform its body: what every single
+        send does before its first attempt."""
+        check_message(msg, self.max_message_size, self._legal_topics)
+        self._stamp(msg)
+        return self._body(msg.body)
 
     def _stamp(self, msg: Message) -> None:
         if MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in msg.properties:
@@ -368,31 +364,16 @@ class Producer(ClientMember):
         timeout: float,
         retry_transport: bool,
     ) -> SendResult:
-        begin = time.monotonic()
-        last_broker: str | None = None
-        last_error: BaseException | None = None
-        last_result: SendResult | None = None
         instance = self.instance
         routes = instance.routes
-        fault = self.fault
-        # upstream SendResult: msgId is the client's UNIQ_KEY, offsetMsgId the broker's id
-        if len(msgs) == 1:
-            msg_id = msgs[0].uniq_key or ""
-        else:
-            msg_id = ",".join(m.uniq_key or "" for m in msgs)
-        for attempt in range(attempts):
-            remaining = timeout - (time.monotonic() - begin)
-            if remaining <= 0:
-                break
+        tries = self._attempts(topic, attempts, timeout, retry_transport)
+        msg_id = client_msg_id(msgs)
+        while (remaining := tries.next()) > 0:
             # the cached route without publish_info's coroutine (its own first check)
             info = routes.publish.get(topic)
             if info is None or not info.queues:
                 info = await instance.publish_info(topic, self.default_topic_queue_nums)
-            fault_on = fault.send_latency_fault_enable
-            # the clock is read only for the latency-fault bookkeeping
-            started = _now_ms() if fault_on else 0
-            mq = fault.select_queue(info.queues, info.next_index, last_broker, started)
-            last_broker = mq.broker_name
+            mq = tries.select(info)
             try:
                 addr = instance.broker_addr(mq.broker_name)
                 if addr is None:
@@ -407,43 +388,26 @@ class Producer(ClientMember):
                     msg_id=msg_id,
                 )
             except MQClientError as exc:
-                if fault_on:
-                    ended = _now_ms()
-                    fault.update_fault_item(mq.broker_name, ended - started, True, ended)
-                last_error = exc
-                answered = isinstance(exc, MQResponseError)
-                if not exc.retriable or (not answered and not retry_transport):
+                if not tries.retry_after(mq, exc):
                     raise
                 if exc.refresh_route:
                     try:
-                        await self.instance.update_route(topic)
+                        await instance.update_route(topic)
                     except MQClientError as refresh_exc:
                         log.info("route refresh of %s failed: %s", topic, refresh_exc)
-                log.info(
-                    "send to %s failed (attempt %d/%d): %s",
-                    mq.broker_name,
-                    attempt + 1,
-                    attempts,
-                    exc,
-                )
                 continue
-            if fault_on:
-                ended = _now_ms()
-                fault.update_fault_item(mq.broker_name, ended - started, False, ended)
-            if (
-                self.retry_another_broker_when_not_store_ok
-                and result.status is not SendStatus.SEND_OK
-            ):
-                last_result = result
-                continue
-            return result
-        if last_result is not None:
-            return last_result
-        raise MQClientError(
-            f"send to topic {topic!r} failed after {attempts} attempt(s) in "
-            f"{time.monotonic() - begin:.2f}s: {last_error or 'send timeout'}"
-        ) from last_error
+            if tries.accept(mq, result):
+                return result
+        return tries.outcome()
 
-
-def _now_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
+    def _attempts(
+        self, topic: str, attempts: int, timeout: float, retry_transport: bool
+    ) -> SendAttempts:
+        return SendAttempts(
+            topic,
+            self.fault,
+            attempts=attempts,
+            timeout=timeout,
+            retry_transport=retry_transport,
+            retry_another_broker_when_not_store_ok=self.retry_another_broker_when_not_store_ok,
+        )
