@@ -5,6 +5,8 @@ comparable) as child processes on 127.0.0.1, then measures with the ferrymq clie
 shaped like ``shared/bench/peers`` (1 KiB messages, count- and time-capped loops):
 
     produce_sync      one message in flight, acked                (peers: produce_sync)
+    produce_blocking  the same from SyncProducer, blocking sockets   (peers: produce_sync; their
+                      Redis and RabbitMQ clients block too, NATS' is asyncio)
     produce_batched   SEND_BATCH_MESSAGE, window of batches         (peers: produce_batched / produce_async)
     produce_async     single async sends, 1000 in flight            (peers: produce_async)
     consume_drain     push consumer drains the 200k backlog         (peers: consume_ack_batch)
@@ -40,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ferrymq.client import AdminClient, Producer
+from ferrymq.client import AdminClient, Producer, SyncProducer
 from ferrymq.client import benchmark as bm
 from ferrymq.message import Message
 from ferrymq.remoting.eventloop import run
@@ -173,6 +175,7 @@ async def create_topic(namesrv: str, topic: str, queues: int = 8) -> None:
 
 CASES = (
     "produce_sync",
+    "produce_blocking",
     "produce_batched",
     "produce_async",
     "consume_drain",
@@ -216,6 +219,17 @@ async def one_run(
             client_cpu0[0] = time.process_time()
             r = await bm.produce_sync(producer, topics["Sync"], max_count=50_000, max_seconds=8.0)
             measured("produce_sync", r.as_dict(), cpu0, time.perf_counter() - t0)
+
+        if "produce_blocking" in cases:
+            with SyncProducer(f"bench_pg_blocking_{suffix}", [ns]) as blocking:
+                blocking.send(Message(topics["Sync"], bm.payload(1024)))  # warm, as above
+                cpu0, t0 = cpu_seconds(cluster.broker_pid), time.perf_counter()
+                client_cpu0[0] = time.process_time()
+                # a thread of its own: the sends block it, this loop only waits for the result
+                r = await asyncio.to_thread(
+                    bm.produce_blocking, blocking, topics["Sync"], max_count=50_000, max_seconds=8.0
+                )
+                measured("produce_blocking", r.as_dict(), cpu0, time.perf_counter() - t0)
 
         stored = 0
         if "produce_batched" in cases or "consume_drain" in cases:
@@ -294,6 +308,7 @@ def load_peers(directory: Path) -> dict[str, Any]:
 COMPARE = [
     # (our metric, our key, peer metric, peer key, higher is better)
     ("produce_sync", "msgs_per_s", "produce_sync", "msgs_per_s", True),
+    ("produce_blocking", "msgs_per_s", "produce_sync", "msgs_per_s", True),
     ("produce_batched", "msgs_per_s", "produce_batched", "msgs_per_s", True),
     ("produce_batched", "msgs_per_s", "produce_async", "msgs_per_s", True),
     ("produce_async", "msgs_per_s", "produce_async", "msgs_per_s", True),

@@ -142,18 +142,36 @@ async def test_bench_commands_report_json(cluster: LocalCluster, tmp_path: Path)
     assert result["messages"] == 2000 and result["msgs_per_s"] > 0
     rc, out, err = await ferrymq(
         "bench",
+        "produce",
+        "-n",
+        ns,
+        "--topic",
+        "BenchTopic",
+        "--mode",
+        "blocking",
+        "--count",
+        "300",
+        "--json",
+        str(out_file),
+    )
+    assert rc == 0, err
+    result = json.loads(out_file.read_text())
+    assert result["name"] == "produce_blocking" and result["messages"] == 300
+    assert result["errors"] == 0
+    rc, out, err = await ferrymq(
+        "bench",
         "consume",
         "-n",
         ns,
         "--topic",
         "BenchTopic",
         "--expected",
-        "2000",
+        "2300",
         "--max-seconds",
         "60",
     )
     assert rc == 0, err
-    assert json.loads(out)["messages"] == 2000
+    assert json.loads(out)["messages"] == 2300  # the batched 2000 and the blocking 300
 
 
 async def test_bad_input_exits_non_zero_with_a_message(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import tempfile
 import time
@@ -14,6 +15,7 @@ from rich.console import Console
 from ferrymq.cli.client_common import NamesrvOption, namesrv_list, run_client
 from ferrymq.client import benchmark
 from ferrymq.client.producer import Producer, check_topic
+from ferrymq.client.sync_producer import SyncProducer
 
 console = Console()
 
@@ -39,7 +41,12 @@ def _report(result: dict[str, Any], out: Path | None) -> None:
 def bench_produce(
     topic: Topic,
     namesrv: NamesrvOption = "127.0.0.1:9876",
-    mode: Annotated[str, typer.Option(help="sync | batched | async")] = "batched",
+    mode: Annotated[
+        str,
+        typer.Option(
+            help="sync | blocking (sync from SyncProducer, no event loop) | batched | async"
+        ),
+    ] = "batched",
     count: Annotated[int, typer.Option(min=1, help="Messages (sync: at most).")] = 200_000,
     size: Size = 1024,
     batch: Annotated[int, typer.Option(min=1, max=1024, help="Messages per batch request.")] = 64,
@@ -48,12 +55,20 @@ def bench_produce(
     json_out: JsonOut = None,
 ) -> None:
     """Acknowledged produce throughput: one at a time, batched, or async with a window."""
-    if mode not in ("sync", "batched", "async"):
-        raise typer.BadParameter("must be sync, batched or async", param_hint="--mode")
+    if mode not in ("sync", "blocking", "batched", "async"):
+        raise typer.BadParameter("must be sync, blocking, batched or async", param_hint="--mode")
     addrs = namesrv_list(namesrv)
     topic = _topic(topic)
 
+    def blocking() -> benchmark.Throughput:
+        with SyncProducer(f"bench_producer_{time.monotonic_ns()}", addrs) as producer:
+            return benchmark.produce_blocking(
+                producer, topic, size=size, max_count=count, max_seconds=max_seconds
+            )
+
     async def go() -> benchmark.Throughput:
+        if mode == "blocking":  # its own thread: the sends block, this loop only waits
+            return await asyncio.to_thread(blocking)
         async with Producer(f"bench_producer_{time.monotonic_ns()}", addrs) as producer:
             if mode == "sync":
                 return await benchmark.produce_sync(

@@ -9,6 +9,12 @@ Everything is asyncio (run it on uvloop: ``ferrymq.remoting.eventloop.run``)::
         msg.tags, msg.keys = "created", ["order-42"]
         result = await producer.send(msg)        # also send_async, send_oneway, send_batch
 
+Code without an event loop (scripts, WSGI apps, worker threads) sends with ``SyncProducer``,
+whose calls block like upstream ``DefaultMQProducer.send``::
+
+    with SyncProducer("my-producer-group", "127.0.0.1:9876") as producer:
+        result = producer.send(Message("Orders", b"payload"))
+
     consumer = PushConsumer("my-consumer-group", "127.0.0.1:9876")
     consumer.subscribe("Orders", "created || paid")
     consumer.register_listener(lambda msgs, ctx: print(msgs))   # or an ``async def``
@@ -37,6 +43,7 @@ if TYPE_CHECKING:
     from ferrymq.client.pull_consumer import PullConsumer
     from ferrymq.client.push_consumer import PushConsumer
     from ferrymq.client.selectors import send_orderly
+    from ferrymq.client.sync_producer import SyncProducer
     from ferrymq.client.transaction_producer import LocalTransactionState, TransactionProducer
     from ferrymq.message import Message, MessageExt
     from ferrymq.remoting.bodies import ConsumeFromWhere, MessageModel
@@ -61,6 +68,7 @@ _EXPORTS = {
     "PushConsumer": "ferrymq.client.push_consumer",
     "SendResult": "ferrymq.client.broker_api",
     "SendStatus": "ferrymq.client.broker_api",
+    "SyncProducer": "ferrymq.client.sync_producer",
     "TransactionProducer": "ferrymq.client.transaction_producer",
     "send_orderly": "ferrymq.client.selectors",
 }
@@ -85,6 +93,7 @@ __all__ = [
     "PushConsumer",
     "SendResult",
     "SendStatus",
+    "SyncProducer",
     "TransactionProducer",
     "send_orderly",
 ]

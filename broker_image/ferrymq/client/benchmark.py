@@ -2,7 +2,9 @@
 ``bench/cluster_bench.py``), shaped like the peer benchmarks in ``shared/bench/peers`` so the figures
 compare: 1 KiB messages, loops bounded by a message count *and* a time cap.
 
-- ``produce_sync``: one producer, one message in flight, each send acknowledged.
+- ``produce_sync``: one producer, one message in flight, each send acknowledged;
+  ``produce_blocking``: the same from a ``SyncProducer`` in a thread of its own, no event loop
+  (like the peers' blocking clients, redis-py and pika).
 - ``produce_batched``: SEND_BATCH_MESSAGE requests of ``batch`` messages, ``window`` requests in
   flight; ``produce_async``: single async sends with ``window`` in flight.
 - ``drain``: a push consumer reads a backlog from the first offset until ``expected`` messages
@@ -30,6 +32,7 @@ from ferrymq.client.broker_api import PullResult, SendResult
 from ferrymq.client.consume_service import ConsumeContext
 from ferrymq.client.producer import Producer
 from ferrymq.client.push_consumer import PushConsumer
+from ferrymq.client.sync_producer import SyncProducer
 from ferrymq.message import Message, MessageExt
 from ferrymq.remoting.bodies import ConsumeFromWhere
 
@@ -96,6 +99,30 @@ async def produce_sync(
             if errors > 100:
                 break
     return Throughput("produce_sync", sent, time.perf_counter() - begin, errors)
+
+
+def produce_blocking(
+    producer: SyncProducer,
+    topic: str,
+    *,
+    size: int = 1024,
+    max_count: int = 50_000,
+    max_seconds: float = 8.0,
+) -> Throughput:
+    """``produce_sync`` through a blocking producer: call it from a thread that may block."""
+    body = payload(size)
+    sent = errors = 0
+    begin = time.perf_counter()
+    deadline = begin + max_seconds
+    while sent < max_count and time.perf_counter() < deadline:
+        try:
+            producer.send(Message(topic, body))
+            sent += 1
+        except Exception:
+            errors += 1
+            if errors > 100:
+                break
+    return Throughput("produce_blocking", sent, time.perf_counter() - begin, errors)
 
 
 async def produce_batched(

@@ -1,0 +1,203 @@
+"""SyncProducer against a real NameServer and two real brokers on 127.0.0.1.
+
+The cluster runs in the test's event loop, so every blocking call runs in a worker thread
+(``asyncio.to_thread``), as a user's thread would call it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+from ferrymq.client import AdminClient, Message, MessageExt, PullConsumer, SendStatus, SyncProducer
+from ferrymq.client.allocate import MessageQueue
+from ferrymq.client.broker_api import PullStatus, SendResult
+from ferrymq.client.errors import ClientStateError, MessageValidationError, MQClientError
+
+from .cluster import LocalCluster, start_cluster, wait_for
+
+pytestmark = pytest.mark.timeout(120)
+T = TypeVar("T")
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[LocalCluster]:
+    c = await start_cluster(tmp_path)
+    try:
+        yield c
+    finally:
+        await c.stop()
+
+
+@pytest.fixture
+async def producer(cluster: LocalCluster) -> AsyncIterator[SyncProducer]:
+    p = SyncProducer("sync-pg", cluster.namesrv_addr)
+    await asyncio.to_thread(p.start)
+    try:
+        yield p
+    finally:
+        await asyncio.to_thread(p.shutdown)
+
+
+async def blocking(fn: Callable[..., T], *args: object) -> T:
+    return await asyncio.to_thread(fn, *args)
+
+
+def tagged(topic: str, i: int) -> Message:
+    msg = Message(topic, f"body-{i}".encode())
+    msg.tags = "TagA" if i % 2 == 0 else "TagB"
+    msg.keys = [f"key-{i}", f"order-{i % 7}"]
+    return msg
+
+
+async def pull_all(
+    cluster: LocalCluster, topic: str, group: str
+) -> list[tuple[MessageQueue, MessageExt]]:
+    got: list[tuple[MessageQueue, MessageExt]] = []
+    async with PullConsumer(group, cluster.namesrv_addr) as consumer:
+        for mq in await consumer.fetch_subscribe_message_queues(topic):
+            offset = 0
+            while True:
+                result = await consumer.pull(mq, "*", offset, 32)
+                if result.status is not PullStatus.FOUND:
+                    break
+                got.extend((mq, m) for m in result.messages)
+                offset = result.next_begin_offset
+    return got
+
+
+async def test_sends_spread_over_both_brokers_and_read_back_with_tags_and_keys(
+    cluster: LocalCluster, producer: SyncProducer
+) -> None:
+    await cluster.create_topic("S1", queues=2)
+    results = await blocking(lambda: [producer.send(tagged("S1", i)) for i in range(16)])
+    assert all(r.status is SendStatus.SEND_OK for r in results)
+    assert {r.queue.broker_name for r in results} == {"broker-a", "broker-b"}
+    assert len({r.msg_id for r in results}) == 16
+    pulled = await pull_all(cluster, "S1", "sync-pull-1")
+    got = [m for _, m in pulled]
+    assert sorted(m.body for m in got) == sorted(f"body-{i}".encode() for i in range(16))
+    by_body = {m.body: m for m in got}
+    assert by_body[b"body-3"].tags == "TagB" and by_body[b"body-3"].keys == ["key-3", "order-3"]
+    assert {m.msg_id for m in got} == {r.msg_id for r in results}
+    # each result names the queue and offset the message was stored at
+    stored = {(mq.broker_name, mq.queue_id, m.queue_offset) for mq, m in pulled}
+    assert {(r.queue.broker_name, r.queue.queue_id, r.queue_offset) for r in results} == stored
+
+
+async def test_batch_oneway_and_send_to_queue(
+    cluster: LocalCluster, producer: SyncProducer
+) -> None:
+    await cluster.create_topic("S2", queues=2)
+    batch = [tagged("S2", i) for i in range(20)]
+    result = await blocking(producer.send_batch, batch)
+    assert result.status is SendStatus.SEND_OK
+    assert result.msg_id.split(",") == [m.uniq_key for m in batch]
+    await blocking(producer.send_oneway, tagged("S2", 500))
+    target = MessageQueue("S2", "broker-b", 1)
+    pinned: SendResult = await blocking(producer.send_to_queue, tagged("S2", 600), target)
+    assert pinned.queue == target
+    got = await pull_all(cluster, "S2", "sync-pull-2")
+    assert len(got) == 22
+    assert {(mq.broker_name, mq.queue_id) for mq, m in got if m.body == b"body-600"} == {
+        ("broker-b", 1)
+    }
+
+
+async def test_threads_share_one_producer(cluster: LocalCluster, producer: SyncProducer) -> None:
+    await cluster.create_topic("S3", queues=4)
+    ids: list[str] = []
+    lock = threading.Lock()
+
+    def worker(w: int) -> None:
+        for i in range(40):
+            r = producer.send(Message("S3", f"w{w}-{i}".encode()))
+            with lock:
+                ids.append(r.msg_id)
+
+    await asyncio.gather(*(asyncio.to_thread(worker, w) for w in range(4)))
+    assert len(set(ids)) == 160
+    got = await pull_all(cluster, "S3", "sync-pull-3")
+    assert sorted(m.body for _, m in got) == sorted(
+        f"w{w}-{i}".encode() for w in range(4) for i in range(40)
+    )
+
+
+async def test_a_new_topic_is_created_through_tbw102(
+    cluster: LocalCluster, producer: SyncProducer
+) -> None:
+    result = await blocking(producer.send, Message("SyncAutoTopic", b"hello"))
+    assert result.status is SendStatus.SEND_OK
+    async with AdminClient(cluster.namesrv_addr) as admin:
+
+        async def routed() -> bool:
+            return "SyncAutoTopic" in await admin.topic_list()
+
+        await wait_for(routed, what="auto-created topic registered")
+
+
+@pytest.mark.parametrize("fault_tolerance", [False, True])
+async def test_a_send_is_retried_on_the_other_broker(
+    cluster: LocalCluster, fault_tolerance: bool
+) -> None:
+    await cluster.create_topic("S4", queues=2)
+    producer = SyncProducer(
+        "sync-pg-f", cluster.namesrv_addr, send_latency_fault_enable=fault_tolerance
+    )
+    await blocking(producer.start)
+    try:
+        await blocking(producer.send, Message("S4", b"warm"))
+        await blocking(producer.send, Message("S4", b"warm2"))  # a connection to each broker
+        await cluster.stop_broker("broker-b")
+        results = await blocking(
+            lambda: [producer.send(Message("S4", f"m{i}".encode())) for i in range(12)]
+        )
+        # every send succeeded although half of the cached queues point at a dead broker
+        assert {r.queue.broker_name for r in results} == {"broker-a"}
+    finally:
+        await blocking(producer.shutdown)
+
+
+async def test_no_broker_left_fails_with_the_reason_within_the_timeout(
+    cluster: LocalCluster, producer: SyncProducer
+) -> None:
+    await cluster.create_topic("S5", queues=1)
+    await blocking(producer.send, Message("S5", b"warm"))
+    await cluster.stop_broker("broker-a")
+    await cluster.stop_broker("broker-b")
+    with pytest.raises(MQClientError, match="failed after 3 attempt"):
+        await blocking(producer.send, Message("S5", b"lost"), 2.0)
+
+
+async def test_bad_input_and_lifecycle_errors_are_clear(cluster: LocalCluster) -> None:
+    producer = SyncProducer("sync-pg-bad", cluster.namesrv_addr, max_message_size=1024)
+    with pytest.raises(ClientStateError, match="not running"):
+        producer.send(Message("T", b"x"))
+    await blocking(producer.start)
+    try:
+        with pytest.raises(MessageValidationError, match="empty"):
+            producer.send(Message("T", b""))
+        with pytest.raises(MessageValidationError, match="exceeds"):
+            producer.send(Message("T", b"x" * 2000))
+        with pytest.raises(MessageValidationError, match="characters"):
+            producer.send(Message("bad topic", b"x"))
+        with pytest.raises(MessageValidationError, match="one topic"):
+            producer.send_batch([Message("A", b"x"), Message("B", b"y")])
+    finally:
+        await blocking(producer.shutdown)
+    with pytest.raises(ClientStateError, match="not running"):
+        producer.send(Message("T", b"x"))
+    await blocking(producer.shutdown)  # a second shutdown does nothing
+    with pytest.raises(ClientStateError, match="create a new one"):
+        producer.start()
+    assert not [t for t in threading.enumerate() if t.name == "ferrymq-producer-sync-pg-bad"]
+
+
+def test_an_unreachable_nameserver_fails_the_send_not_the_caller() -> None:
+    producer = SyncProducer("sync-pg-nons", "127.0.0.1:1", send_msg_timeout=2.0)
+    with producer, pytest.raises(MQClientError):
+        producer.send(Message("Nowhere", b"x"))
