@@ -12,7 +12,9 @@ broker work (ferrymq's chain is producer -> broker -> consumer, the same three h
 ``--rtt N`` also measures the floor of an acked single send: one client process sends a 1 KiB
 frame to an echo process and waits for it before the next (one in flight, as ``produce_sync``),
 N times, and reports round trips per second and the client's user/system CPU per round trip:
-what any Python client and server pair pays here before doing any work of its own.
+what any Python client and server pair pays here before doing any work of its own. It runs
+twice: an asyncio client (as ``Producer``) and a blocking-socket client (as ``SyncProducer``,
+and as the peers' redis-py and pika clients), both against the same uvloop echo process.
 
 Every process is a child started here and stopped by its PID; the loop is bounded by count and time.
 """
@@ -142,7 +144,44 @@ class Waiter(asyncio.Protocol):
             self.pending.set_result(None)
 
 
-def rtt(count: int, warmup: int = 500) -> dict[str, Any]:
+def _rtt_result(name: str, count: int, wall: float, r0: Any, r1: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "round_trips": count,
+        "round_trips_per_s": round(count / wall),
+        "client_user_us_per_rtt": round(1e6 * (r1.ru_utime - r0.ru_utime) / count, 1),
+        "client_sys_us_per_rtt": round(1e6 * (r1.ru_stime - r0.ru_stime) / count, 1),
+        "load_average_1m": os.getloadavg()[0],
+    }
+
+
+def _rtt_blocking(port: int, count: int, warmup: int) -> dict[str, Any]:
+    import resource
+
+    frame = FRAME.pack(SIZE) + bytes(SIZE)
+    buf = bytearray(len(frame))
+    view = memoryview(buf)
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        r0 = resource.getrusage(resource.RUSAGE_SELF)
+        t0 = time.perf_counter()
+        for i in range(warmup + count):
+            if i == warmup:
+                r0 = resource.getrusage(resource.RUSAGE_SELF)
+                t0 = time.perf_counter()
+            sock.sendall(frame)
+            got = 0
+            while got < len(frame):
+                n = sock.recv_into(view[got:])
+                if not n:
+                    raise RuntimeError("the echo server closed the connection")
+                got += n
+        wall = time.perf_counter() - t0
+        r1 = resource.getrusage(resource.RUSAGE_SELF)
+    return _rtt_result("loopback_rtt_floor_blocking", count, wall, r0, r1)
+
+
+def rtt(count: int, warmup: int = 500) -> list[dict[str, Any]]:
     import resource
 
     ctx = mp.get_context("spawn")
@@ -171,16 +210,9 @@ def rtt(count: int, warmup: int = 500) -> dict[str, Any]:
             wall = time.perf_counter() - t0
             r1 = resource.getrusage(resource.RUSAGE_SELF)
             transport.close()
-            return {
-                "name": "loopback_rtt_floor",
-                "round_trips": count,
-                "round_trips_per_s": round(count / wall),
-                "client_user_us_per_rtt": round(1e6 * (r1.ru_utime - r0.ru_utime) / count, 1),
-                "client_sys_us_per_rtt": round(1e6 * (r1.ru_stime - r0.ru_stime) / count, 1),
-                "load_average_1m": os.getloadavg()[0],
-            }
+            return _rtt_result("loopback_rtt_floor", count, wall, r0, r1)
 
-        return loop.run_until_complete(main())
+        return [loop.run_until_complete(main()), _rtt_blocking(port, count, warmup)]
     finally:
         if srv.is_alive() and srv.pid is not None:
             os.kill(srv.pid, 15)
@@ -274,9 +306,9 @@ def main() -> None:
         print(json.dumps(r), flush=True)
         results.append(r)
         if args.rtt:
-            r = rtt(args.rtt)
-            print(json.dumps(r), flush=True)
-            results.append(r)
+            for r in rtt(args.rtt):
+                print(json.dumps(r), flush=True)
+                results.append(r)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "runs": results}, fh, indent=1)
