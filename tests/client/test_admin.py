@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 from ferrymq.client import AdminClient, ConsumeFromWhere, Message, Producer, PushConsumer
 from ferrymq.client.allocate import MessageQueue
 from ferrymq.client.errors import MQClientError, NoRouteError
 from ferrymq.remoting.bodies import PERM_WRITE, SubscriptionGroupConfig
 
-from .cluster import LocalCluster, start_cluster, wait_for
+from .cluster import LocalCluster, wait_for
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[LocalCluster]:
-    c = await start_cluster(tmp_path)
-    try:
-        yield c
-    finally:
-        await c.stop()
 
 
 async def test_cluster_topic_and_broker_admin(cluster: LocalCluster) -> None:

@@ -6,23 +6,13 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from .cluster import LocalCluster, start_cluster
+from .cluster import LocalCluster
 
 pytestmark = pytest.mark.timeout(180)
-
-
-@pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[LocalCluster]:
-    c = await start_cluster(tmp_path)
-    try:
-        yield c
-    finally:
-        await c.stop()
 
 
 async def ferrymq(*args: str, timeout: float = 60.0) -> tuple[int, str, str]:

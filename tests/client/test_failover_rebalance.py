@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 from ferrymq.client import (
     ConsumeContext,
@@ -17,18 +14,9 @@ from ferrymq.client import (
 from ferrymq.client.errors import MQClientError
 from ferrymq.client.instance import ClientInstance
 
-from .cluster import LocalCluster, start_cluster, wait_for
+from .cluster import LocalCluster, wait_for
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[LocalCluster]:
-    c = await start_cluster(tmp_path)
-    try:
-        yield c
-    finally:
-        await c.stop()
 
 
 @pytest.mark.parametrize("fault_tolerance", [False, True])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -25,15 +24,6 @@ from ferrymq.client.errors import MessageValidationError, MQClientError
 from .cluster import LocalCluster, start_cluster, wait_for
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[LocalCluster]:
-    c = await start_cluster(tmp_path)
-    try:
-        yield c
-    finally:
-        await c.stop()
 
 
 def tagged(topic: str, i: int) -> Message:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 from typing import TypeVar
 
 import pytest
@@ -18,19 +17,11 @@ from ferrymq.client.allocate import MessageQueue
 from ferrymq.client.broker_api import PullStatus, SendResult
 from ferrymq.client.errors import ClientStateError, MessageValidationError, MQClientError
 
-from .cluster import LocalCluster, start_cluster, wait_for
+from .cluster import LocalCluster, wait_for
+from .test_produce_consume import tagged
 
 pytestmark = pytest.mark.timeout(120)
 T = TypeVar("T")
-
-
-@pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[LocalCluster]:
-    c = await start_cluster(tmp_path)
-    try:
-        yield c
-    finally:
-        await c.stop()
 
 
 @pytest.fixture
@@ -45,13 +36,6 @@ async def producer(cluster: LocalCluster) -> AsyncIterator[SyncProducer]:
 
 async def blocking(fn: Callable[..., T], *args: object) -> T:
     return await asyncio.to_thread(fn, *args)
-
-
-def tagged(topic: str, i: int) -> Message:
-    msg = Message(topic, f"body-{i}".encode())
-    msg.tags = "TagA" if i % 2 == 0 else "TagB"
-    msg.keys = [f"key-{i}", f"order-{i % 7}"]
-    return msg
 
 
 async def pull_all(
