@@ -16,6 +16,7 @@ from ferrymq.client import AdminClient, Message, MessageExt, PullConsumer, SendS
 from ferrymq.client.allocate import MessageQueue
 from ferrymq.client.broker_api import PullStatus, SendResult
 from ferrymq.client.errors import ClientStateError, MessageValidationError, MQClientError
+from ferrymq.client.selectors import select_by_hash
 
 from .cluster import LocalCluster, wait_for
 from .test_produce_consume import tagged
@@ -90,6 +91,35 @@ async def test_batch_oneway_and_send_to_queue(
     assert {(mq.broker_name, mq.queue_id) for mq, m in got if m.body == b"body-600"} == {
         ("broker-b", 1)
     }
+
+
+async def test_orderly_sends_keep_each_key_on_one_queue_in_order(
+    cluster: LocalCluster, producer: SyncProducer
+) -> None:
+    await cluster.create_topic("S6", queues=4)
+
+    def send_all() -> list[SendResult]:
+        return [
+            producer.send_orderly(Message("S6", f"order-{i % 5}:{i}".encode()), f"order-{i % 5}")
+            for i in range(40)
+        ]
+
+    results = await blocking(send_all)
+    queue_of: dict[str, MessageQueue] = {}
+    for i, r in enumerate(results):
+        assert queue_of.setdefault(f"order-{i % 5}", r.queue) == r.queue
+    # the same queue upstream's SelectMessageQueueByHash picks, so Java producers agree
+    queues = producer.producer.instance.routes.publish["S6"].queues
+    assert queue_of["order-3"] == select_by_hash(queues, Message("S6", b"x"), "order-3")
+    pulled = await pull_all(cluster, "S6", "sync-pull-6")
+    by_queue: dict[tuple[str, int], list[bytes]] = {}
+    for mq, m in pulled:
+        by_queue.setdefault((mq.broker_name, mq.queue_id), []).append(m.body)
+    for key, mq in queue_of.items():
+        bodies = [
+            b for b in by_queue[(mq.broker_name, mq.queue_id)] if b.startswith(f"{key}:".encode())
+        ]
+        assert bodies == [f"{key}:{i}".encode() for i in range(40) if f"order-{i % 5}" == key]
 
 
 async def test_threads_share_one_producer(cluster: LocalCluster, producer: SyncProducer) -> None:

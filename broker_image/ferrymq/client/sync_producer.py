@@ -25,6 +25,7 @@ from ferrymq.client.errors import BrokerUnreachableError, MQClientError
 from ferrymq.client.loop_thread import LoopThread
 from ferrymq.client.producer import Producer
 from ferrymq.client.route_cache import TopicPublishInfo
+from ferrymq.client.selectors import MessageQueueSelector, select_by_hash
 from ferrymq.client.send_attempts import client_msg_id, now_ms
 from ferrymq.message import Message
 from ferrymq.remoting.blocking import BlockingPool
@@ -129,6 +130,23 @@ class SyncProducer:
         addr = self._broker_addr(mq.broker_name, msg.topic, timeout)
         ext = producer._send_ext(mq, msg, sys_flag, False)
         return self._invoke(addr, mq, ext, body, False, timeout, msg.uniq_key or None)
+
+    def send_orderly(
+        self,
+        msg: Message,
+        arg: object,
+        selector: MessageQueueSelector[MessageQueue] = select_by_hash,
+        timeout: float | None = None,
+    ) -> SendResult:
+        """Upstream ``send(msg, selector, arg)``: to the queue the selector picks among the
+        topic's writable queues (same key, same queue, as ``selectors.send_orderly``); no retry
+        on another queue, which would break the order."""
+        producer = self._producer
+        producer._check_running()
+        info = producer.instance.routes.publish.get(msg.topic)
+        if info is None or not info.queues:
+            info = self._publish_info(msg.topic, timeout or producer.send_msg_timeout)
+        return self.send_to_queue(msg, selector(info.queues, msg, arg), timeout)
 
     # --- internals ------------------------------------------------------------------------------
     def _send_with_retries(
