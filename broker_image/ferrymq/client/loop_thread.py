@@ -11,17 +11,11 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from ferrymq.remoting.eventloop import new_event_loop
+
 T = TypeVar("T")
 
 _START_TIMEOUT_S = 10.0
-
-
-def _new_loop() -> asyncio.AbstractEventLoop:
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover - uvloop is a declared dependency
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
 
 
 class LoopThread:
@@ -44,7 +38,7 @@ class LoopThread:
             raise RuntimeError(f"{self.name}: the loop thread did not start")
 
     def _run(self) -> None:
-        loop = self._loop = _new_loop()
+        loop = self._loop = new_event_loop()
         asyncio.set_event_loop(loop)
         loop.call_soon(self._ready.set)
         try:

@@ -110,7 +110,7 @@ class SyncProducer:
         producer._check_running()
         body, sys_flag = producer._prepare(msg)
         timeout = producer.send_msg_timeout
-        info = self._publish_info(msg.topic, timeout)
+        info = self._route(msg.topic, timeout)
         mq = producer.fault.select_queue(info.queues, info.next_index, None, now_ms())
         addr = self._broker_addr(mq.broker_name, msg.topic, timeout)
         request = send_request(producer._send_ext(mq, msg, sys_flag, False), body, False)
@@ -143,9 +143,7 @@ class SyncProducer:
         on another queue, which would break the order."""
         producer = self._producer
         producer._check_running()
-        info = producer.instance.routes.publish.get(msg.topic)
-        if info is None or not info.queues:
-            info = self._publish_info(msg.topic, timeout or producer.send_msg_timeout)
+        info = self._route(msg.topic, timeout or producer.send_msg_timeout)
         return self.send_to_queue(msg, selector(info.queues, msg, arg), timeout)
 
     # --- internals ------------------------------------------------------------------------------
@@ -159,7 +157,6 @@ class SyncProducer:
         timeout: float | None,
     ) -> SendResult:
         producer = self._producer
-        routes = producer.instance.routes
         tries = producer._attempts(
             topic,
             1 + producer.retry_times_when_send_failed,
@@ -168,10 +165,7 @@ class SyncProducer:
         )
         msg_id = client_msg_id(msgs)
         while (remaining := tries.next()) > 0:
-            info = routes.publish.get(topic)
-            if info is None or not info.queues:
-                info = self._publish_info(topic, remaining)
-            mq = tries.select(info)
+            mq = tries.select(self._route(topic, remaining))
             try:
                 addr = producer.instance.broker_addr(mq.broker_name)
                 if addr is None:
@@ -204,8 +198,13 @@ class SyncProducer:
             raise BrokerUnreachableError(addr, str(exc)) from exc
         return send_result(response, addr, mq, msg_id)
 
-    def _publish_info(self, topic: str, timeout: float) -> TopicPublishInfo:
+    def _route(self, topic: str, timeout: float) -> TopicPublishInfo:
+        """The topic's cached route; only a missing one costs a trip through the background loop
+        (``publish_info``: the NameServer, or TBW102 for a new topic)."""
         producer = self._producer
+        info = producer.instance.routes.publish.get(topic)
+        if info is not None and info.queues:
+            return info
         coro = producer.instance.publish_info(topic, producer.default_topic_queue_nums)
         return self._slow(coro, timeout, f"the route of {topic!r}")
 

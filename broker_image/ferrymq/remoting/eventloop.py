@@ -9,10 +9,14 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
-def run(main: Coroutine[Any, Any, T]) -> T:
+def new_event_loop() -> asyncio.AbstractEventLoop:
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a declared dependency
-        return asyncio.run(main)
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+def run(main: Coroutine[Any, Any, T]) -> T:
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
         return runner.run(main)
