@@ -28,11 +28,13 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from ferrymq_operator.images import BROKER_IMAGE
+
 GROUP = "ferrymq.io"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 
-DEFAULT_IMAGE = "ferrymq/ferrymq:0.1.0"
+DEFAULT_IMAGE = BROKER_IMAGE
 
 # Kubernetes resource quantity (the subset users write: plain, decimal SI and binary SI suffixes).
 QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
