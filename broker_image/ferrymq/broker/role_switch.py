@@ -401,6 +401,7 @@ class ControllerMode:
         app = self.app
         if app.ha is not None:
             await app.ha.shutdown()  # no more bytes from the old master from here on
+        await self._take_queue_offsets()
         start = self._store().max_phy_offset
         await self._begin_term(info, sent, start)
         self._apply_role(True)
@@ -414,6 +415,17 @@ class ControllerMode:
             info.master_epoch,
             start,
         )
+
+    async def _take_queue_offsets(self) -> None:
+        """Before its first write, a promoted slave continues every queue where the replicated
+        data ends: dispatch catches up, then the CommitLog's next queue offsets are taken from
+        the ConsumeQueues (as at start-up; replicated bytes never advanced them)."""
+        store = self._store()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while store.dispatch_behind_bytes() > 0 and loop.time() < deadline:
+            await asyncio.sleep(0.005)  # dispatch of the last replicated bytes, bounded
+        store.commit_log.topic_queue_table = store.consume_queues.topic_queue_table()
 
     async def _demote(self) -> None:
         app = self.app
