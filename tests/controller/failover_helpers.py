@@ -17,7 +17,7 @@ from ferrymq.client.broker_api import BrokerApi, PullStatus, SendStatus
 from ferrymq.client.errors import MQClientError
 from ferrymq.client.producer import Producer
 from ferrymq.controller.protocol import ControllerRequestCode as Req
-from ferrymq.message import Message, MessageExt
+from ferrymq.message import Message, MessageExt, decode_message_id
 from ferrymq.remoting import headers
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
@@ -149,6 +149,8 @@ class Recorder:
 
     acks: dict[tuple[int, int], bytes] = field(default_factory=dict)
     ack_times: list[float] = field(default_factory=list)
+    # (time, storing broker "ip:port", CommitLog offset) of every ack, from its offset msgId
+    writers: list[tuple[float, str, int]] = field(default_factory=list)
     failures: int = 0
     tried: int = 0
 
@@ -176,7 +178,10 @@ async def produce(namesrv: str, rec: Recorder, stop: asyncio.Event, seed: int) -
                 continue
             if result.status is SendStatus.SEND_OK:
                 rec.acks[(result.queue.queue_id, result.queue_offset)] = body
-                rec.ack_times.append(time.monotonic())
+                now = time.monotonic()
+                rec.ack_times.append(now)
+                ip, port, offset = decode_message_id(result.offset_msg_id)
+                rec.writers.append((now, f"{ip}:{port}", offset))
             else:
                 rec.failures += 1
                 await asyncio.sleep(0.02)
