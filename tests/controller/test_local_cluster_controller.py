@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 
 import orjson
+from ferrymq.client.allocate import MessageQueue
+from ferrymq.client.broker_api import BrokerApi
 from ferrymq.controller.protocol import ControllerRequestCode as Req
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.command import RemotingCommand
@@ -38,6 +40,25 @@ async def sync_state(addr: str) -> dict[str, object]:
         )
         data: dict[str, object] = orjson.loads(reply.body_bytes())
         return data
+    finally:
+        await client.close()
+
+
+async def offsets_reach_replicas(master: str, replicas: list[str]) -> None:
+    """A committed consumer offset is on every replica well before the 10 s metadata sync."""
+    client = RemotingClient()
+    api = BrokerApi(client)
+    mq = MessageQueue("OffsetTopic", "broker-a", 0)
+    try:
+        await api.update_consumer_offset(master, "offset_group", mq, 42)
+        deadline = time.monotonic() + 6.0
+        pending = set(replicas)
+        while pending:
+            for addr in list(pending):
+                if await api.query_consumer_offset(addr, "offset_group", mq) == 42:
+                    pending.discard(addr)
+            assert time.monotonic() < deadline, f"offset not on {pending} within 6 s"
+            await asyncio.sleep(0.1)
     finally:
         await client.close()
 
@@ -75,6 +96,11 @@ def test_local_cluster_with_a_controller(tmp_path: Path) -> None:
         assert sorted(group["replicas"]) == ["1", "2", "3"]
         conf = (tmp_path / "cluster" / "conf" / "broker-a-2.conf").read_text()
         assert "enableControllerMode=true" in conf and f"controllerAddr={controller}" in conf
+        replicas = group["replicas"]
+        assert isinstance(replicas, dict)
+        addrs = {int(b): r["addr"] for b, r in replicas.items()}
+        master = addrs.pop(int(str(group["masterBrokerId"])))
+        asyncio.run(offsets_reach_replicas(master, list(addrs.values())))
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)

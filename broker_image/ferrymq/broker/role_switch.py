@@ -232,6 +232,10 @@ class ControllerMode:
         self.tracker = None
         if ha.service.client is not None:
             ha.service.client.handshake_broker_id = self.replica_id
+        if ha.slave_sync is not None:
+            # consumer offsets (and topics) reach a replica every heartbeat interval, not every
+            # 10 s: a consumer moved to an elected replica re-reads at most that much
+            ha.slave_sync.interval_s = min(ha.slave_sync.interval_s, self.interval_s)
         if self.known is not None and self.following:
             self._point_at(ha, self.known)
 
