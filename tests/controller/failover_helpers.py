@@ -30,7 +30,9 @@ GROUP = "broker-a"
 PULL_FLAG_SUBSCRIPTION = 4
 
 
-def failover_cluster(data_dir: Path, *, all_ack: bool = True) -> ControllerLocalCluster:
+def failover_cluster(
+    data_dir: Path, *, all_ack: bool = True, file_size: int = 1024 * 1024
+) -> ControllerLocalCluster:
     """One group of 3 replicas (brokerId 1..3), SYNC_FLUSH, small CommitLog files; heartbeat
     timeout 3 s (broker lease 1.5 s), heartbeat every 300 ms, controller scan every 200 ms."""
     return ControllerLocalCluster(
@@ -40,7 +42,7 @@ def failover_cluster(data_dir: Path, *, all_ack: bool = True) -> ControllerLocal
         namesrv_port=0,
         broker_port=0,
         flush_disk_type="SYNC_FLUSH",
-        mapped_file_size_commit_log=1024 * 1024,
+        mapped_file_size_commit_log=file_size,
         extra_conf={"haSlaveSyncInterval": "1000"},
         all_ack_in_sync_state_set=all_ack,
         heartbeat_timeout_ms=3000,

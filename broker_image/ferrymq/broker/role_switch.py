@@ -48,6 +48,7 @@ from ferrymq.ha.truncate import truncate_commit_log
 from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.codes import ResponseCode
 from ferrymq.remoting.command import RemotingCommand
+from ferrymq.store import record as rec
 from ferrymq.store.config import BrokerRole
 from ferrymq.store.message_store import MessageStore
 
@@ -55,6 +56,22 @@ if TYPE_CHECKING:
     from ferrymq.broker.app import BrokerApp
 
 log = logging.getLogger(__name__)
+
+
+def torn_record_at(store: MessageStore, offset: int) -> bool:
+    """True when the CommitLog bytes at ``offset`` are an incomplete or invalid record."""
+    sel = store.commit_log.get_data(offset)
+    if sel is None:
+        return False
+    try:
+        view = memoryview(sel.buffer)
+        try:
+            kind = rec.validate_record(view, 0, sel.size, False)[0]
+        finally:
+            view.release()
+    finally:
+        sel.release()
+    return kind is rec.RecordKind.INVALID
 
 
 class ControllerRefusedError(RuntimeError):
@@ -321,6 +338,8 @@ class ControllerMode:
             self._note(f"controller heartbeat failed: {exc}")
             return
         self._last_error = ""
+        if self._lock.locked():
+            return  # a role change is under way: its heartbeats keep going, it settles first
         await self._apply_guarded(info, sent)
         await self._maybe_alter_sync_state_set()
 
@@ -403,8 +422,9 @@ class ControllerMode:
 
     async def _promote(self, info: ReplicaInfo, sent: float | None) -> None:
         app = self.app
-        if app.ha is not None:
-            await app.ha.shutdown()  # no more bytes from the old master from here on
+        ha, app.ha = app.ha, None  # registrations in between publish no HA address
+        if ha is not None:
+            await ha.shutdown()  # no more bytes from the old master from here on
         await self._take_queue_offsets()
         start = self._store().max_phy_offset
         await self._begin_term(info, sent, start)
@@ -420,23 +440,46 @@ class ControllerMode:
             start,
         )
 
-    async def _take_queue_offsets(self) -> None:
-        """Before its first write, a promoted slave continues every queue where the replicated
-        data ends: dispatch catches up, then the CommitLog's next queue offsets are taken from
-        the ConsumeQueues (as at start-up; replicated bytes never advanced them)."""
+    async def _settle_replicated_tail(self) -> None:
+        """Once replication has stopped: let dispatch catch up, and cut a torn last record.
+
+        Replication frames cut records anywhere, so a replica's CommitLog may end inside a
+        record (a master that died mid-transfer). Dispatch stops in front of it; nothing refers
+        to those bytes, so the CommitLog is cut there: a master must not write behind half a
+        record, and a new master refuses a replica reporting an offset inside one.
+        """
         store = self._store()
+        commit_log = store.commit_log
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 30
         while store.dispatch_behind_bytes() > 0 and loop.time() < deadline:
+            if torn_record_at(store, store.reput.reput_from_offset):
+                break
             await asyncio.sleep(0.005)  # dispatch of the last replicated bytes, bounded
+        end = store.reput.reput_from_offset
+        if end < commit_log.max_offset:
+            log.warning(
+                "cutting the incomplete replicated record at %d (CommitLog ended at %d)",
+                end,
+                commit_log.max_offset,
+            )
+            await asyncio.to_thread(commit_log.mapped_file_queue.truncate_dirty_files, end)
+
+    async def _take_queue_offsets(self) -> None:
+        """Before its first write, a promoted slave continues every queue where the replicated
+        data ends: the CommitLog's next queue offsets are taken from the ConsumeQueues (as at
+        start-up; replicated bytes never advanced them)."""
+        await self._settle_replicated_tail()
+        store = self._store()
         store.commit_log.topic_queue_table = store.consume_queues.topic_queue_table()
 
     async def _demote(self) -> None:
         app = self.app
         self.is_master = False
         self.tracker = None
-        if app.ha is not None:
-            await app.ha.shutdown()
+        ha, app.ha = app.ha, None
+        if ha is not None:
+            await ha.shutdown()
         self._apply_role(False)
         self.following = None
         await app.restart_ha()
@@ -449,6 +492,7 @@ class ControllerMode:
         ha = app.ha
         if ha is not None:
             ha.service.update_master_address(None)  # stop taking bytes while comparing
+        await self._settle_replicated_tail()
         try:
             cache = await fetch_epoch_cache(app.client, info.master_addr)
         except ControllerCallError as exc:
