@@ -21,6 +21,7 @@ from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.errors import RemotingError
+from ferrymq.remoting.eventloop import cancel_and_wait, raise_if_cancelling
 from ferrymq.remoting.headers import (
     RegisterBrokerRequestHeader,
     RegisterBrokerResponseHeader,
@@ -94,6 +95,7 @@ class BrokerRegistration:
         try:
             response = await self.client.invoke(addr, request, timeout)
         except (RemotingError, OSError, ValueError) as exc:
+            raise_if_cancelling()
             log.warning("register to NameServer %s failed: %s", addr, exc)
             return RegisterOutcome(addr, False, error=str(exc))
         if response.code != ResponseCode.SUCCESS:
@@ -102,7 +104,9 @@ class BrokerRegistration:
         reply = RegisterBrokerResponseHeader.from_ext(response.ext_fields)
         return RegisterOutcome(addr, True, reply.ha_server_addr, reply.master_addr)
 
-    async def unregister_all(self) -> None:
+    async def unregister_all(self, budget: float | None = None) -> None:
+        """UNREGISTER_BROKER to every NameServer in parallel, all within ``budget`` seconds
+        (default: registerBrokerTimeoutMills); a NameServer that does not answer is logged."""
         header = UnRegisterBrokerRequestHeader(
             broker_name=self.config.broker_name,
             broker_addr=self.config.broker_addr,
@@ -110,6 +114,8 @@ class BrokerRegistration:
             broker_id=self.config.broker_id,
         ).to_ext()
         timeout = self.config.register_broker_timeout_mills / 1000
+        if budget is not None:
+            timeout = min(timeout, budget)
 
         async def one(addr: str) -> None:
             request = RemotingCommand.request(RequestCode.UNREGISTER_BROKER, header)
@@ -117,9 +123,15 @@ class BrokerRegistration:
                 await self.client.invoke(addr, request, timeout)
                 log.info("unregistered from NameServer %s", addr)
             except (RemotingError, OSError) as exc:
+                raise_if_cancelling()
                 log.warning("unregister from NameServer %s failed: %s", addr, exc)
 
-        await asyncio.gather(*(one(addr) for addr in self.config.namesrv_addrs))
+        try:
+            # one budget for the whole round: a connect that hangs counts against it too
+            async with asyncio.timeout(timeout):
+                await asyncio.gather(*(one(addr) for addr in self.config.namesrv_addrs))
+        except TimeoutError:
+            log.warning("unregister from NameServers not finished within %.1fs", timeout)
 
     def trigger(self) -> None:
         """Register now (after a topic or permission change) instead of at the next period."""
@@ -136,12 +148,10 @@ class BrokerRegistration:
                 log.exception("registration round failed")
             period = max(10_000, min(60_000, self.config.register_name_server_period)) / 1000
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._kick.wait(), period)
+                async with asyncio.timeout(period):
+                    await self._kick.wait()
             self._kick.clear()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        await cancel_and_wait(task)

@@ -135,6 +135,11 @@ class TopicConfigManager:
     def _bump(self) -> None:
         self.data_version = DataVersion(timestamp=_now_ms(), counter=self.data_version.counter + 1)
 
+    def next_version(self) -> None:
+        """A change the NameServers must apply although no topic changed (the broker's
+        permission, which clamps every topic's perm): upstream DataVersion.nextVersion."""
+        self._bump()
+
     # --- queries ------------------------------------------------------------------------------
     def get(self, topic: str) -> TopicConfig | None:
         return self.table.get(topic)
