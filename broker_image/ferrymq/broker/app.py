@@ -36,6 +36,7 @@ from ferrymq.broker.topic_config import TopicConfigManager
 from ferrymq.ha.broker_ha import BrokerHA, ManagerSyncTargets
 from ferrymq.ha.config import HASettings, Role
 from ferrymq.ha.metrics import HACollector, ha_figures
+from ferrymq.remoting.bodies import PERM_READ, TopicConfig
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.eventloop import GracefulShutdown, cancel_and_wait
 from ferrymq.remoting.server import RemotingServer
@@ -109,6 +110,7 @@ class BrokerApp:
             lambda: self.topics.registration_wrapper(config.broker_permission),
             ha_server_addr=self._ha_server_addr,
             on_result=self._on_register_result,
+            broker_role=store_config.broker_role.value,
         )
         self.store: MessageStore | None = None
         self.metrics: MetricsServer | None = None
@@ -174,6 +176,8 @@ class BrokerApp:
             self.store_config, (self.config.broker_ip1, self.config.listen_port)
         )
         await self.store.start()
+        if self.is_slave:
+            self.topics.infer_missing = self._topic_in_store
         self._wire(self.store)
         assert self.semantics is not None
         await self.semantics.start()
@@ -279,6 +283,18 @@ class BrokerApp:
             ),
         )
         await self.ha.start()
+
+    def _topic_in_store(self, topic: str) -> TopicConfig | None:
+        """A read-only config for a topic this slave has ConsumeQueues of but no config for yet
+        (created on the master since the last sync): its replicated messages stay readable."""
+        store = self.store
+        queues = store.consume_queues.queues_of(topic) if store is not None else {}
+        if not queues:
+            return None
+        nums = max(queues) + 1
+        return TopicConfig(
+            topic_name=topic, read_queue_nums=nums, write_queue_nums=nums, perm=PERM_READ
+        )
 
     def _create_topic_in_send_back(self, topic: str, queue_nums: int, perm: int) -> object:
         known = self.topics.get(topic) is not None

@@ -41,7 +41,10 @@ class RegisterOutcome:
 
 
 def build_register_request(
-    config: BrokerConfig, wrapper: TopicConfigSerializeWrapper, ha_server_addr: str | None
+    config: BrokerConfig,
+    wrapper: TopicConfigSerializeWrapper,
+    ha_server_addr: str | None,
+    broker_role: str | None = None,
 ) -> RemotingCommand:
     body = RegisterBrokerBody(topic_config_serialize_wrapper=wrapper).encode()
     header = RegisterBrokerRequestHeader(
@@ -52,6 +55,7 @@ def build_register_request(
         ha_server_addr=ha_server_addr,
         compressed=False,
         body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
+        broker_role=broker_role,
     )
     return RemotingCommand.request(RequestCode.REGISTER_BROKER, header.to_ext(), body)
 
@@ -65,7 +69,9 @@ class BrokerRegistration:
         *,
         ha_server_addr: Callable[[], str | None] = lambda: None,
         on_result: Callable[[RegisterOutcome], None] = lambda outcome: None,
+        broker_role: str | None = None,
     ) -> None:
+        self.broker_role = broker_role
         self.config = config
         self.client = client
         self.wrapper = wrapper
@@ -90,7 +96,9 @@ class BrokerRegistration:
     async def _register_one(
         self, addr: str, wrapper: TopicConfigSerializeWrapper
     ) -> RegisterOutcome:
-        request = build_register_request(self.config, wrapper, self.ha_server_addr())
+        request = build_register_request(
+            self.config, wrapper, self.ha_server_addr(), self.broker_role
+        )
         timeout = self.config.register_broker_timeout_mills / 1000
         try:
             response = await self.client.invoke(addr, request, timeout)
@@ -99,7 +107,12 @@ class BrokerRegistration:
             log.warning("register to NameServer %s failed: %s", addr, exc)
             return RegisterOutcome(addr, False, error=str(exc))
         if response.code != ResponseCode.SUCCESS:
-            log.warning("NameServer %s refused registration: %s", addr, response.remark)
+            log.error(
+                "NameServer %s refused registration (code %d): %s",
+                addr,
+                response.code,
+                response.remark,
+            )
             return RegisterOutcome(addr, False, error=response.remark)
         reply = RegisterBrokerResponseHeader.from_ext(response.ext_fields)
         return RegisterOutcome(addr, True, reply.ha_server_addr, reply.master_addr)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Callable
 
 import orjson
 
@@ -84,6 +85,10 @@ class TopicConfigManager:
     ) -> None:
         self.table: dict[str, TopicConfig] = {}
         self.data_version = DataVersion(timestamp=_now_ms(), counter=0)
+        # a slave's answer for a topic with no config (yet) that its store holds messages of:
+        # topic configs reach a slave by sync, its messages by replication, and the messages
+        # must be readable in between (see BrokerApp._topic_in_store)
+        self.infer_missing: Callable[[str], TopicConfig | None] | None = None
         self.auto_create_topic_enable = auto_create_topic_enable
         self._system: set[str] = set()
         self._add_system(SELF_TEST_TOPIC, 1, 1)
@@ -142,7 +147,10 @@ class TopicConfigManager:
 
     # --- queries ------------------------------------------------------------------------------
     def get(self, topic: str) -> TopicConfig | None:
-        return self.table.get(topic)
+        config = self.table.get(topic)
+        if config is None and self.infer_missing is not None:
+            return self.infer_missing(topic)
+        return config
 
     def is_order_topic(self, topic: str) -> bool:
         config = self.table.get(topic)

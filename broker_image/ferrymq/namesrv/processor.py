@@ -108,6 +108,15 @@ class NamesrvProcessor:
                 ResponseCode.SYSTEM_ERROR,
                 f"register body CRC mismatch from {header.broker_addr}: body corrupted in transit",
             )
+        refusal = self.routes.registration_refusal(
+            broker_name=header.broker_name,
+            broker_addr=header.broker_addr,
+            broker_id=header.broker_id,
+            broker_role=header.broker_role,
+        )
+        if refusal is not None:
+            log.error("REGISTER_BROKER from %s: %s", channel.remote_addr, refusal)
+            return request.response(ResponseCode.NO_PERMISSION, refusal)
         body = RegisterBrokerBody.decode(raw) if raw else RegisterBrokerBody()
         result = self.routes.register_broker(
             cluster_name=header.cluster_name,
