@@ -43,6 +43,16 @@ def silent_address() -> tuple[socket.socket, str]:
     return sock, f"127.0.0.1:{sock.getsockname()[1]}"
 
 
+def hanging_connect_address() -> tuple[list[socket.socket], str]:
+    """A port whose accept queue is full (backlog 0, one connection never accepted): the kernel
+    drops further SYNs, so a connect hangs until its own timeout, as to an unreachable host."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(0)
+    filler = socket.create_connection(sock.getsockname(), timeout=5)
+    return [sock, filler], f"127.0.0.1:{sock.getsockname()[1]}"
+
+
 def write_conf(path: Path, values: Mapping[str, str]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(f"{k}={v}\n" for k, v in values.items()))

@@ -29,7 +29,7 @@ from reliab_helpers import (
     write_conf,
 )
 
-HALF_FRAMES = 200
+HALF_FRAMES = 500
 
 
 def _half_frame(sock: socket.socket, declared: int = 1 << 20, sent: int = 100) -> None:
@@ -62,7 +62,7 @@ def _stop(proc: object) -> None:
             proc.kill()
 
 
-def test_namesrv_closes_200_half_sent_frames_when_idle(tmp_path: Path) -> None:
+def test_namesrv_closes_500_half_sent_frames_when_idle(tmp_path: Path) -> None:
     conf = write_conf(
         tmp_path / "namesrv.conf",
         {

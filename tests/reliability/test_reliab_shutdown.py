@@ -1,5 +1,6 @@
 """Issue 23 item 4: one SIGTERM always ends ``ferrymq broker`` / ``ferrymq namesrv`` within the
-configured shutdownGraceSeconds, whatever the NameServer does (refusing or never answering), at
+configured shutdownGraceSeconds, whatever the NameServer does (refusing, never answering, never
+completing a connect), at
 random moments (during start, right after a topic creation and one send); a second SIGTERM, or the
 grace running out, forces the exit with a log line naming what was still running.
 """
@@ -22,6 +23,7 @@ from ferrymq.remoting.eventloop import FORCED_EXIT_CODE
 from reliab_helpers import (
     broker_conf,
     create_topic_request,
+    hanging_connect_address,
     kill_leftover,
     refusing_address,
     send_request,
@@ -38,11 +40,20 @@ GRACE = 4.0
 # loaded 2-core machine: not part of the service's stop, so not counted against the grace
 EXIT_SLACK = 3.0
 RACES = 25
+# the NameServer refuses connections, accepts but never answers, or never completes a connect
+MODES = ("refused", "silent", "hanging-connect")
 
 
 async def _one_race(tmp: Path, index: int, rng: random.Random) -> str:
-    mode = rng.choice(["refused", "silent"])
-    holder, namesrv = refusing_address() if mode == "refused" else silent_address()
+    mode = MODES[index % len(MODES)]
+    if mode == "refused":
+        sock, namesrv = refusing_address()
+        holders = [sock]
+    elif mode == "silent":
+        sock, namesrv = silent_address()
+        holders = [sock]
+    else:
+        holders, namesrv = hanging_connect_address()
     root = tmp / f"race-{index}"
     conf = write_conf(
         root / "broker.conf",
@@ -91,7 +102,8 @@ async def _one_race(tmp: Path, index: int, rng: random.Random) -> str:
         return f"{mode}/{moment}/{code}"
     finally:
         kill_leftover(proc)
-        holder.close()
+        for sock in holders:
+            sock.close()
 
 
 async def test_25_sigterm_races_each_end_within_the_grace(tmp_path: Path) -> None:
@@ -106,7 +118,7 @@ async def test_25_sigterm_races_each_end_within_the_grace(tmp_path: Path) -> Non
         )
     assert len(outcomes) == RACES
     # both NameServer behaviours and both moments were exercised
-    assert {o.split("/")[0] for o in outcomes} == {"refused", "silent"}
+    assert {o.split("/")[0] for o in outcomes} == set(MODES)
     assert {o.split("/")[1] for o in outcomes} == {"starting", "after-send"}
 
 

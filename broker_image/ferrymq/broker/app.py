@@ -177,7 +177,7 @@ class BrokerApp:
         )
         await self.store.start()
         if self.is_slave:
-            self.topics.infer_missing = self._topic_in_store
+            self.topics.slave_view = self._slave_topic_view
         self._wire(self.store)
         assert self.semantics is not None
         await self.semantics.start()
@@ -284,17 +284,22 @@ class BrokerApp:
         )
         await self.ha.start()
 
-    def _topic_in_store(self, topic: str) -> TopicConfig | None:
-        """A read-only config for a topic this slave has ConsumeQueues of but no config for yet
-        (created on the master since the last sync): its replicated messages stay readable."""
+    def _slave_topic_view(self, topic: str, config: TopicConfig | None) -> TopicConfig | None:
+        """On a slave, a topic's config as far as its ConsumeQueues go: a topic (or queues of
+        one) created on the master since the last sync is served read-only from the replicated
+        messages instead of TOPIC_NOT_EXIST / an illegal queue id."""
         store = self.store
         queues = store.consume_queues.queues_of(topic) if store is not None else {}
         if not queues:
-            return None
+            return config
         nums = max(queues) + 1
-        return TopicConfig(
-            topic_name=topic, read_queue_nums=nums, write_queue_nums=nums, perm=PERM_READ
-        )
+        if config is None:
+            return TopicConfig(
+                topic_name=topic, read_queue_nums=nums, write_queue_nums=nums, perm=PERM_READ
+            )
+        if nums > config.read_queue_nums:
+            return config.model_copy(update={"read_queue_nums": nums})
+        return config
 
     def _create_topic_in_send_back(self, topic: str, queue_nums: int, perm: int) -> object:
         known = self.topics.get(topic) is not None

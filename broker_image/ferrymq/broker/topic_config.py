@@ -85,10 +85,10 @@ class TopicConfigManager:
     ) -> None:
         self.table: dict[str, TopicConfig] = {}
         self.data_version = DataVersion(timestamp=_now_ms(), counter=0)
-        # a slave's answer for a topic with no config (yet) that its store holds messages of:
-        # topic configs reach a slave by sync, its messages by replication, and the messages
-        # must be readable in between (see BrokerApp._topic_in_store)
-        self.infer_missing: Callable[[str], TopicConfig | None] | None = None
+        # a slave's view of a topic: topic configs reach a slave by sync, its messages by
+        # replication, and messages of a topic (or queue) whose config has not arrived yet must
+        # be readable in between (see BrokerApp._slave_topic_view); None on a master
+        self.slave_view: Callable[[str, TopicConfig | None], TopicConfig | None] | None = None
         self.auto_create_topic_enable = auto_create_topic_enable
         self._system: set[str] = set()
         self._add_system(SELF_TEST_TOPIC, 1, 1)
@@ -148,8 +148,8 @@ class TopicConfigManager:
     # --- queries ------------------------------------------------------------------------------
     def get(self, topic: str) -> TopicConfig | None:
         config = self.table.get(topic)
-        if config is None and self.infer_missing is not None:
-            return self.infer_missing(topic)
+        if self.slave_view is not None:
+            return self.slave_view(topic, config)
         return config
 
     def is_order_topic(self, topic: str) -> bool:

@@ -109,7 +109,7 @@ class AtomicFileWriter:
 
     Cancelling the task that awaits a write cannot stop its thread (a periodic flusher stopped at
     shutdown, right before the final persist). The next write waits for that thread, so two
-    threads never share ``<name>.tmp`` and the last write asked for is the one left on disk.
+    threads never race on one file and the last write asked for is the one left on disk.
     """
 
     def __init__(self, path: Path, *, keep_backup: bool = True) -> None:
