@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 from ferrymq.broker.config import BrokerConfig
-from ferrymq.broker.register import build_register_request
+from ferrymq.broker.register import BrokerRegistration, build_register_request
 from ferrymq.namesrv.app import NamesrvApp
 from ferrymq.namesrv.config import NamesrvConfig
 from ferrymq.remoting.bodies import TopicConfig, TopicConfigSerializeWrapper
@@ -129,4 +129,32 @@ async def test_namesrv_refuses_a_slave_claiming_the_live_masters_id(tmp_path: Pa
     finally:
         await master.close()
         await impostor.close()
+        await app.stop()
+
+
+async def test_broker_logs_the_namesrv_refusal(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The refusal reaches the broker's registration as a failed outcome, logged at ERROR."""
+    app = NamesrvApp(
+        NamesrvConfig(listen_port=0, bind_address="127.0.0.1", kv_config_path=tmp_path / "kv")
+    )
+    await app.start()
+    client = RemotingClient()
+    try:
+        config = BrokerConfig(
+            broker_name="broker-y", broker_ip1="127.0.0.1", listen_port=20011, namesrv_addr=app.addr
+        )
+        registration = BrokerRegistration(
+            config, client, TopicConfigSerializeWrapper, broker_role="SLAVE"
+        )
+        outcomes = await registration.register_all()
+        assert [o.ok for o in outcomes] == [False]
+        assert "brokerId 0 is the master's" in (outcomes[0].error or "")
+        assert any(
+            r.levelname == "ERROR" and "refused registration (code 16)" in r.getMessage()
+            for r in caplog.records
+        )
+    finally:
+        await client.close()
         await app.stop()
