@@ -97,7 +97,7 @@ def test_broker_closes_idle_connections_but_not_active_ones(tmp_path: Path) -> N
     holder, namesrv = refusing_address()
     conf = write_conf(
         tmp_path / "broker.conf",
-        broker_conf(tmp_path, namesrv, serverChannelMaxIdleTimeSeconds="1"),
+        broker_conf(tmp_path, namesrv, serverChannelMaxIdleTimeSeconds="2"),
     )
     log = tmp_path / "broker.log"
     proc = spawn(["broker", "-c", str(conf)], log)
@@ -108,18 +108,18 @@ def test_broker_closes_idle_connections_but_not_active_ones(tmp_path: Path) -> N
             _half_frame(sock)  # half of them mid-frame, half never sent a byte
 
         async def active() -> int:
-            """Requests every 0.3 s for 3 s on one connection: all answered on that one."""
+            """Requests every 0.2 s for 3 s on one connection: all answered on that one."""
             client = RemotingClient()
             try:
                 addr = f"127.0.0.1:{port}"
                 first = await client.channel(addr)
-                for _ in range(10):
+                for _ in range(15):
                     request = RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)
                     reply = await client.invoke(addr, request, 10)
                     assert reply.code == ResponseCode.SUCCESS
-                    await asyncio.sleep(0.3)  # pacing the traffic, not synchronisation
+                    await asyncio.sleep(0.2)  # pacing the traffic, not synchronisation
                 assert client.open_channel(addr) is first
-                return 10
+                return 15
             finally:
                 await client.close()
 
@@ -128,7 +128,7 @@ def test_broker_closes_idle_connections_but_not_active_ones(tmp_path: Path) -> N
         thread.start()
         assert _wait_all_closed(idle, 30) == len(idle)
         thread.join(60)
-        assert result == [10]
+        assert result == [15]
         for sock in idle:
             sock.close()
     finally:

@@ -35,7 +35,7 @@ from reliab_helpers import (
 )
 from subprocess_helpers import popen
 
-GRACE = 4.0
+GRACE = 6.0
 # the interpreter's own exit after the loop ended (modules torn down, threads joined) on a
 # loaded 2-core machine: not part of the service's stop, so not counted against the grace
 EXIT_SLACK = 3.0
@@ -68,6 +68,7 @@ async def _one_race(tmp: Path, index: int, rng: random.Random) -> str:
     log = root / "broker.log"
     proc = spawn(["broker", "-c", str(conf)], log)
     moment = rng.choice(["starting", "after-send"])
+    signalled_at = time.monotonic()
     try:
         if moment == "starting":
             await asyncio.sleep(rng.uniform(0.0, 1.5))  # a random moment, not synchronisation
@@ -85,6 +86,7 @@ async def _one_race(tmp: Path, index: int, rng: random.Random) -> str:
                     client.invoke(addr, send_request(f"Race{index}Auto", b"x"), 10)
                 )
                 await asyncio.sleep(rng.uniform(0.0, 0.01))
+                signalled_at = time.monotonic()
                 proc.send_signal(signal.SIGTERM)
                 await asyncio.wait((send,), timeout=GRACE)
                 if send.done() and not send.exception():
@@ -92,8 +94,11 @@ async def _one_race(tmp: Path, index: int, rng: random.Random) -> str:
             finally:
                 await client.close()
         if moment == "starting":
+            signalled_at = time.monotonic()
             proc.send_signal(signal.SIGTERM)
-        code = await asyncio.to_thread(wait_exit, proc, GRACE + EXIT_SLACK)
+        # the bound runs from the signal
+        left = GRACE + EXIT_SLACK - (time.monotonic() - signalled_at)
+        code = await asyncio.to_thread(wait_exit, proc, max(left, 0.0))
         text = log.read_text(errors="replace")
         assert code is not None, f"race {index} ({mode}, {moment}): still running: {text[-3000:]}"
         # -SIGTERM: the signal came before the handlers were installed (interpreter start-up)
