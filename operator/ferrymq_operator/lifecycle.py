@@ -30,6 +30,15 @@ RECONCILIATION_PAUSED = "ReconciliationPaused"
 TRUE_VALUES = frozenset({"true", "yes", "1", "on"})
 
 Events = list[tuple[str, str, str]]
+# (group, brokerId) -> the pod's listenPort (BrokerSpec.pod_ports); None: every pod on the default.
+PortOf = Callable[[int, int], int]
+
+
+def _pod_address(
+    owner: Owner, group: int, broker_id: int, domain: str, port_of: PortOf | None
+) -> str:
+    port = names.BROKER_PORT if port_of is None else port_of(group, broker_id)
+    return names.broker_pod_address(owner.name, owner.namespace, group, broker_id, domain, port)
 
 
 def annotations_of(body: Mapping[str, Any]) -> Mapping[str, str]:
@@ -139,11 +148,12 @@ async def with_sync(
     runtime_info: RuntimeInfo,
     domain: str,
     max_lag_bytes: int,
+    port_of: PortOf | None = None,
 ) -> list[rollout.GroupState]:
     """Add the slaves' replication state (runtime info of every pod, fetched concurrently)."""
 
     async def info(group: int, broker_id: int) -> dict[str, str] | None:
-        addr = names.broker_pod_address(owner.name, owner.namespace, group, broker_id, domain)
+        addr = _pod_address(owner, group, broker_id, domain, port_of)
         try:
             return await runtime_info(addr)
         except Exception:  # unreachable or refusing: replication state unknown, roll waits
@@ -287,6 +297,7 @@ async def drain_groups(
     delete_claims: bool,
     events: Events,
     now: str,
+    port_of: PortOf | None = None,
 ) -> list[dict[str, Any]]:
     """Drain each group above spec.groups; remove the ones that are drained. Returns status.drains
     for the groups still there."""
@@ -297,7 +308,7 @@ async def drain_groups(
         if off.group in extra:
             continue
         broker = names.broker_name(owner.name, off.group)
-        addr = names.broker_pod_address(owner.name, owner.namespace, off.group, 0, domain)
+        addr = _pod_address(owner, off.group, 0, domain, port_of)
         try:
             await admin.resume_writes(namesrv_addr, broker, addr)
         except drain.DrainUnavailable as error:
@@ -315,7 +326,7 @@ async def drain_groups(
         )
     for group in sorted(extra):
         broker = names.broker_name(owner.name, group)
-        addr = names.broker_pod_address(owner.name, owner.namespace, group, 0, domain)
+        addr = _pod_address(owner, group, 0, domain, port_of)
         old = before.get(group)
         since = old.since if old is not None and old.since else now
         if old is None:
@@ -394,13 +405,14 @@ async def push_namesrv_addr(
     namesrv_addr: str,
     update: Callable[[str, dict[str, str]], Awaitable[None]],
     domain: str,
+    port_of: PortOf | None = None,
 ) -> list[str]:
     """UPDATE_BROKER_CONFIG namesrvAddr on every ready broker pod (no restart: the broker registers
     with the new list at its next round). Returns the pods that could not be updated."""
 
     async def one(group: int, broker_id: int) -> str | None:
         pod = names.broker_pod(owner.name, group, broker_id)
-        addr = names.broker_pod_address(owner.name, owner.namespace, group, broker_id, domain)
+        addr = _pod_address(owner, group, broker_id, domain, port_of)
         try:
             await update(addr, {"namesrvAddr": namesrv_addr})
         except Exception as error:  # reported and retried at the next pass
