@@ -28,6 +28,8 @@ PAUSE_ANNOTATION = "ferrymq.io/pause-reconciliation"
 RESTART_ANNOTATION = "ferrymq.io/manual-rolling-restart"
 RECONCILIATION_PAUSED = "ReconciliationPaused"
 TRUE_VALUES = frozenset({"true", "yes", "1", "on"})
+# asyncio sleeps on the monotonic clock; a little more keeps the wall clock past the full second.
+RESTART_CLOCK_MARGIN_S = 0.05
 
 Events = list[tuple[str, str, str]]
 # (group, brokerId) -> the pod's listenPort (BrokerSpec.pod_ports); None: every pod on the default.
@@ -216,7 +218,13 @@ async def roll(
     )
     restart_since = previous.restart_since if previous is not None else None
     if restart and not restart_since:
-        restart_since = _utc(now)
+        # A pod needs the restart when it was created before restartSince, and creationTimestamp
+        # has a resolution of one second: start at the next full second, so that every pod that
+        # exists now was created before it, and every pod the roll creates, at or after it.
+        start = now.replace(microsecond=0) + datetime.timedelta(seconds=1)
+        await asyncio.sleep((start - now).total_seconds() + RESTART_CLOCK_MARGIN_S)
+        now = start
+        restart_since = _utc(start)
         events.append(("Normal", "RollingRestart", f"{RESTART_ANNOTATION}: restarting every pod"))
     decision = rollout.next_step(states, now, in_flight, restart_since, policy)
     # Replication state is asked of the brokers only when it is what the decision hinges on.
