@@ -465,6 +465,19 @@ async def remove_audit(ctx: Context, owner: Owner, result: Result) -> None:
         result.events.append(("Normal", "AuditDisabled", f"deleted CronJob {name}"))
 
 
+async def remove_stale_external_services(
+    ctx: Context, owner: Owner, spec: models.BrokerSpec, result: Result
+) -> None:
+    """NodePort Services of pods that no longer exist or no longer use NodePort access."""
+    wanted = {svc["metadata"]["name"] for svc in broker_builder.node_port_services(owner, spec)}
+    selector = _selector(names.selector_labels(owner, names.COMPONENT_BROKER))
+    for svc in await ctx.kube.list("v1", "Service", owner.namespace, selector):
+        name = svc["metadata"]["name"]
+        stale = name.endswith(names.EXTERNAL_SUFFIX) and name not in wanted
+        if stale and await ctx.kube.delete("v1", "Service", owner.namespace, name):
+            result.events.append(("Normal", "Deleted", f"deleted Service {name}"))
+
+
 async def delete_removed_claims(
     ctx: Context, owner: Owner, spec: models.BrokerSpec, result: Result
 ) -> None:
@@ -522,6 +535,8 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
             failure = await _apply_all(ctx.kube, objects, result)
         if failure is None and spec.audit is None:
             await remove_audit(ctx, owner, result)
+        if failure is None:
+            await remove_stale_external_services(ctx, owner, spec, result)
 
     if failure is None and spec.storage.delete_claim_on_scale_down:
         await delete_removed_claims(ctx, owner, spec, result)

@@ -314,6 +314,25 @@ def test_node_port_external_access(cluster: Cluster, node_operator: KopfRunner) 
         listen = int(broker_conf(cluster, "orders", 0, broker_id)["listenPort"])
         assert port.node_port == listen == 31511 + 10 * broker_id
 
+    # external access turned off: the NodePort Services go, the pods listen on listenPort again
+    cluster.custom.patch_namespaced_custom_object(
+        "ferrymq.io",
+        "v1alpha1",
+        cluster.ns,
+        "brokers",
+        "orders",
+        {"spec": {"externalAccess": None}},
+    )
+    for broker_id in range(2):
+        name = f"orders-broker-0-{broker_id}-external"
+        wait_for(f"{name} deleted", lambda name=name: cluster.service(name) is None or None)
+        wait_for(
+            "the default port back in the conf",
+            lambda i=broker_id: (
+                broker_conf(cluster, "orders", 0, i)["listenPort"] == "10911" or None
+            ),
+        )
+
 
 def test_port_clash_between_resources_is_a_condition(
     cluster: Cluster, node_operator: KopfRunner

@@ -172,9 +172,12 @@ def broker_pod(cr_name: str, group: int, broker_id: int) -> str:
     return f"{broker_statefulset(cr_name, group)}-{broker_id}"
 
 
+EXTERNAL_SUFFIX = "-external"
+
+
 def broker_external_service(cr_name: str, group: int, broker_id: int) -> str:
     """NodePort Service of one broker pod (externalAccess NodePort)."""
-    return f"{broker_pod(cr_name, group, broker_id)}-external"
+    return f"{broker_pod(cr_name, group, broker_id)}{EXTERNAL_SUFFIX}"
 
 
 def broker_conf_file(broker_id: int) -> str:
