@@ -25,6 +25,10 @@ from ferrymq_operator.reconcile import (
     reconcile_nameserver,
 )
 from ferrymq_operator.settings import OperatorSettings
+from ferrymq_operator.topics import handlers as topic_handlers
+
+# Topic and ConsumerGroup handlers register themselves with kopf on import.
+__all__ = ["topic_handlers"]
 
 Reconciler = Callable[[Context, Mapping[str, Any]], Awaitable[Result]]
 RECONCILERS: dict[str, tuple[str, Reconciler]] = {
