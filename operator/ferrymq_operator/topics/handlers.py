@@ -32,21 +32,29 @@ FINALIZERS = {"Topic": reconcile.finalize_topic, "ConsumerGroup": reconcile.fina
 
 
 def topic_context(memo: kopf.Memo) -> reconcile.TopicContext:
-    """Built once from the operator's start-up context (kube client, settings)."""
+    """Built from the operator's start-up context (kube client, settings).
+
+    Brokers are reached by cluster DNS unless the memo given to ``kopf.operator`` carries
+    ``topic_addresses`` (an ``Addresses``; for an operator run outside the cluster network).
+    """
     if "topic_ctx" not in memo:
         ctx: Context = memo.ctx
         memo.topic_ctx = reconcile.TopicContext(
             kube=ctx.kube,
             admin=RemotingObjectAdmin(ctx.settings.admin_timeout_seconds),
-            addresses=reconcile.DnsAddresses(ctx.settings.cluster_domain),
+            addresses=memo.get("topic_addresses")
+            or reconcile.DnsAddresses(ctx.settings.cluster_domain),
             retry_delay_seconds=ctx.settings.retry_delay_seconds,
         )
-        memo.topic_locks = {}
     topic_ctx: reconcile.TopicContext = memo.topic_ctx
     return topic_ctx
 
 
 def _lock(memo: kopf.Memo, key: tuple[str, str, str]) -> asyncio.Lock:
+    """One lock per resource: its handlers and its timer never interleave (kopf gives each
+    resource its own copy of the memo, so the lock lives there)."""
+    if "topic_locks" not in memo:
+        memo.topic_locks = {}
     locks: dict[tuple[str, str, str], asyncio.Lock] = memo.topic_locks
     return locks.setdefault(key, asyncio.Lock())
 
