@@ -27,6 +27,7 @@ from ferrymq.client.allocate import MessageQueue
 from ferrymq.client.errors import NoRouteError
 from ferrymq.client.producer import Producer
 from ferrymq.message import Message
+from ferrymq.remoting.bodies import SubscriptionGroupConfig
 from kubernetes import client as k8s
 
 from k8s.control_plane import KubeApi
@@ -222,6 +223,62 @@ def ready_reason(cluster: Cluster, plural: str, name: str) -> tuple[str, str, st
 
 
 # --- tests ---
+
+
+def unmanaged(cluster: Cluster) -> dict[str, int] | None:
+    found: dict[str, int] | None = status(cluster, "brokers", "orders").get("unmanaged")
+    return found
+
+
+# First in the module: the brokers are shared, and the namespaces of later tests are deleted in the
+# background (their Topics' finalizers remove topics), which would move the count under this test.
+def test_unmanaged_topics_and_groups_are_left_alone_and_counted(
+    cluster: Cluster, brokers: LocalCluster, topic_operator: None
+) -> None:
+    create(
+        cluster, "Broker", "brokers", "orders", {"nameServerRef": {"name": "routes"}, "groups": 2}
+    )
+    before = wait_for("the Broker's unmanaged count", lambda: unmanaged(cluster))
+    # made with another tool: counted, never touched
+    admin_call(
+        brokers,
+        lambda admin: admin.create_topic(
+            "legacy_feed",
+            broker_addr=brokers.broker_addrs[1],
+            read_queue_nums=3,
+            write_queue_nums=3,
+        ),
+    )
+    admin_call(
+        brokers,
+        lambda admin: admin.create_subscription_group(
+            SubscriptionGroupConfig(group_name="legacy_readers"),
+            broker_addr=brokers.broker_addrs[0],
+        ),
+    )
+    wait_for(
+        "the unmanaged count to grow",
+        lambda: (
+            unmanaged(cluster) == {"topics": before["topics"] + 1, "groups": before["groups"] + 1}
+        ),
+    )
+    assert queues_on(brokers, 1, "legacy_feed") == (3, 3)
+    assert "legacy_feed" not in topics_on(brokers, 0)
+    # a resource naming it adopts it (and puts it on every group as its spec says)
+    create(
+        cluster,
+        "Topic",
+        "topics",
+        "legacy",
+        {"brokerRef": {"name": "orders"}, "name": "legacy_feed", "queues": 3},
+    )
+    cluster.wait_condition("topics", "legacy", "Ready", "True")
+    assert [queues_on(brokers, g, "legacy_feed") for g in range(2)] == [(3, 3), (3, 3)]
+    wait_for(
+        "the adopted topic no longer counted",
+        lambda: unmanaged(cluster) == {"topics": before["topics"], "groups": before["groups"] + 1},
+    )
+    assert "legacy_readers" in groups_on(brokers, 0)
 
 
 def test_topic_lifecycle(cluster: Cluster, brokers: LocalCluster, topic_operator: None) -> None:

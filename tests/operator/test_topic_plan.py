@@ -117,3 +117,19 @@ def test_status_conditions() -> None:
     by_type = {c["type"]: c for c in shrink["conditions"]}
     assert by_type["Ready"]["reason"] == "ShrinkPending"
     assert by_type["ReconcileFailed"]["status"] == "False"  # waiting, not failing
+
+
+def test_unmanaged_count_leaves_out_system_and_managed_names() -> None:
+    from ferrymq_operator.topics.unmanaged import Inventory, count
+
+    inventories = [
+        Inventory(
+            "b-broker-0",
+            "b",
+            frozenset({"TBW102", "b", "b-broker-0", "%RETRY%g", "orders", "legacy"}),
+            frozenset({"TOOLS_CONSUMER", "billing", "old"}),
+        ),
+        Inventory("b-broker-1", "b", frozenset({"b-broker-1", "legacy", "x"}), frozenset()),
+    ]
+    assert count(inventories, ["orders"], ["billing"]) == {"topics": 2, "groups": 1}
+    assert count(inventories, [], []) == {"topics": 3, "groups": 2}

@@ -28,6 +28,7 @@ from ferrymq.remoting.processor import ProcessorTable
 
 from ferrymq_operator.broker_admin import AdminUnavailable
 from ferrymq_operator.topics.plan import GROUP_FIELDS, QueueBacklog, TopicState
+from ferrymq_operator.topics.unmanaged import Inventory
 
 _T = TypeVar("_T")
 
@@ -67,6 +68,9 @@ class ObjectAdmin(Protocol):
 
     async def group_lag(self, addr: str, group: str) -> dict[str, int]:
         """Topic -> unconsumed messages of the group on one broker."""
+
+    async def inventory(self, addr: str) -> Inventory:
+        """Every topic and subscription group of one master, with its broker and cluster name."""
 
 
 class RemotingObjectAdmin:
@@ -198,3 +202,18 @@ class RemotingObjectAdmin:
             lag = max(0, wrapper.broker_offset - wrapper.consumer_offset)
             out[mq.topic] = out.get(mq.topic, 0) + lag
         return out
+
+    async def inventory(self, addr: str) -> Inventory:
+        async def run(remoting: RemotingClient) -> Inventory:
+            api = self._broker(remoting)
+            config = await api.get_broker_config(addr)
+            topics = await api.get_all_topic_config(addr)
+            groups = await api.get_all_subscription_group_config(addr)
+            return Inventory(
+                broker_name=config.get("brokerName", ""),
+                cluster_name=config.get("brokerClusterName", ""),
+                topics=frozenset(topics.topic_config_table),
+                groups=frozenset(groups.subscription_group_table),
+            )
+
+        return await self._call(run)

@@ -127,3 +127,18 @@ async def group_resync(memo: kopf.Memo, namespace: str | None, name: str, **_: A
 @kopf.on.delete(models.GROUP, models.VERSION, "consumergroups")
 async def group_deleted(memo: kopf.Memo, namespace: str | None, name: str, **_: Any) -> None:
     await finalize(memo, "ConsumerGroup", namespace or "", name)
+
+
+@kopf.timer(models.GROUP, models.VERSION, "brokers", interval=RESYNC_SECONDS)
+async def broker_unmanaged(memo: kopf.Memo, namespace: str | None, name: str, **_: Any) -> None:
+    """Count the Broker's topics and groups no resource manages (status.unmanaged)."""
+    ctx = topic_context(memo)
+    body = await ctx.kube.get(models.API_VERSION, "Broker", namespace or "", name)
+    if body is None or body["metadata"].get("deletionTimestamp"):
+        return
+    try:
+        patch = await reconcile.unmanaged_status(ctx, body)
+        if patch:
+            await ctx.kube.patch_status(models.API_VERSION, "Broker", namespace or "", name, patch)
+    except k8s.ApiError as error:
+        logging.getLogger(__name__).warning("unmanaged count of %s/%s: %s", namespace, name, error)

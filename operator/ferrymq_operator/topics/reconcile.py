@@ -19,7 +19,7 @@ from ferrymq_operator.builders import broker as broker_builder
 from ferrymq_operator.builders import names
 from ferrymq_operator.reconcile import Result, now, owner_of
 from ferrymq_operator.status import Failure
-from ferrymq_operator.topics import conditions, plan
+from ferrymq_operator.topics import conditions, plan, unmanaged
 from ferrymq_operator.topics import models as tm
 from ferrymq_operator.topics.admin import AdminRefused, ObjectAdmin
 
@@ -415,3 +415,32 @@ async def _finalize(
     if failed:
         raise Retry(f"cannot remove {what} {name} yet: {plan.listed(failed)}")
     return [("Normal", "Deleted", f"removed {what} {name} from Broker {ref}")]
+
+
+# --- the Broker's unmanaged count ---
+
+
+async def unmanaged_status(ctx: TopicContext, broker_body: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"unmanaged": {"topics": n, "groups": m}}`` for a Broker's status; empty when no master
+    answered (the last count stays)."""
+    meta = broker_body["metadata"]
+    namespace, ref = meta["namespace"], meta["name"]
+    try:
+        spec = cr_models.parse_broker_spec(dict(broker_body.get("spec") or {}))
+    except cr_models.InvalidSpec:
+        return {}
+    inventories = []
+    for group in range(spec.groups):
+        try:
+            inventories.append(
+                await ctx.admin.inventory(ctx.addresses.broker(ref, namespace, group))
+            )
+        except (AdminUnavailable, AdminRefused):
+            continue
+    if not inventories:
+        return {}
+    managed: dict[str, list[str]] = {}
+    for kind in (TOPIC, GROUP):
+        items = await ctx.kube.list(cr_models.API_VERSION, kind, namespace, "")
+        managed[kind] = [c.name for c in _claims(items) if c.broker == ref]
+    return {"unmanaged": unmanaged.count(inventories, managed[TOPIC], managed[GROUP])}
