@@ -413,7 +413,10 @@ async def _finalize(
             except (AdminUnavailable, AdminRefused) as error:
                 failed.append(f"NameServers {namesrv}: {error}")
     if failed:
-        raise Retry(f"cannot remove {what} {name} yet: {plan.listed(failed)}")
+        raise Retry(
+            f"cannot remove {what} {name} yet: {plan.listed(failed)}; retrying (annotate "
+            f"{tm.RETAIN_ANNOTATION}={tm.RETAIN} to delete the resource and keep the {what})"
+        )
     return [("Normal", "Deleted", f"removed {what} {name} from Broker {ref}")]
 
 
