@@ -226,7 +226,8 @@ async def reconcile_topic(ctx: TopicContext, body: Mapping[str, Any]) -> Result:
             elif wanted != actual:
                 diff = "; ".join(plan.differences(wanted, actual))
                 await ctx.admin.put_topic(addr, target.name, wanted, actual)
-                if drift_possible and not (removed and not left):
+                known = broker_name in previous.broker_groups
+                if drift_possible and known and not (removed and not left):
                     events.append(
                         (
                             "Warning",
@@ -306,7 +307,7 @@ async def reconcile_group(ctx: TopicContext, body: Mapping[str, Any]) -> Result:
                     events.append(
                         ("Normal", "Created", f"created group {target.name} on {broker_name}")
                     )
-                elif drift_possible:
+                elif drift_possible and broker_name in previous.broker_groups:
                     events.append(
                         (
                             "Warning",
