@@ -393,16 +393,33 @@ async def _finalize(
     if broker is None:
         return [("Normal", "BrokerGone", f"Broker {ref} is gone; nothing to remove")]
     broker_spec = cr_models.parse_broker_spec(dict(broker.get("spec") or {}))
+    # Every master is asked first, and nothing is removed unless all answered: a deletion is
+    # done everywhere or not started (so a retain annotation added meanwhile still keeps it all).
+    holding: list[str] = []
     failed: list[str] = []
     for group in range(broker_spec.groups):
         addr = ctx.addresses.broker(ref, namespace, group)
+        try:
+            table = await (ctx.admin.topics(addr) if kind == TOPIC else ctx.admin.groups(addr))
+        except (AdminUnavailable, AdminRefused) as error:
+            failed.append(f"{names.broker_name(ref, group)}: {error}")
+            continue
+        if name in table:
+            holding.append(addr)
+    if failed:
+        raise Retry(
+            f"cannot remove {what} {name} yet, nothing removed: {plan.listed(failed)}; retrying "
+            f"(annotate {tm.RETAIN_ANNOTATION}={tm.RETAIN} to delete the resource and keep the "
+            f"{what})"
+        )
+    for addr in holding:
         try:
             if kind == TOPIC:
                 await ctx.admin.delete_topic(addr, name)
             else:
                 await ctx.admin.delete_group(addr, name)
         except (AdminUnavailable, AdminRefused) as error:
-            failed.append(f"{names.broker_name(ref, group)}: {error}")
+            failed.append(f"{addr}: {error}")
     if kind == TOPIC and not failed:
         namesrv = ctx.addresses.namesrv(broker)
         if namesrv is None:
