@@ -50,11 +50,14 @@ def topic_context(memo: kopf.Memo) -> reconcile.TopicContext:
     return topic_ctx
 
 
+@kopf.on.startup()
+async def topics_startup(memo: kopf.Memo, **_: Any) -> None:
+    # On the root memo, so every resource's copy of it shares one table of locks.
+    memo.topic_locks = {}
+
+
 def _lock(memo: kopf.Memo, key: tuple[str, str, str]) -> asyncio.Lock:
-    """One lock per resource: its handlers and its timer never interleave (kopf gives each
-    resource its own copy of the memo, so the lock lives there)."""
-    if "topic_locks" not in memo:
-        memo.topic_locks = {}
+    """One lock per resource: its handlers, its timer and a Broker's scale-out never interleave."""
     locks: dict[tuple[str, str, str], asyncio.Lock] = memo.topic_locks
     return locks.setdefault(key, asyncio.Lock())
 
@@ -142,3 +145,57 @@ async def broker_unmanaged(memo: kopf.Memo, namespace: str | None, name: str, **
             await ctx.kube.patch_status(models.API_VERSION, "Broker", namespace or "", name, patch)
     except k8s.ApiError as error:
         logging.getLogger(__name__).warning("unmanaged count of %s/%s: %s", namespace, name, error)
+
+
+# --- a Broker's groups changed: its Topics and ConsumerGroups follow at once, not at the resync ---
+
+
+def _by_broker(
+    namespace: str | None, name: str, spec: Mapping[str, Any]
+) -> dict[tuple[str, str], str] | None:
+    ref = (spec.get("brokerRef") or {}).get("name") if spec else None
+    return {(namespace or "", str(ref)): name} if ref else None
+
+
+@kopf.index(models.GROUP, models.VERSION, "topics")
+def topics_by_broker(
+    namespace: str | None, name: str, spec: Mapping[str, Any], **_: Any
+) -> dict[tuple[str, str], str] | None:
+    """(namespace, Broker name) -> the Topics referring to it."""
+    return _by_broker(namespace, name, spec)
+
+
+@kopf.index(models.GROUP, models.VERSION, "consumergroups")
+def consumergroups_by_broker(
+    namespace: str | None, name: str, spec: Mapping[str, Any], **_: Any
+) -> dict[tuple[str, str], str] | None:
+    """(namespace, Broker name) -> the ConsumerGroups referring to it."""
+    return _by_broker(namespace, name, spec)
+
+
+@kopf.on.event(models.GROUP, models.VERSION, "brokers")
+async def broker_groups_event(
+    event: Mapping[str, Any],
+    body: Mapping[str, Any],
+    memo: kopf.Memo,
+    namespace: str | None,
+    name: str,
+    **kwargs: Any,
+) -> None:
+    """A changed ``spec.groups`` reconciles the Broker's Topics and ConsumerGroups now (the
+    Broker's memo remembers the last count seen; the first sight is covered by their resume)."""
+    if "ctx" not in memo or event.get("type") == "DELETED":
+        return
+    groups = int((body.get("spec") or {}).get("groups") or 1)
+    seen = memo.get("topic_groups_seen")
+    memo.topic_groups_seen = groups
+    if seen is None or seen == groups:
+        return
+    key = (namespace or "", name)
+    indexes: tuple[tuple[str, kopf.Index[tuple[str, str], str]], ...] = (
+        ("Topic", kwargs["topics_by_broker"]),
+        ("ConsumerGroup", kwargs["consumergroups_by_broker"]),
+    )
+    for kind, index in indexes:
+        for resource in sorted(index.get(key, [])):
+            await run(memo, kind, key[0], resource, raise_errors=False)

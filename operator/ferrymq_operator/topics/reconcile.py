@@ -162,9 +162,14 @@ def _result(
     result = Result(status=status, events=events, retry=retry)
     if outcome.reason in conditions.FAILURES:
         result.failure = Failure(outcome.reason or "", outcome.message)
+    # One Warning when the reason changes, not one per pass while it lasts (a shrink's counts
+    # and an unreachable master's error text change from pass to pass).
     old = {c.type: c for c in previous.conditions}.get(conditions.READY)
     if outcome.reason is not None and (
-        old is None or (old.reason, old.message) != (outcome.reason, outcome.message)
+        old is None
+        or old.status == "True"
+        or old.reason != outcome.reason
+        or old.observed_generation != generation
     ):
         events.append(("Warning", outcome.reason, outcome.message))
     return result
