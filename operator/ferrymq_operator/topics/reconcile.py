@@ -144,7 +144,7 @@ def _converged(previous: tm.ObjectStatus, generation: int) -> bool:
     )
 
 
-def _groups(target: _Target, namespace: str) -> list[tuple[str, int]]:
+def _groups(target: _Target) -> list[tuple[str, int]]:
     assert target.broker_spec is not None
     ref = target.spec.broker_ref.name
     return [(names.broker_name(ref, g), g) for g in range(target.broker_spec.groups)]
@@ -200,7 +200,7 @@ async def reconcile_topic(ctx: TopicContext, body: Mapping[str, Any]) -> Result:
     unavailable: list[str] = []
     shrinking: list[str] = []
     queues: set[str] = set()
-    for broker_name, group in _groups(target, namespace):
+    for broker_name, group in _groups(target):
         addr = ctx.addresses.broker(spec.broker_ref.name, namespace, group)
         try:
             actual = (await ctx.admin.topics(addr)).get(target.name)
@@ -299,7 +299,7 @@ async def reconcile_group(ctx: TopicContext, body: Mapping[str, Any]) -> Result:
     present: list[str] = []
     unavailable: list[str] = []
     lag: dict[str, int] = {}
-    for broker_name, group in _groups(target, namespace):
+    for broker_name, group in _groups(target):
         addr = ctx.addresses.broker(spec.broker_ref.name, namespace, group)
         try:
             actual = (await ctx.admin.groups(addr)).get(target.name)
