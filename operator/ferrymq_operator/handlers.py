@@ -31,6 +31,10 @@ from ferrymq_operator.reconcile import (
 )
 from ferrymq_operator.reconcile import port_user as _port_user
 from ferrymq_operator.settings import OperatorSettings
+from ferrymq_operator.topics import handlers as topic_handlers
+
+# Topic and ConsumerGroup handlers register themselves with kopf on import.
+__all__ = ["topic_handlers"]
 
 Reconciler = Callable[[Context, Mapping[str, Any]], Awaitable[Result]]
 RECONCILERS: dict[str, tuple[str, Reconciler]] = {

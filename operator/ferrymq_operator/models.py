@@ -468,6 +468,15 @@ class DrainStatus(CamelModel):
     since: str | None = Field(default=None, description="When the drain started.")
 
 
+class UnmanagedObjects(CamelModel):
+    """Counts written by ferrymq_operator.topics.unmanaged."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    topics: int = 0
+    groups: int = 0
+
+
 class BrokerStatus(ClusterStatus):
     name_server_addr: str | None = Field(default=None, description="namesrvAddr the brokers use.")
     topic_synced_groups: list[int] = Field(
@@ -479,6 +488,13 @@ class BrokerStatus(ClusterStatus):
     )
     drains: list[DrainStatus] = Field(
         default_factory=list, description="Broker groups being drained for a scale-in."
+    )
+    unmanaged: UnmanagedObjects | None = Field(
+        default=None,
+        description=(
+            "Topics and consumer groups on the brokers that no Topic/ConsumerGroup resource "
+            "manages (auto-created or made with other tools), counted; left alone."
+        ),
     )
 
 

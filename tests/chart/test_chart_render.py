@@ -221,7 +221,7 @@ def test_rbac_has_no_wildcards_and_covers_what_the_operator_does(helm_bin: Path)
         for k in ("apiGroups", "resources", "verbs"):
             assert WILDCARD not in r.get(k, []), f"wildcard in {k}: {r}"
         assert "nonResourceURLs" not in r
-    for resource in ("nameservers", "brokers"):
+    for resource in ("nameservers", "brokers", "topics", "consumergroups"):
         for verb in ("get", "list", "watch", "patch"):
             assert grants(rules, "ferrymq.io", resource, verb), (resource, verb)
         assert grants(rules, "ferrymq.io", f"{resource}/status", "patch"), resource

@@ -541,6 +541,8 @@ class CreateTopicRequestHeader(Header):
     topic_filter_type: str = "SINGLE_TAG"
     topic_sys_flag: int = 0
     order: bool = False
+    # upstream 5: "+key=value,-key" (ferrymq.broker.topic_attributes); None keeps the current ones
+    attributes: str | None = None
 
 
 @dataclass(slots=True)

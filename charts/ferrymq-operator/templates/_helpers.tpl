@@ -67,6 +67,13 @@ removed by the garbage collector through ownerReferences.
 - apiGroups: ["ferrymq.io"]
   resources: ["nameservers/status", "brokers/status"]
   verbs: ["get", "patch", "update"]
+# Topic and ConsumerGroup: patch also sets and removes the operator's finalizer.
+- apiGroups: ["ferrymq.io"]
+  resources: ["topics", "consumergroups"]
+  verbs: ["get", "list", "watch", "patch", "update"]
+- apiGroups: ["ferrymq.io"]
+  resources: ["topics/status", "consumergroups/status"]
+  verbs: ["get", "patch", "update"]
 # delete: a broker group's StatefulSet, ConfigMap and PDB once a drained scale-in removed it.
 - apiGroups: ["apps"]
   resources: ["statefulsets"]
