@@ -19,8 +19,16 @@ from ferrymq.broker.client_registry import ConsumerManager, ProducerManager
 from ferrymq.broker.config import BrokerConfig, config_dir
 from ferrymq.broker.config_file import ConfigFile
 from ferrymq.broker.consumer_offsets import ConsumerOffsetManager
+from ferrymq.broker.lag.config import LagConfig, load_lag_config
+from ferrymq.broker.lag.sampler import ConsumerLagSampler
 from ferrymq.broker.long_polling import PullRequestHoldService
-from ferrymq.broker.metrics import BrokerCollector, BrokerFigures, MetricsServer
+from ferrymq.broker.metrics import (
+    BrokerCollector,
+    BrokerFigures,
+    LagCollector,
+    MetricsServer,
+    TopicInCounter,
+)
 from ferrymq.broker.processors.admin_broker import AdminBrokerProcessor
 from ferrymq.broker.processors.admin_consumer import AdminConsumerProcessor
 from ferrymq.broker.processors.admin_topic import AdminTopicProcessor
@@ -60,8 +68,13 @@ class BrokerApp:
         store_config: MessageStoreConfig,
         semantics_config: SemanticsConfig | None = None,
         ha_settings: HASettings | None = None,
+        lag_config: LagConfig | None = None,
     ) -> None:
         self.config = config
+        # consumerLag* keys of the same broker.conf (and FERRYMQ_* environment)
+        self.lag_config = lag_config or load_lag_config(config.broker_config_path)
+        self.lag: ConsumerLagSampler | None = None
+        self.inflow = TopicInCounter()
         # haListenPort defaults to the configured listenPort + 1 (upstream BrokerStartup)
         self.ha_settings = (ha_settings or HASettings()).with_default_port(config.listen_port)
         self.ha: BrokerHA | None = None
@@ -174,6 +187,11 @@ class BrokerApp:
         assert self.semantics is not None
         await self.semantics.start()
         self.store.add_dispatch_round_listener(self.hold.on_dispatch_round)
+        self.store.add_dispatch_round_listener(self.inflow.on_dispatch_round)
+        self.lag = ConsumerLagSampler(
+            self.lag_config, self.store, self.topics, self.offsets, self.consumers
+        )
+        self.lag.start()
         self.server.processors.register_default(not_supported)
         await self._start_ha(self.store)
         self.registration.start()
@@ -388,6 +406,8 @@ class BrokerApp:
         if self.ha is not None:
             ha_service = self.ha.service
             self.metrics.registry.register(HACollector(labels, lambda: ha_figures(ha_service)))
+        if self.lag is not None:
+            self.metrics.registry.register(LagCollector(labels, self.lag, self.inflow))
         self.metrics.start()
 
     # --- shutdown ---------------------------------------------------------------------------
@@ -410,6 +430,8 @@ class BrokerApp:
                 await task
         if self.client_manage is not None:
             self.client_manage.stop_watching()
+        if self.lag is not None:
+            await self.lag.stop()
         for task in list(self._saves):
             with contextlib.suppress(Exception):
                 await task
