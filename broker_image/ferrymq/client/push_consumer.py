@@ -347,6 +347,33 @@ class PushConsumer(ClientMember):
             "statusTable": {},
         }
 
+    # --- admin relays (RESET_CONSUMER_CLIENT_OFFSET, GET_CONSUMER_STATUS_FROM_CLIENT) ----------
+    async def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """Upstream resetOffset: drop the queues' in-flight messages, store the new offsets on
+        the broker, then rebalance so the queues start again from there."""
+        if self.rebalance is None or self.offset_store is None or self.pull_service is None:
+            return
+        for mq, offset in offsets.items():
+            if mq.topic != topic:
+                continue
+            pq = self.rebalance.process_queues.pop(mq, None)
+            if pq is not None:
+                pq.dropped = True
+                await self.pull_service.stop_queue(mq)
+            self.offset_store.update_offset(mq, offset, increase_only=False)
+            try:
+                await self.offset_store.persist(mq)
+            except MQClientError as exc:
+                log.warning("%s: storing the reset offset of %s failed: %s", self.group, mq, exc)
+            self.offset_store.remove_offset(mq)
+        await self.do_rebalance()
+
+    def consume_status(self, topic: str) -> dict[MessageQueue, int]:
+        """The offsets this consumer holds for ``topic`` (upstream getConsumeStatus)."""
+        if self.offset_store is None:
+            return {}
+        return self.offset_store.clone_offsets(topic)
+
     # --- internals ------------------------------------------------------------------------------
     async def _on_queue_removed(self, mq: MessageQueue, pq: ProcessQueue) -> None:
         assert self.pull_service is not None and self.offset_store is not None
