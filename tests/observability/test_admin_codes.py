@@ -405,3 +405,67 @@ async def test_runtime_info_has_the_keys_tools_parse(
         "brokerVersionDesc",
     ):
         assert key in table
+
+
+async def test_namesrv_admin_codes(obs_cluster: ObsCluster, raw: RemotingClient) -> None:
+    ns = obs_cluster.namesrv_addr
+    broker = obs_cluster.broker.addr
+    for topic, flag in (("UnitT", 1), ("UnitSubT", 2), ("UnitBothT", 3), ("PlainT", 0)):
+        created = await ask(
+            raw,
+            broker,
+            RequestCode.UPDATE_AND_CREATE_TOPIC,
+            {
+                "topic": topic,
+                "readQueueNums": 1,
+                "writeQueueNums": 1,
+                "perm": 6,
+                "topicSysFlag": flag,
+            },
+        )
+        assert created.code == ResponseCode.SUCCESS, created.remark
+
+    async def registered() -> bool:
+        listed = body(await ask(raw, ns, RequestCode.GET_UNIT_TOPIC_LIST))
+        return "UnitBothT" in listed["topicList"] and "UnitT" in listed["topicList"]
+
+    await wait_for(registered, what="unit topics registered")
+
+    system = body(await ask(raw, ns, RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS))
+    assert system["topicList"] == ["ObsCluster", "broker-a"]
+    assert system["brokerAddr"] == broker
+    unit = body(await ask(raw, ns, RequestCode.GET_UNIT_TOPIC_LIST))["topicList"]
+    assert unit == ["UnitBothT", "UnitT"]
+    sub = body(await ask(raw, ns, RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST))["topicList"]
+    assert sub == ["UnitBothT", "UnitSubT"]
+    sub_only = body(await ask(raw, ns, RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST))
+    assert sub_only["topicList"] == ["UnitSubT"]
+
+    # 319 / 318
+    text = (await ask(raw, ns, RequestCode.GET_NAMESRV_CONFIG)).body_bytes().decode()
+    assert "scanNotActiveBrokerInterval=10000" in text
+    update = RemotingCommand.request(
+        RequestCode.UPDATE_NAMESRV_CONFIG, None, b"scanNotActiveBrokerInterval=5000\n"
+    )
+    assert (await raw.invoke(ns, update, 5.0)).code == ResponseCode.SUCCESS
+    text = (await ask(raw, ns, RequestCode.GET_NAMESRV_CONFIG)).body_bytes().decode()
+    assert "scanNotActiveBrokerInterval=5000" in text
+    assert obs_cluster.namesrv.housekeeping.interval_ms == 5000
+    black = RemotingCommand.request(
+        RequestCode.UPDATE_NAMESRV_CONFIG, None, b"kvConfigPath=/tmp/x\n"
+    )
+    refused = await raw.invoke(ns, black, 5.0)
+    assert (refused.code, refused.remark) == (
+        ResponseCode.NO_PERMISSION,
+        "Can not update config in black list.",
+    )
+    bad = RemotingCommand.request(
+        RequestCode.UPDATE_NAMESRV_CONFIG, None, b"scanNotActiveBrokerInterval=soon\n"
+    )
+    answer = await raw.invoke(ns, bad, 5.0)
+    assert answer.code == ResponseCode.SYSTEM_ERROR and "scanNotActiveBrokerInterval" in (
+        answer.remark or ""
+    )
+    unknown = RemotingCommand.request(RequestCode.UPDATE_NAMESRV_CONFIG, None, b"noSuchKey=1\n")
+    answer = await raw.invoke(ns, unknown, 5.0)
+    assert answer.code == ResponseCode.SYSTEM_ERROR and "noSuchKey" in (answer.remark or "")
