@@ -120,7 +120,5 @@ async def test_admin_cli_bad_input(obs_cluster: ObsCluster) -> None:
         "admin", "reset-offset", "-n", ns, "-g", "g", "-t", "T", "--timestamp", "yesterday"
     )
     assert rc == 2 and "not epoch ms" in err
-    rc, _, err = await ferrymq(
-        "admin", "consumer-status", "-n", ns, "-g", "g", "-t", "NoSuchTopic"
-    )
+    rc, _, err = await ferrymq("admin", "consumer-status", "-n", ns, "-g", "g", "-t", "NoSuchTopic")
     assert rc == 1 and "TOPIC_NOT_EXIST" in err
