@@ -25,6 +25,7 @@ from ferrymq.broker.long_polling import PullRequestHoldService
 from ferrymq.broker.metrics import (
     BrokerCollector,
     BrokerFigures,
+    DiskCollector,
     LagCollector,
     MetricsServer,
     TopicInCounter,
@@ -461,6 +462,14 @@ class BrokerApp:
             self.metrics.registry.register(HACollector(labels, lambda: ha_figures(ha_service)))
         if self.lag is not None:
             self.metrics.registry.register(LagCollector(labels, self.lag, self.inflow))
+        store_config = self.store_config
+        self.metrics.registry.register(
+            DiskCollector(
+                labels,
+                lambda: str(store_config.commit_log_dir),
+                lambda: store_config.disk_max_used_space_ratio / 100,
+            )
+        )
         self.metrics.start()
 
     # --- shutdown ---------------------------------------------------------------------------

@@ -14,6 +14,7 @@ at most ``consumerLagMaxGroupTopics``; per-queue series only with
 from __future__ import annotations
 
 import logging
+import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -284,6 +285,45 @@ class LagCollector(Collector):
         )
         tick.add_metric(base_values, snap.tick_seconds)
         yield tick
+
+
+class DiskCollector(Collector):
+    """Disk use of the store's CommitLog directory, read at scrape (a statvfs call), for the
+    "disk almost full" alert next to the broker's own ``diskMaxUsedSpaceRatio``."""
+
+    def __init__(
+        self, labels: dict[str, str], path: Callable[[], str], max_used_ratio: Callable[[], float]
+    ) -> None:
+        self.labels = labels
+        self.path = path
+        self.max_used_ratio = max_used_ratio
+
+    def collect(self) -> Iterator[Metric]:
+        names = list(self.labels)
+        values = list(self.labels.values())
+        try:
+            usage = shutil.disk_usage(self.path())
+        except OSError:
+            return
+        used = GaugeMetricFamily(
+            "ferrymq_broker_disk_used_ratio",
+            "Used share of the CommitLog directory's file system (0-1)",
+            labels=names,
+        )
+        used.add_metric(values, usage.used / usage.total if usage.total else 0.0)
+        yield used
+        free = GaugeMetricFamily(
+            "ferrymq_broker_disk_free_bytes", "Free bytes of that file system", labels=names
+        )
+        free.add_metric(values, usage.free)
+        yield free
+        limit = GaugeMetricFamily(
+            "ferrymq_broker_disk_max_used_ratio",
+            "diskMaxUsedSpaceRatio: above it the broker deletes files early / refuses writes",
+            labels=names,
+        )
+        limit.add_metric(values, self.max_used_ratio())
+        yield limit
 
 
 class MetricsServer:

@@ -249,7 +249,7 @@ class ConsumerLagSampler:
             queues=tuple(queues),
             groups={g: evaluate_group(s) for g, s in group_statuses.items()},
             messages_in=self._messages_in(),
-            dlq=self._dlq(),
+            dlq=self._dlq(set(group_statuses)),
             dropped_pairs=dropped,
             tick_seconds=time.perf_counter() - started,
         )
@@ -291,8 +291,9 @@ class ConsumerLagSampler:
             out[topic] = total
         return out
 
-    def _dlq(self) -> dict[str, int]:
-        out: dict[str, int] = {}
+    def _dlq(self, groups: set[str]) -> dict[str, int]:
+        """Messages in each group's DLQ topic; 0 for a sampled group without one yet."""
+        out: dict[str, int] = dict.fromkeys(groups, 0)
         for topic, config in list(self.topics.table.items()):
             if topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
                 group = topic[len(DLQ_GROUP_TOPIC_PREFIX) :]
