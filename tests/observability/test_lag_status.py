@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+from ferrymq.broker.lag.config import load_lag_config
 from ferrymq.broker.lag.status import (
     NOT_CLEARING,
     LagStatus,
@@ -10,6 +14,7 @@ from ferrymq.broker.lag.status import (
     evaluate_group,
     evaluate_queue,
 )
+from ferrymq.properties import ConfigError
 
 
 def window(
@@ -87,3 +92,22 @@ def test_eta() -> None:
     growing = window([0, 10, 20], [100, 200, 300])
     assert eta_seconds(growing) == NOT_CLEARING
     assert eta_seconds(window([0], [10])) == NOT_CLEARING
+
+
+def test_lag_settings_from_broker_conf_and_environment(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("consumerLagWindow=60000\nconsumerLagPerQueueMetrics=true\n")
+    cfg = load_lag_config(conf, env={"FERRYMQ_consumerLagSampleInterval": "2000"})
+    assert cfg.consumer_lag_window == 60_000
+    assert cfg.consumer_lag_per_queue_metrics is True
+    assert cfg.consumer_lag_sample_interval == 2000
+
+
+def test_bad_lag_settings_name_the_key(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("consumerLagWindow=1000\nconsumerLagSampleInterval=1000\n")
+    with pytest.raises(ConfigError, match="consumerLagWindow"):
+        load_lag_config(conf, env={})
+    conf.write_text("consumerLagSampleInterval=soon\n")
+    with pytest.raises(ConfigError, match="consumerLagSampleInterval"):
+        load_lag_config(conf, env={})
