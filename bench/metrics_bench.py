@@ -1,10 +1,11 @@
 """Cost of the consumer-lag metrics (issue 18), over loopback, against broker child processes.
 
 In one run: two brokers (``LocalCluster``, ASYNC_FLUSH) on a topic of 1,000 queues with two
-consumer groups committed on every queue, one with the lag sampler off
-(``consumerLagEnable=false``) and one with it on at a 1 s sample interval (10x the default,
-to make its cost visible); on each, acked single sends spread over the queues and a drain by
-pulls (committing offsets), interleaved A/B/A/B. Then, on a broker with per-queue series on,
+consumer groups committed on every queue (and a message in each queue, so every queue lags), one
+with the lag sampler off (``consumerLagEnable=false``) and one with it on at a 1 s sample interval
+and a 30 s window (10x the default rate, the default 30 samples per window, to make its cost
+visible); on each, acked single sends spread over the queues and a drain by pulls (committing
+offsets), interleaved A/B then B/A. Then, on a broker with per-queue series on,
 the time and size of a ``/metrics`` scrape and of one lag sample at 1,000 and at 10,000 queues.
 Reported as msgs/s, the ratio on/off measured in the same run, broker CPU per message. Every loop
 is bounded by a count and a time cap. Usage::
@@ -67,7 +68,9 @@ async def gather_bounded(jobs: list[Any], width: int = 64) -> None:
     await asyncio.gather(*(one(j) for j in jobs))
 
 
-async def prepare(client: RemotingClient, addr: str, topic: str, queues: int) -> None:
+async def prepare(
+    client: RemotingClient, addr: str, topic: str, queues: int, warm_up: bool = True
+) -> None:
     header = CreateTopicRequestHeader(topic=topic, read_queue_nums=queues, write_queue_nums=queues)
     resp = await client.invoke(
         addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())
@@ -84,6 +87,20 @@ async def prepare(client: RemotingClient, addr: str, topic: str, queues: int) ->
         assert r.code == 0, r.remark
 
     await gather_bounded([commit(g, q) for g in GROUPS for q in range(queues)])
+
+    async def warm(queue_id: int) -> None:
+        # one message per queue: its ConsumeQueue file exists before anything is measured, and
+        # every queue of both groups has lag (the sampler judges real windows, not lag-free ones)
+        ext = SendMessageRequestHeader(
+            producer_group="bench", topic=topic, queue_id=queue_id
+        ).to_ext_v2()
+        r = await client.invoke(
+            addr, RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext, BODY), 30
+        )
+        assert r.code == 0, r.remark
+
+    if warm_up:
+        await gather_bounded([warm(q) for q in range(queues)])
 
 
 async def send_sync(client: RemotingClient, addr: str, topic: str, count: int, cap: float) -> int:
@@ -148,7 +165,7 @@ async def measure(pid: int, name: str, job: Any) -> dict[str, Any]:
 def scrape(port: int) -> tuple[float, int, float]:
     """(seconds, bytes, the broker's last lag-sample seconds) of one /metrics scrape."""
     t0 = time.perf_counter()
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=60) as r:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=300) as r:
         text = r.read()
     seconds = time.perf_counter() - t0
     match = re.search(rb"^ferrymq_consumer_lag_sample_seconds\{[^}]*\} (\S+)$", text, re.M)
@@ -176,14 +193,16 @@ async def ab_runs(off: LocalCluster, on: LocalCluster, messages: int) -> list[di
         # the sampler sees both groups on all 1,000 queues before measuring
         await asyncio.sleep(2)
         for round_no in (1, 2):
-            for label, c in sides:
+            # alternate which broker goes first, so neither always runs on a warmer machine
+            order = sides if round_no == 1 else sides[::-1]
+            for label, c in order:
                 pid, addr = c.brokers[0].pid, c.broker_addrs[0]
                 r = await measure(
                     pid, f"send_sync_{label}", send_sync(client, addr, "MetricsBench", messages, 60)
                 )
                 results.append({**r, "round": round_no})
             await asyncio.sleep(1)  # let dispatch catch up before draining
-            for label, c in sides:
+            for label, c in order:
                 pid, addr = c.brokers[0].pid, c.broker_addrs[0]
                 group = GROUPS[round_no - 1]
                 r = await measure(
@@ -201,11 +220,12 @@ async def scrape_runs(c: LocalCluster, port: int) -> list[dict[str, Any]]:
     addr = c.broker_addrs[0]
     try:
         for topics in (1, 10):
-            await prepare(client, addr, f"ScrapeT{topics - 1}", QUEUES)
+            # idle queues (no backlog), as most queues of a large broker are
+            await prepare(client, addr, f"ScrapeT{topics - 1}", QUEUES, warm_up=False)
             if topics == 10:
                 for t in range(1, 9):
-                    await prepare(client, addr, f"ScrapeT{t}", QUEUES)
-            await asyncio.sleep(3)  # two sample intervals: the new queues are sampled
+                    await prepare(client, addr, f"ScrapeT{t}", QUEUES, warm_up=False)
+            await asyncio.sleep(5)  # two sample intervals: the new queues are sampled
             samples = [scrape(port) for _ in range(5)]
             out.append(
                 {
@@ -225,7 +245,13 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=4000)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    metrics_on = {"consumerLagEnable": "true", "consumerLagSampleInterval": "1000"}
+    # 10x the default sample rate, with the default 30 samples per window
+    metrics_on = {
+        "consumerLagEnable": "true",
+        "consumerLagSampleInterval": "1000",
+        "consumerLagWindow": "30000",
+        "consumerLagEtaWindow": "10000",
+    }
     with tempfile.TemporaryDirectory(prefix="metrics-bench-") as tmp:
         root = Path(tmp)
         port_on = free_port()
@@ -234,9 +260,11 @@ def main() -> None:
             cluster(root / "on", {**metrics_on, "metricsPort": str(port_on)}) as on,
         ):
             ab = run(ab_runs(off, on, args.messages))
+        print(json.dumps(ab, indent=1), flush=True)
         port = free_port()
         per_queue = {
             **metrics_on,
+            "consumerLagSampleInterval": "2000",
             "metricsPort": str(port),
             "consumerLagPerQueueMetrics": "true",
             "consumerLagMaxQueueSeries": "20000",

@@ -469,3 +469,31 @@ async def test_namesrv_admin_codes(obs_cluster: ObsCluster, raw: RemotingClient)
     unknown = RemotingCommand.request(RequestCode.UPDATE_NAMESRV_CONFIG, None, b"noSuchKey=1\n")
     answer = await raw.invoke(ns, unknown, 5.0)
     assert answer.code == ResponseCode.SYSTEM_ERROR and "noSuchKey" in (answer.remark or "")
+
+
+async def test_consume_message_directly_runs_the_listener_once(
+    obs_cluster: ObsCluster, raw: RemotingClient
+) -> None:
+    topic, group = "DirectT", "direct-g"
+    consumer, _ = await consumed_group(obs_cluster, topic, group, 3)
+    try:
+        async with Producer("direct-p", obs_cluster.namesrv_addr) as producer:
+            sent = await producer.send(Message(topic, b"again"))
+        await wait_for(lambda: consumer.count >= 4, what="consumed normally")
+        answer = body(
+            await ask(
+                raw,
+                obs_cluster.broker.addr,
+                RequestCode.CONSUME_MESSAGE_DIRECTLY,
+                {
+                    "consumerGroup": group,
+                    "clientId": consumer.instance.client_id,
+                    "msgId": sent.offset_msg_id,
+                },
+            )
+        )
+        assert set(answer) == {"order", "autoCommit", "consumeResult", "remark", "spentTimeMills"}
+        assert answer["consumeResult"] == "CR_SUCCESS"
+        assert consumer.count == 5  # the listener saw it once more
+    finally:
+        await consumer.stop()

@@ -24,6 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from ferrymq.broker.lag.sampler import ConsumerLagSampler, is_system
+from ferrymq.store.dispatch import RoundRecords
 
 log = logging.getLogger(__name__)
 
@@ -106,12 +107,9 @@ class TopicInCounter:
         self.messages: dict[str, int] = {}
         self.bytes: dict[str, int] = {}
 
-    def on_dispatch_round(self, arrived: object) -> None:
-        totals = getattr(arrived, "topic_totals", None)
-        if totals is None:
-            return
+    def on_dispatch_round(self, arrived: RoundRecords) -> None:
         messages, sizes = self.messages, self.bytes
-        for topic, (count, size) in totals().items():
+        for topic, (count, size) in arrived.topic_totals().items():
             messages[topic] = messages.get(topic, 0) + count
             sizes[topic] = sizes.get(topic, 0) + size
 

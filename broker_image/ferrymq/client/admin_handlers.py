@@ -1,20 +1,27 @@
 """What a client answers when the broker relays an admin request to it (upstream
 ClientRemotingProcessor): RESET_CONSUMER_CLIENT_OFFSET (220, oneway: the group's consumer moves
-to the offsets in the body) and GET_CONSUMER_STATUS_FROM_CLIENT (221: the offsets it holds).
+to the offsets in the body), GET_CONSUMER_STATUS_FROM_CLIENT (221: the offsets it holds) and
+CONSUME_MESSAGE_DIRECTLY (309: consume the message in the body now, answer how it went).
 
-A consumer member takes part by having ``reset_offset(topic, offsets)`` and
-``consume_status(topic)``; members without them (producers, pull consumers) are skipped.
+A consumer member takes part by having ``reset_offset(topic, offsets)``,
+``consume_status(topic)`` and ``consume_directly(msg)``; members without them are skipped.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
 from ferrymq.client.allocate import MessageQueue
 from ferrymq.remoting import bodies
-from ferrymq.remoting.bodies import BodyError, GetConsumerStatusBody, ResetOffsetBody
+from ferrymq.remoting.bodies import (
+    BodyError,
+    ConsumeMessageDirectlyResult,
+    GetConsumerStatusBody,
+    ResetOffsetBody,
+)
 from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.codes import ResponseCode
 from ferrymq.remoting.command import RemotingCommand
@@ -23,6 +30,7 @@ from ferrymq.remoting.headers import (
     HeaderError,
     ResetOffsetRequestHeader,
 )
+from ferrymq.store.record import decode_messages
 
 log = logging.getLogger(__name__)
 
@@ -77,5 +85,33 @@ def on_consumer_status(
     table: dict[MessageQueue, int] = status(header.topic)
     body = GetConsumerStatusBody(
         message_queue_table={to_wire_mq(mq): off for mq, off in table.items()}
+    )
+    return request.response(ResponseCode.SUCCESS, None, None, body.encode())
+
+
+async def on_consume_directly(
+    instance: _Members, channel: Channel, request: RemotingCommand
+) -> RemotingCommand:
+    """Upstream consumeMessageDirectly: the listener gets the message once, outside any queue's
+    flow; the answer is a ConsumeMessageDirectlyResult (CR_SUCCESS, CR_LATER or CR_THROW_EXCEPTION)."""
+    group = request.ext_fields.get("consumerGroup", "")
+    member = instance.consumers.get(group)
+    consume = getattr(member, "consume_directly", None)
+    if consume is None:
+        return request.response(
+            ResponseCode.SYSTEM_ERROR, f"the consumer group [{group}] not exist in this client"
+        )
+    try:
+        [msg] = decode_messages(request.body_bytes())
+    except ValueError as exc:
+        return request.response(ResponseCode.SYSTEM_ERROR, f"unreadable message: {exc}")
+    started = time.monotonic()
+    result, remark = await consume(msg, request.ext_fields.get("brokerName", ""))
+    body = ConsumeMessageDirectlyResult(
+        order=False,
+        auto_commit=True,
+        consume_result=result,
+        remark=remark,
+        spent_time_mills=int((time.monotonic() - started) * 1000),
     )
     return request.response(ResponseCode.SUCCESS, None, None, body.encode())

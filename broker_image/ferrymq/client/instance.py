@@ -125,6 +125,10 @@ class ClientInstance:
             RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT,
             lambda ch, req: admin_handlers.on_consumer_status(self, ch, req),
         )
+        self.processors.register(
+            RequestCode.CONSUME_MESSAGE_DIRECTLY,
+            lambda ch, req: admin_handlers.on_consume_directly(self, ch, req),
+        )
 
     # --- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:

@@ -80,6 +80,7 @@ class LagSnapshot:
     at_ms: int = 0
     topics: tuple[GroupTopicLag, ...] = ()
     queues: tuple[QueueLag, ...] = ()
+    """Per-queue rows, only with consumerLagPerQueueMetrics."""
     groups: dict[str, LagStatus] = field(default_factory=dict)
     messages_in: dict[str, int] = field(default_factory=dict)
     """Messages stored per topic (sum of the ConsumeQueues' max offsets: survives restarts)."""
@@ -167,6 +168,8 @@ class ConsumerLagSampler:
         horizon = now - cfg.consumer_lag_window
         eta_horizon = now - cfg.consumer_lag_eta_window
         rules = cfg.rules()
+        # per-queue rows only feed the opt-in per-queue series
+        per_queue = cfg.consumer_lag_per_queue_metrics
         queues: list[QueueLag] = []
         rows: list[GroupTopicLag] = []
         group_statuses: dict[str, list[LagStatus]] = {}
@@ -203,7 +206,10 @@ class ConsumerLagSampler:
                     window.popleft()
                 status = evaluate_queue(window, consumer_online=online, rules=rules)
                 statuses.append(status)
-                queues.append(QueueLag(group, topic, qid, lag, inflight, ready, latency, status))
+                if per_queue:
+                    queues.append(
+                        QueueLag(group, topic, qid, lag, inflight, ready, latency, status)
+                    )
                 sum_commit += commit
                 sum_max += max_offset
                 sum_inflight += inflight
@@ -264,6 +270,10 @@ class ConsumerLagSampler:
             stored = cached[1]
         else:
             stored = self.store.get_message_store_timestamp(topic, qid, commit)
+            if stored <= 0:
+                # the committed offset's message expired: the oldest unconsumed is the first kept
+                low = self.store.get_min_offset_in_queue(topic, qid)
+                stored = self.store.get_message_store_timestamp(topic, qid, max(0, low))
             if stored <= 0:
                 return 0
             self._store_times[(topic, qid)] = (commit, stored)
