@@ -18,6 +18,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ferrymq.broker.client_registry import ConsumerManager
 from ferrymq.broker.consumer_offsets import ConsumerOffsetManager, split_key
@@ -43,8 +44,7 @@ log = logging.getLogger(__name__)
 _SLICE = 256
 
 
-@dataclass(frozen=True, slots=True)
-class QueueLag:
+class QueueLag(NamedTuple):
     group: str
     topic: str
     queue_id: int
