@@ -124,6 +124,9 @@ async def test_every_dashboard_panel_returns_data(
             except AssertionError:
                 missing.append(f"{board} / {title}: {promql}")
         assert not missing, "panels without data:\n" + "\n".join(missing)
+        # only the master publishes lag (a slave's copy would double every sum)
+        instances = prom.query("count by (instance) (rocketmq_consumer_lag_messages)")
+        assert [s["metric"]["instance"] for s in instances] == [f"127.0.0.1:{cluster.metrics_port}"]
     finally:
         await consumer.stop()
         prom.stop()

@@ -202,7 +202,12 @@ class BrokerApp:
         self.store.add_dispatch_round_listener(self.hold.on_dispatch_round)
         self.store.add_dispatch_round_listener(self.inflow.on_dispatch_round)
         self.lag = ConsumerLagSampler(
-            self.lag_config, self.store, self.topics, self.offsets, self.consumers
+            self.lag_config,
+            self.store,
+            self.topics,
+            self.offsets,
+            self.consumers,
+            is_slave=lambda: self.is_slave,
         )
         self.lag.start()
         self.stats_manager = self._build_stats_manager(self.store, self.lag)

@@ -5,7 +5,8 @@ sliding window of samples per queue, judges it (``status``) and publishes an imm
 ConsumerLagCalculator (lag, inflight, ready, lag latency) plus Burrow-style status and an ETA.
 
 Which pairs: every (group, topic) with a committed offset, plus every online group's
-subscriptions, on topics this broker hosts; at most ``consumerLagMaxGroupTopics`` of them.
+subscriptions, on topics this broker hosts; at most ``consumerLagMaxGroupTopics`` of them. Only
+masters sample: a slave publishes an empty snapshot.
 A queue the group never committed counts from the queue's min offset (all of it is backlog).
 """
 
@@ -105,6 +106,7 @@ class ConsumerLagSampler:
         offsets: ConsumerOffsetManager,
         consumers: ConsumerManager,
         *,
+        is_slave: Callable[[], bool] = lambda: False,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
         self.config = config
@@ -112,6 +114,7 @@ class ConsumerLagSampler:
         self.topics = topics
         self.offsets = offsets
         self.consumers = consumers
+        self.is_slave = is_slave
         self.clock_ms = clock_ms
         self.snapshot = LagSnapshot()
         self._queue_windows: dict[tuple[str, str, int], deque[Sample]] = {}
@@ -161,6 +164,13 @@ class ConsumerLagSampler:
         started = time.perf_counter()
         cfg = self.config
         now = self.clock_ms()
+        if self.is_slave():
+            # consumers commit to the master; a slave's copy would only repeat (and double in
+            # sums) the master's series, and it has no consumers to tell STOP from STALL
+            self._queue_windows.clear()
+            self._topic_windows.clear()
+            self.snapshot = LagSnapshot(at_ms=now)
+            return self.snapshot
         pairs = self.pairs()
         limit = cfg.consumer_lag_max_group_topics
         dropped = max(0, len(pairs) - limit)
