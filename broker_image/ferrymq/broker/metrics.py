@@ -227,7 +227,9 @@ class LagCollector(Collector):
             "Bytes of records stored in the topic since broker start",
             topic_labels,
         )
-        for topic, size in dict(self.inflow.bytes).items():
+        # a slave stores the master's records again: its copy would double the sums
+        inflow = {} if self.sampler.is_slave() else dict(self.inflow.bytes)
+        for topic, size in inflow.items():
             throughput.add_metric([*base_values, topic, _flag(is_system("", topic))], size)
         yield throughput
         dlq = family(
