@@ -125,8 +125,10 @@ async def test_every_dashboard_panel_returns_data(
                 missing.append(f"{board} / {title}: {promql}")
         assert not missing, "panels without data:\n" + "\n".join(missing)
         # only the master publishes lag (a slave's copy would double every sum)
-        instances = prom.query("count by (instance) (rocketmq_consumer_lag_messages)")
-        assert [s["metric"]["instance"] for s in instances] == [f"127.0.0.1:{cluster.metrics_port}"]
+        for metric in ("rocketmq_consumer_lag_messages", "rocketmq_throughput_in_total"):
+            instances = prom.query(f"count by (instance) ({metric})")
+            master = f"127.0.0.1:{cluster.metrics_port}"
+            assert [s["metric"]["instance"] for s in instances] == [master], metric
     finally:
         await consumer.stop()
         prom.stop()
