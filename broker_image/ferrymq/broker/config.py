@@ -222,10 +222,11 @@ def other_broker_conf_models() -> tuple[type[BaseModel], ...]:
     their keys are known, so they are not reported as unknown. Add a new one here."""
     # imported here: these modules import broker code that imports this module
     from ferrymq.broker.controller_mode_config import ControllerModeSettings
+    from ferrymq.broker.lag.config import LagConfig
     from ferrymq.broker.semantics import SemanticsConfig
     from ferrymq.ha.config import HASettings
 
-    return (HASettings, SemanticsConfig, ControllerModeSettings)
+    return (HASettings, SemanticsConfig, LagConfig, ControllerModeSettings)
 
 
 def role_problem(broker_id: int, broker_role: str) -> str | None:
