@@ -159,12 +159,14 @@ async def test_master_killed_five_times_no_acknowledged_message_lost(tmp_path: P
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 async def test_master_killed_twenty_times(tmp_path: Path) -> None:
     with failover_cluster(tmp_path / "cluster") as cluster:
         await run_failovers(cluster, rounds=20, seed=17)
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3000)
 async def test_master_killed_a_hundred_times(tmp_path: Path) -> None:
     with failover_cluster(tmp_path / "cluster") as cluster:
         await run_failovers(cluster, rounds=100, seed=100)
