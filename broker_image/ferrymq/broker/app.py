@@ -15,6 +15,9 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from ferrymq.acl.metrics import SecurityCollector
+from ferrymq.acl.service import AclService
+from ferrymq.acl.settings import AclSettings
 from ferrymq.broker.client_registry import ConsumerManager, ProducerManager
 from ferrymq.broker.config import BrokerConfig, config_dir
 from ferrymq.broker.config_file import ConfigFile
@@ -34,6 +37,7 @@ from ferrymq.broker.register import BrokerRegistration, RegisterOutcome
 from ferrymq.broker.semantics import SemanticsConfig, SemanticsServices, load_semantics_config
 from ferrymq.broker.subscription_groups import SubscriptionGroupManager
 from ferrymq.broker.topic_config import TopicConfigManager
+from ferrymq.client.credentials import ClientSecurity
 from ferrymq.ha.broker_ha import BrokerHA, ManagerSyncTargets
 from ferrymq.ha.config import HASettings, Role
 from ferrymq.ha.metrics import HACollector, ha_figures
@@ -43,6 +47,7 @@ from ferrymq.remoting.codes import ResponseCode
 from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.processor import not_supported
 from ferrymq.remoting.server import RemotingServer
+from ferrymq.remoting.tls import ServerTls, TlsSettings
 from ferrymq.store.config import BrokerRole, MessageStoreConfig
 from ferrymq.store.message_store import MessageStore
 
@@ -60,8 +65,22 @@ class BrokerApp:
         store_config: MessageStoreConfig,
         semantics_config: SemanticsConfig | None = None,
         ha_settings: HASettings | None = None,
+        acl_settings: AclSettings | None = None,
+        tls_settings: TlsSettings | None = None,
     ) -> None:
         self.config = config
+        # security (issue 22): ACL guard on every request; TLS on the remoting port(s)
+        self.acl = (
+            AclService(
+                acl_settings.files,
+                name="broker",
+                check_interval=acl_settings.acl_reload_interval,
+            )
+            if acl_settings is not None and acl_settings.acl_enable
+            else None
+        )
+        tls_settings = tls_settings or TlsSettings()
+        self.server_tls = ServerTls(tls_settings) if tls_settings.server_enabled else None
         # haListenPort defaults to the configured listenPort + 1 (upstream BrokerStartup)
         self.ha_settings = (ha_settings or HASettings()).with_default_port(config.listen_port)
         self.ha: BrokerHA | None = None
@@ -69,7 +88,9 @@ class BrokerApp:
         self.semantics_config = semantics_config or load_semantics_config(None)
         self.semantics: SemanticsServices | None = None
         self.store_config = store_config
-        self.server = RemotingServer(config.bind_address, config.listen_port, name="broker")
+        self.server = RemotingServer(
+            config.bind_address, config.listen_port, name="broker", tls=self.server_tls
+        )
         # the VIP channel serves the very same processor table on listenPort - 2
         fast_port = config.fast_listen_port
         self.fast_server = (
@@ -78,6 +99,7 @@ class BrokerApp:
                 fast_port,
                 processors=self.server.processors,
                 name="broker-fast",
+                tls=self.server_tls,
             )
             if fast_port is not None
             else None
@@ -104,7 +126,15 @@ class BrokerApp:
         )
         self.producers = ProducerManager(channel_expired_ms=config.channel_expired_timeout)
         self.hold = PullRequestHoldService()
-        self.client = RemotingClient(name="broker-outer")
+        # the broker's own calls (NameServer registration, slave sync) sign with the
+        # FERRYMQ_ACCESS_KEY/_SECRET_KEY credentials and use tls.enable/tls.client.* when set
+        outer = ClientSecurity.from_env()
+        client_tls = tls_settings.client_tls() or outer.tls
+        self.client = RemotingClient(
+            name="broker-outer",
+            rpc_hook=outer.rpc_hook(),
+            ssl_context=client_tls.context() if client_tls is not None else None,
+        )
         self.registration = BrokerRegistration(
             config,
             self.client,
@@ -154,6 +184,10 @@ class BrokerApp:
     # --- lifecycle --------------------------------------------------------------------------
     async def start(self) -> None:
         self._persisting = asyncio.Lock()
+        if self.acl is not None:
+            await asyncio.to_thread(self.acl.load)  # AclConfigError: refuse to start
+            self.server.processors.set_guard(self.acl.guard)
+            self.acl.start()
         await self.server.start()
         if self.fast_server is not None:
             try:
@@ -388,6 +422,8 @@ class BrokerApp:
         if self.ha is not None:
             ha_service = self.ha.service
             self.metrics.registry.register(HACollector(labels, lambda: ha_figures(ha_service)))
+        if self.acl is not None or self.server_tls is not None:
+            self.metrics.registry.register(SecurityCollector(labels, self.acl, self.server_tls))
         self.metrics.start()
 
     # --- shutdown ---------------------------------------------------------------------------
@@ -428,6 +464,8 @@ class BrokerApp:
             await self.store.shutdown()
         if self.metrics is not None:
             self.metrics.stop()
+        if self.acl is not None:
+            await self.acl.stop()
         await self.client.close()
         log.info("broker %s stopped", self.config.broker_name)
 
@@ -437,10 +475,17 @@ async def serve(
     store_config: MessageStoreConfig,
     ha_settings: HASettings | None = None,
     semantics_config: SemanticsConfig | None = None,
+    acl_settings: AclSettings | None = None,
+    tls_settings: TlsSettings | None = None,
 ) -> None:
     """Run a broker until SIGTERM or SIGINT, then shut it down gracefully."""
     app = BrokerApp(
-        config, store_config, semantics_config=semantics_config, ha_settings=ha_settings
+        config,
+        store_config,
+        semantics_config=semantics_config,
+        ha_settings=ha_settings,
+        acl_settings=acl_settings,
+        tls_settings=tls_settings,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

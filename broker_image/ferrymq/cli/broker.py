@@ -8,12 +8,15 @@ from typing import Annotated
 
 import typer
 
+from ferrymq.acl.plain_config import AclConfigError
+from ferrymq.acl.settings import load_acl_settings
 from ferrymq.broker.app import serve
 from ferrymq.broker.config import load_broker_configs
 from ferrymq.broker.semantics import load_semantics_config
 from ferrymq.ha.config import load_ha_settings
 from ferrymq.properties import ConfigError
 from ferrymq.remoting.eventloop import run
+from ferrymq.remoting.tls import load_tls_settings
 
 
 def broker(
@@ -36,6 +39,9 @@ def broker(
         ha_settings = load_ha_settings(config)
         # transactionCheckInterval, transactionTimeOut, transactionCheckMax, flushDelayOffsetInterval
         semantics_cfg = load_semantics_config(config, overrides=overrides)
+        # aclEnable/aclFilePath and tls.server.* / tls.config.file (issue 22)
+        acl_cfg = load_acl_settings(config)
+        tls_cfg = load_tls_settings(config)
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -44,7 +50,10 @@ def broker(
             "warning: no namesrvAddr (or NAMESRV_ADDR): clients cannot find this broker", err=True
         )
     try:
-        run(serve(broker_cfg, store_cfg, ha_settings, semantics_cfg))
+        run(serve(broker_cfg, store_cfg, ha_settings, semantics_cfg, acl_cfg, tls_cfg))
+    except (AclConfigError, ConfigError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     except OSError as exc:
         typer.echo(f"error: cannot start the broker: {exc}", err=True)
         raise typer.Exit(1) from None

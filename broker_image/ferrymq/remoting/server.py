@@ -8,6 +8,8 @@ import logging
 from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.frame import MAX_FRAME_SIZE
 from ferrymq.remoting.processor import Handler, ProcessorTable
+from ferrymq.remoting.tls import ServerTls
+from ferrymq.remoting.tls_acceptor import TlsAcceptor
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +23,7 @@ class RemotingServer:
         processors: ProcessorTable | None = None,
         name: str = "server",
         max_frame_size: int = MAX_FRAME_SIZE,
+        tls: ServerTls | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -28,7 +31,9 @@ class RemotingServer:
         self.processors = processors or ProcessorTable()
         self.channels: set[Channel] = set()
         self._max_frame_size = max_frame_size
-        self._server: asyncio.Server | None = None
+        self._server: asyncio.Server | TlsAcceptor | None = None
+        # TLS modes permissive/enforcing (tls.server.mode); None or disabled: plain TCP
+        self.tls = tls
 
     def register(self, code: int, handler: Handler) -> None:
         self.processors.register(code, handler)
@@ -45,9 +50,14 @@ class RemotingServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            self._new_channel, self.host, self.port, reuse_address=True, backlog=1024
-        )
+        if self.tls is not None and self.tls.settings.server_enabled:
+            acceptor = TlsAcceptor(self._new_channel, self.tls, name=self.name)
+            await acceptor.start(self.host, self.port, backlog=1024)
+            self._server = acceptor
+        else:
+            self._server = await loop.create_server(
+                self._new_channel, self.host, self.port, reuse_address=True, backlog=1024
+            )
         sockets = self._server.sockets
         if sockets:
             self.port = sockets[0].getsockname()[1]
