@@ -119,20 +119,32 @@ class TlsAcceptor:
             conn.close()
             return
         loop = asyncio.get_running_loop()
+        made: list[asyncio.Protocol] = []
+
+        def factory() -> asyncio.Protocol:
+            protocol = self._factory()
+            made.append(protocol)
+            return protocol
+
         try:
             if is_tls:
                 await loop.connect_accepted_socket(
-                    self._factory,
+                    factory,
                     conn,
                     ssl=self.tls.context(),
                     ssl_handshake_timeout=self.handshake_timeout,
                 )
             else:
-                await loop.connect_accepted_socket(self._factory, conn)
+                await loop.connect_accepted_socket(factory, conn)
         except (OSError, ssl.SSLError, TimeoutError) as exc:
+            # the transport owns the socket once handed over and has closed it: closing it
+            # here too would close a descriptor number the loop may already have reused
             self.tls.handshake_failures += 1
             log.warning("%s: TLS handshake with %s failed: %s", self.name, peer, exc)
-            conn.close()
+            # the protocol was built before the handshake but never connected: tell it, so
+            # its owner (the server's channel set) forgets it
+            for protocol in made:
+                protocol.connection_lost(exc)
 
     def close(self) -> None:
         sock, self._sock = self._sock, None
