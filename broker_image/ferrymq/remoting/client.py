@@ -81,9 +81,8 @@ class RemotingClient:
                     if ctx is not None
                     else ""
                 )
-                raise RemotingConnectError(
-                    f"cannot connect to {addr}: {exc or 'timeout'}{hint}"
-                ) from None
+                reason = str(exc) or ("timeout" if isinstance(exc, TimeoutError) else repr(exc))
+                raise RemotingConnectError(f"cannot connect to {addr}: {reason}{hint}") from None
             proto.attrs["addr"] = addr
             self._channels[addr] = proto
             return proto
