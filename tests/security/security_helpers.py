@@ -1,87 +1,24 @@
-"""Helpers of the security tests: certificates made here with ``cryptography`` (a CA, server
-and client certificates signed by it), ACL files, and a deadline poll."""
+"""Helpers of the security tests: certificates (ferrymq.remoting.certs: a CA, server and client
+certificates signed by it), ACL files, and a deadline poll."""
 
 from __future__ import annotations
 
 import asyncio
-import datetime
-import ipaddress
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
-
-
-@dataclass
-class CertFiles:
-    cert: Path
-    key: Path
-
-
-def _write_key(key: ec.EllipticCurvePrivateKey, path: Path) -> None:
-    path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-
-
-def make_ca(directory: Path, name: str = "ferrymq-test-ca", days: int = 30) -> CertFiles:
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    files = CertFiles(directory / f"{name}.crt", directory / f"{name}.key")
-    files.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    _write_key(key, files.key)
-    return files
+from ferrymq.remoting.certs import CertFiles
+from ferrymq.remoting.certs import make_ca as make_ca
+from ferrymq.remoting.certs import make_cert as _make_cert
 
 
 def make_cert(
     directory: Path, ca: CertFiles, name: str, *, days: int = 10, server: bool = True
 ) -> CertFiles:
-    ca_key = serialization.load_pem_private_key(ca.key.read_bytes(), None)
-    ca_cert = x509.load_pem_x509_certificate(ca.cert.read_bytes())
-    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.UTC)
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=days))
+    """A server (localhost/127.0.0.1) or client certificate valid ``days`` days."""
+    return _make_cert(
+        directory, ca, name, days=days, hosts=("localhost", "127.0.0.1") if server else ()
     )
-    if server:
-        builder = builder.add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-    cert = builder.sign(ca_key, hashes.SHA256())
-    files = CertFiles(directory / f"{name}.crt", directory / f"{name}.key")
-    files.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    _write_key(key, files.key)
-    return files
 
 
 ADMIN_AK = "adminKey01"
