@@ -47,7 +47,7 @@ from ferrymq.remoting.codes import ResponseCode
 from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.processor import not_supported
 from ferrymq.remoting.server import RemotingServer
-from ferrymq.remoting.tls import ServerTls, TlsSettings
+from ferrymq.remoting.tls import ServerTls, TlsSettings, ha_contexts
 from ferrymq.store.config import BrokerRole, MessageStoreConfig
 from ferrymq.store.message_store import MessageStore
 
@@ -81,6 +81,7 @@ class BrokerApp:
         )
         tls_settings = tls_settings or TlsSettings()
         self.server_tls = ServerTls(tls_settings) if tls_settings.server_enabled else None
+        self.ha_tls = ha_contexts(tls_settings)
         # haListenPort defaults to the configured listenPort + 1 (upstream BrokerStartup)
         self.ha_settings = (ha_settings or HASettings()).with_default_port(config.listen_port)
         self.ha: BrokerHA | None = None
@@ -298,6 +299,7 @@ class BrokerApp:
             bind_host=self.config.bind_address,
             advertised_ip=self.config.broker_ip1,
             client=self.client,
+            tls=self.ha_tls,
             targets=ManagerSyncTargets(
                 topics=self.topics,
                 offsets=self.offsets,

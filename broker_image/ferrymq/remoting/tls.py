@@ -69,6 +69,9 @@ class TlsSettings(BaseModel):
     client_trust_cert_path: Path | None = Field(default=None, alias="tls.client.trustCertPath")
     client_auth_server: bool = Field(default=False, alias="tls.client.authServer")
     config_file: Path | None = Field(default=None, alias="tls.config.file")
+    # ferrymq: TLS on the HA port too (the master listens with the server certificate; the
+    # slave presents the same certificate and checks the master against trustCertPath)
+    ha_enable: bool = Field(default=False, alias="tls.ha.enable")
 
     @model_validator(mode="after")
     def _check(self) -> TlsSettings:
@@ -78,6 +81,8 @@ class TlsSettings(BaseModel):
                 f"tls.server.mode={self.server_mode.value} needs tls.server.certPath and "
                 "tls.server.keyPath"
             )
+        if self.ha_enable and self.server_mode is TlsMode.DISABLED:
+            raise ValueError("tls.ha.enable=true needs tls.server.mode permissive or enforcing")
         if self.server_need_client_auth is ClientAuth.REQUIRE and not self.server_trust_cert_path:
             raise ValueError(
                 "tls.server.need.client.auth=require needs tls.server.trustCertPath "
@@ -159,6 +164,20 @@ class ClientTls(BaseModel):
             except (OSError, ssl.SSLError) as exc:
                 raise ConfigError(f"tls.client.certPath/keyPath {self.cert_path}: {exc}") from None
         return ctx
+
+
+def ha_contexts(settings: TlsSettings) -> tuple[ssl.SSLContext, ssl.SSLContext] | None:
+    """(server, client) contexts of the HA link, or None when tls.ha.enable is off."""
+    if not settings.ha_enable:
+        return None
+    client = ClientTls(
+        cert_path=settings.server_cert_path,
+        key_path=settings.server_key_path,
+        key_password=settings.server_key_password,
+        trust_cert_path=settings.server_trust_cert_path,
+        auth_server=settings.server_trust_cert_path is not None,
+    )
+    return server_context(settings), client.context()
 
 
 def server_context(settings: TlsSettings) -> ssl.SSLContext:
