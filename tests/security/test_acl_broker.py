@@ -373,3 +373,27 @@ def test_bad_acl_file_refuses_to_start(tmp_path: Path) -> None:
     )
     with pytest.raises(AclConfigError, match="accessKey"):
         asyncio.run(app.start())
+
+
+async def test_sync_producer_signs_its_blocking_sends(
+    broker: BrokerApp, namesrv: NamesrvApp
+) -> None:
+    import asyncio
+
+    from ferrymq.client.errors import MQClientError
+    from ferrymq.client.sync_producer import SyncProducer
+
+    def run(ak: str, sk: str) -> str:
+        instance_security = ClientSecurity(SessionCredentials(ak, sk))
+        # the producer's instance lives on the SyncProducer's own loop thread: built there
+        with SyncProducer(
+            "pg-sync",
+            namesrv.addr,
+            retry_times_when_send_failed=0,
+            security=instance_security,
+        ) as producer:
+            return producer.send(Message("allowed", b"sync")).msg_id
+
+    assert await asyncio.to_thread(run, APP_AK, APP_SK)
+    with pytest.raises(MQClientError, match="signature"):
+        await asyncio.to_thread(run, APP_AK, "wrongSecret")

@@ -21,6 +21,7 @@ from typing import Any
 
 from ferrymq.client.allocate import MessageQueue, strategy_name
 from ferrymq.client.consume_service import ConsumeService, Listener
+from ferrymq.client.credentials import ClientSecurity
 from ferrymq.client.errors import ClientStateError, MQClientError
 from ferrymq.client.instance import ClientInstance
 from ferrymq.client.lifecycle import ClientMember
@@ -99,6 +100,7 @@ class PushConsumer(ClientMember):
         namesrv_addr: str | list[str] | None = None,
         *,
         instance: ClientInstance | None = None,
+        security: ClientSecurity | None = None,
         message_model: MessageModel = MessageModel.CLUSTERING,
         consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
         consume_timestamp: str | None = None,
@@ -113,7 +115,7 @@ class PushConsumer(ClientMember):
         run_sync_listener_in_thread: bool = True,
         offsets_dir: Path | None = None,
     ) -> None:
-        super().__init__(group, namesrv_addr, instance)
+        super().__init__(group, namesrv_addr, instance, security)
         self.message_model = message_model
         self.consume_from_where = consume_from_where
         self.consume_timestamp_ms = (
