@@ -319,3 +319,25 @@ async def test_broker_serves_a_producer_over_tls_and_reports_expiry(
         await instance.shutdown()
         await broker.stop()
         await namesrv.stop()
+
+
+async def test_silent_and_vanishing_peers_do_not_block_the_port(
+    pki: dict[str, CertFiles], clients: dict[str, RemotingClient]
+) -> None:
+    server = await start_server(ServerTls(tls_settings(pki, "permissive")))
+    try:
+        # one peer connects and says nothing, another connects and leaves at once
+        _, silent = await asyncio.open_connection("127.0.0.1", server.port)
+        _, gone = await asyncio.open_connection("127.0.0.1", server.port)
+        gone.close()
+        for name in ("plain", "tls"):
+            assert (await echo_call(clients[name], server)).body_bytes() == b"ping", name
+        silent.close()
+        # a TLS record that is not a handshake a server can finish: refused, port still serving
+        _, garbage = await asyncio.open_connection("127.0.0.1", server.port)
+        garbage.write(b"\x16\x03\x01\x00\x05hello")
+        await garbage.drain()
+        garbage.close()
+        assert (await echo_call(clients["tls"], server)).body_bytes() == b"ping"
+    finally:
+        await server.stop()

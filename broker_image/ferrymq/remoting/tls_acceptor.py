@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 TLS_HANDSHAKE_RECORD = 0x16
 HANDSHAKE_TIMEOUT_S = 10.0
+ACCEPT_RETRY_S = 0.1
 
 
 class TlsAcceptor:
@@ -68,6 +69,8 @@ class TlsAcceptor:
                 if self._sock is None:
                     return
                 log.warning("%s: accept failed: %s", self.name, exc)
+                # out of descriptors or similar: back off instead of spinning on the error
+                await asyncio.sleep(ACCEPT_RETRY_S)
                 continue
             conn.setblocking(False)
             task = loop.create_task(self._serve(conn))
