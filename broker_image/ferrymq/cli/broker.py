@@ -9,14 +9,14 @@ from typing import Annotated
 import typer
 
 from ferrymq.acl.plain_config import AclConfigError
-from ferrymq.acl.settings import load_acl_settings
+from ferrymq.acl.settings import AclSettings, load_acl_settings
 from ferrymq.broker.app import serve
 from ferrymq.broker.config import load_broker_configs
-from ferrymq.broker.semantics import load_semantics_config
-from ferrymq.ha.config import load_ha_settings
+from ferrymq.broker.semantics import SemanticsConfig, load_semantics_config
+from ferrymq.ha.config import HASettings, load_ha_settings
 from ferrymq.properties import ConfigError
 from ferrymq.remoting.eventloop import run
-from ferrymq.remoting.tls import load_tls_settings
+from ferrymq.remoting.tls import TlsSettings, load_tls_settings
 
 
 def broker(
@@ -35,7 +35,11 @@ def broker(
     )
     overrides = {"namesrvAddr": namesrv_addr} if namesrv_addr else {}
     try:
-        broker_cfg, store_cfg = load_broker_configs(config, overrides=overrides)
+        broker_cfg, store_cfg = load_broker_configs(
+            config,
+            overrides=overrides,
+            also_read_by=(HASettings, SemanticsConfig, AclSettings, TlsSettings),
+        )
         ha_settings = load_ha_settings(config)
         # transactionCheckInterval, transactionTimeOut, transactionCheckMax, flushDelayOffsetInterval
         semantics_cfg = load_semantics_config(config, overrides=overrides)
