@@ -68,3 +68,18 @@ def test_client_security_from_environment(tmp_path: Path) -> None:
     assert ClientSecurity.from_env({"TLS_ENABLE": "true"}).tls is not None
     with pytest.raises(ValueError, match="FERRYMQ_SECRET_KEY"):
         ClientSecurity.from_env({"FERRYMQ_ACCESS_KEY": "ak123456"})
+
+
+def test_namesrv_security_keys_are_not_reported_unknown(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from ferrymq.namesrv.config import load_namesrv_config
+
+    conf = tmp_path / "namesrv.conf"
+    conf.write_text("listenPort=9877\naclEnable=true\ntls.server.mode=disabled\nbogusKey=1\n")
+    with caplog.at_level(logging.WARNING):
+        cfg = load_namesrv_config(conf, env={}, also_read_by=(AclSettings, TlsSettings))
+    assert cfg.listen_port == 9877
+    warnings = " ".join(r.getMessage() for r in caplog.records)
+    assert "bogusKey" in warnings
+    assert "aclEnable" not in warnings and "tls.server.mode" not in warnings

@@ -33,6 +33,9 @@ def load_namesrv_config(
     path: Path | None,
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, str] | None = None,
+    also_read_by: tuple[type[BaseModel], ...] = (),
 ) -> NamesrvConfig:
-    """namesrv.conf (+ FERRYMQ_* environment + overrides) -> NamesrvConfig; ConfigError on bad values."""
-    return load_config(NamesrvConfig, path, env, overrides).model
+    """namesrv.conf (+ FERRYMQ_* environment + overrides) -> NamesrvConfig; ConfigError on bad values.
+
+    ``also_read_by``: the other models read from namesrv.conf (ACL, TLS), whose keys are known."""
+    return load_config(NamesrvConfig, path, env, overrides, also_read_by).model
