@@ -9,6 +9,7 @@ import ssl
 from ferrymq.remoting.channel import Channel, RpcHook
 from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.errors import RemotingConnectError
+from ferrymq.remoting.eventloop import raise_if_cancelling
 from ferrymq.remoting.processor import ProcessorTable
 
 log = logging.getLogger(__name__)
@@ -54,8 +55,11 @@ class RemotingClient:
             loop = asyncio.get_running_loop()
             ctx = self.ssl_context
             try:
-                _, proto = await asyncio.wait_for(
-                    loop.create_connection(
+                # asyncio.timeout, not wait_for: on 3.11 wait_for returns the inner result (or
+                # raises its OSError) when a cancel arrives as the connect completes, and the
+                # cancel is lost (a registration loop then never stopped on SIGTERM)
+                async with asyncio.timeout(self.connect_timeout):
+                    _, proto = await loop.create_connection(
                         lambda: Channel(
                             self.processors,
                             name=self.name,
@@ -67,15 +71,15 @@ class RemotingClient:
                         ssl=ctx,
                         server_hostname=host if ctx is not None else None,
                         ssl_handshake_timeout=self.connect_timeout if ctx is not None else None,
-                    ),
-                    self.connect_timeout,
-                )
+                    )
             except ssl.SSLError as exc:
+                raise_if_cancelling()
                 raise RemotingConnectError(
                     f"TLS handshake with {addr} failed: {exc} (does the server speak TLS, "
                     "tls.server.mode, and trust this client?)"
                 ) from None
             except (OSError, TimeoutError) as exc:
+                raise_if_cancelling()
                 hint = (
                     " (TLS was requested: is TLS enabled on the server, tls.server.mode?)"
                     if ctx is not None

@@ -29,6 +29,14 @@ HANDSHAKE_TIMEOUT_S = 10.0
 ACCEPT_RETRY_S = 0.1
 
 
+def _forget_unconnected(made: list[asyncio.Protocol], exc: Exception | None) -> None:
+    """A protocol is built before the handshake; one whose connection was never made is told it
+    is lost, so its owner (the server's channel set, which waits for it on stop) forgets it."""
+    for protocol in made:
+        if not getattr(protocol, "is_open", False):
+            protocol.connection_lost(exc)
+
+
 class TlsAcceptor:
     def __init__(
         self,
@@ -51,10 +59,11 @@ class TlsAcceptor:
     def sockets(self) -> tuple[socket.socket, ...]:
         return (self._sock,) if self._sock is not None else ()
 
-    async def start(self, host: str, port: int, *, backlog: int = 1024) -> None:
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.create_server((host, port), family=family, backlog=backlog)
+    def start(self, sock: socket.socket, *, backlog: int = 1024) -> None:
+        """Listen on ``sock`` (bound by the caller) and serve what arrives; the acceptor owns
+        the socket from here on."""
         sock.setblocking(False)
+        sock.listen(backlog)
         self._sock = sock
         self._accepting = asyncio.get_running_loop().create_task(self._accept_loop(sock))
 
@@ -144,10 +153,10 @@ class TlsAcceptor:
             # here too would close a descriptor number the loop may already have reused
             self.tls.handshake_failures += 1
             log.warning("%s: TLS handshake with %s failed: %s", self.name, peer, exc)
-            # the protocol was built before the handshake but never connected: tell it, so
-            # its owner (the server's channel set) forgets it
-            for protocol in made:
-                protocol.connection_lost(exc)
+            _forget_unconnected(made, exc)
+        except asyncio.CancelledError:  # the server stops mid-handshake
+            _forget_unconnected(made, None)
+            raise
 
     def close(self) -> None:
         sock, self._sock = self._sock, None
