@@ -77,7 +77,9 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CertFiles]:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory, pki: dict[str, CertFiles]) -> Iterator[str]:
+def cluster(
+    tmp_path_factory: pytest.TempPathFactory, pki: dict[str, CertFiles]
+) -> Iterator[tuple[str, str]]:
     d = tmp_path_factory.mktemp("cluster")
     (d / "plain_acl.yml").write_text(PLAIN_ACL)
     # a TLS client speaks TLS to the NameServer too; permissive keeps the broker's
@@ -114,8 +116,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, pki: dict[str, CertFiles])
         )
         broker = Proc(["broker", "-c", str(conf)], d)
         try:
-            broker.wait_line(r"Broker broker-sec ready on port (\d+)")
-            yield ns
+            port = broker.wait_line(r"Broker broker-sec ready on port (\d+)").group(1)
+            yield ns, f"127.0.0.1:{port}"
         finally:
             broker.stop()
     finally:
@@ -138,7 +140,10 @@ def flat(result: subprocess.CompletedProcess[str]) -> str:
     return " ".join((result.stdout + result.stderr).split())
 
 
-def test_cli_produces_with_credentials_and_tls(cluster: str, pki: dict[str, CertFiles]) -> None:
+def test_cli_produces_with_credentials_and_tls(
+    cluster: tuple[str, str], pki: dict[str, CertFiles]
+) -> None:
+    ns = cluster[0]
     ok = cli(
         [
             "--access-key",
@@ -149,7 +154,7 @@ def test_cli_produces_with_credentials_and_tls(cluster: str, pki: dict[str, Cert
             str(pki["ca"].cert),
             "produce",
             "-n",
-            cluster,
+            ns,
             "-t",
             "allowed",
             "-c",
@@ -165,15 +170,16 @@ def test_cli_produces_with_credentials_and_tls(cluster: str, pki: dict[str, Cert
         "FERRYMQ_SECRET_KEY": APP_SK,
         "FERRYMQ_TLS_TRUST_CERT_PATH": str(pki["ca"].cert),
     }
-    via_env = cli(["produce", "-n", cluster, "-t", "allowed", "-c", "2"], env)
+    via_env = cli(["produce", "-n", ns, "-t", "allowed", "-c", "2"], env)
     assert via_env.returncode == 0, via_env.stdout + via_env.stderr
     assert "sent 2/2" in via_env.stdout
 
 
-def test_cli_is_refused_without_credentials_or_tls(cluster: str, pki: dict[str, CertFiles]) -> None:
-    unsigned = cli(
-        ["--tls-trust-cert", str(pki["ca"].cert), "produce", "-n", cluster, "-t", "allowed"]
-    )
+def test_cli_is_refused_without_credentials_or_tls(
+    cluster: tuple[str, str], pki: dict[str, CertFiles]
+) -> None:
+    ns = cluster[0]
+    unsigned = cli(["--tls-trust-cert", str(pki["ca"].cert), "produce", "-n", ns, "-t", "allowed"])
     assert unsigned.returncode == 1
     assert "AccessKey" in flat(unsigned)
 
@@ -187,7 +193,7 @@ def test_cli_is_refused_without_credentials_or_tls(cluster: str, pki: dict[str, 
             str(pki["ca"].cert),
             "produce",
             "-n",
-            cluster,
+            ns,
             "-t",
             "subOnly",
         ]
@@ -197,11 +203,11 @@ def test_cli_is_refused_without_credentials_or_tls(cluster: str, pki: dict[str, 
     assert "no PUB permission on topic 'subOnly'" in flat(no_pub)
 
     plaintext = cli(
-        ["--access-key", APP_AK, "--secret-key", APP_SK, "produce", "-n", cluster, "-t", "allowed"]
+        ["--access-key", APP_AK, "--secret-key", APP_SK, "produce", "-n", ns, "-t", "allowed"]
     )
     assert plaintext.returncode == 1
 
-    half = cli(["--access-key", APP_AK, "produce", "-n", cluster, "-t", "allowed"])
+    half = cli(["--access-key", APP_AK, "produce", "-n", ns, "-t", "allowed"])
     assert half.returncode == 2
     assert "--secret-key" in flat(half)
 
@@ -221,3 +227,17 @@ def test_broker_with_acl_but_no_file_refuses_to_start(tmp_path: Path) -> None:
     result = cli(["broker", "-c", str(conf)])
     assert result.returncode == 2
     assert "tls.server.certPath" in flat(result)
+
+
+def test_probe_speaks_tls_from_the_environment(
+    cluster: tuple[str, str], pki: dict[str, CertFiles]
+) -> None:
+    addr = cluster[1]
+    probe = [sys.executable, "-m", "ferrymq.cli.probe", "--addr", addr, "--timeout", "10"]
+    plain = subprocess.run(probe, capture_output=True, text=True, timeout=60, env=_clean_env())
+    assert plain.returncode == 1  # the enforcing broker closes a plaintext probe
+    env = {**_clean_env(), "FERRYMQ_TLS_TRUST_CERT_PATH": str(pki["ca"].cert)}
+    env["FERRYMQ_TLS_ENABLE"] = "true"
+    tls = subprocess.run(probe, capture_output=True, text=True, timeout=60, env=env)
+    assert tls.returncode == 0, tls.stdout + tls.stderr
+    assert "answered" in tls.stdout
