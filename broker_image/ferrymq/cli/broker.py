@@ -13,6 +13,7 @@ from ferrymq.acl.settings import AclSettings, load_acl_settings
 from ferrymq.broker.app import serve
 from ferrymq.broker.config import load_broker_configs
 from ferrymq.broker.semantics import SemanticsConfig, load_semantics_config
+from ferrymq.client.credentials import ClientSecurity
 from ferrymq.ha.config import HASettings, load_ha_settings
 from ferrymq.properties import ConfigError
 from ferrymq.remoting.eventloop import run
@@ -48,7 +49,9 @@ def broker(
         # aclEnable/aclFilePath and tls.server.* / tls.config.file (issue 22)
         acl_cfg = load_acl_settings(config)
         tls_cfg = load_tls_settings(config)
-    except ConfigError as exc:
+        # the broker's own calls sign/encrypt with FERRYMQ_ACCESS_KEY/_SECRET_KEY/_TLS_*
+        ClientSecurity.from_env()
+    except ValueError as exc:  # ConfigError, or an incomplete FERRYMQ_* credential pair
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     if not broker_cfg.namesrv_addrs:
