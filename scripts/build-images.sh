@@ -112,7 +112,8 @@ for image in "${wanted[@]}"; do
       # PySpark is an sdist of ~400 MB; the host's pip builds (or reuses) its wheel once, and the
       # image installs from these wheels only.
       log "collecting wheels for ferrymq[spark] into spark/k8s/wheels"
-      "$PY" -m pip wheel -q -w "$REPO_ROOT/spark/k8s/wheels" "$REPO_ROOT[spark]" "setuptools>=69" wheel \
+      "$PY" -m pip wheel -q -w "$REPO_ROOT/spark/k8s/wheels" -c "$REPO_ROOT/constraints.txt" \
+        "$REPO_ROOT[spark]" "setuptools>=69" wheel \
         >"$CACHE/spark-wheels.log" 2>&1 || { tail -n 20 "$CACHE/spark-wheels.log" >&2; fail "pip wheel (log: $CACHE/spark-wheels.log)"; }
       # Only the dependencies: the image builds ferrymq itself from the copied sources.
       rm -f "$REPO_ROOT/spark/k8s/wheels/"ferrymq-*.whl
