@@ -95,6 +95,9 @@ def cluster() -> Iterator[Cluster]:
     except Refused as error:
         pytest.exit(str(error), returncode=2)
 
+    if NODE_MODE:
+        # Idempotent: starts whatever stopped and re-offers the local volumes earlier runs released.
+        run([str(ROOT / "scripts" / "k8s-node.sh"), "up"], timeout=3600)
     if os.environ.get("E2E_SKIP_BUILD") != "1":
         if NODE_MODE:
             # Into the node's dockerd (DOCKER_HOST from k8s-node.sh env), where its kubelet looks.

@@ -246,6 +246,13 @@ up() {
     --eviction-hard='memory.available<1Mi,nodefs.available<1%,imagefs.available<1%' \
     --image-gc-high-threshold=100 --image-gc-low-threshold=99 \
     --serialize-image-pulls=false --max-pods=110 --v=1
+  wait_until 120 "node $NODE_NAME registered" kubelet "$BIN/kubelet" kc get node "$NODE_NAME"
+  # The kubelet refuses a loopback --node-ip ("nodeIP can't be loopback address") and then leaves
+  # the addresses alone, so they are written once here: pods' status.hostIP (the brokers'
+  # advertised address) and the apiserver's kubelet connections need them.
+  kc patch node "$NODE_NAME" --subresource=status --type=merge -p "{\"status\":{\"addresses\":[
+    {\"type\":\"InternalIP\",\"address\":\"127.0.0.1\"},{\"type\":\"Hostname\",\"address\":\"$NODE_NAME\"}]}}" \
+    >/dev/null || fail "patching the node's addresses"
   wait_until 120 "node $NODE_NAME Ready" kubelet "$BIN/kubelet" node_ready
 
   step=storage
