@@ -256,7 +256,9 @@ def container_pid(kube: Kube, pod: str) -> tuple[int, int]:
     """The host PID of the pod's broker container (node's dockerd) and its restart count."""
     status = kube.get_json("pod", pod)["status"]["containerStatuses"][0]
     cid = status["containerID"].removeprefix("docker://")
-    out = run(["docker", "inspect", "-f", "{{.State.Pid}}", cid]).stdout.strip()
+    # Debian's client matches the node's Debian dockerd (DOCKER_HOST from k8s-node.sh env).
+    docker = "/usr/bin/docker" if os.access("/usr/bin/docker", os.X_OK) else "docker"
+    out = run([docker, "inspect", "-f", "{{.State.Pid}}", cid]).stdout.strip()
     return int(out), int(status["restartCount"])
 
 
