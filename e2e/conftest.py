@@ -138,6 +138,9 @@ def kube(cluster: Cluster) -> Iterator[Kube]:
     release = "ferrymq-e2e"
     helm_env = {"KUBECONFIG": cluster.kubeconfig}
     host_network = ["--set", "hostNetwork=true"] if NODE_MODE else []
+    # helm installs a chart's CRDs only when they are absent and never upgrades them; on a cluster
+    # that outlives runs (the node), the CRDs of this tree are applied first.
+    k.kubectl("apply", "-f", str(ROOT / "charts" / "ferrymq-operator" / "crds"))
     try:
         run(
             [
