@@ -20,6 +20,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -143,14 +144,22 @@ def produce(topic: str, prefix: str, count: int) -> list[str]:
     return bodies
 
 
-def consume_all(topic: str, group: str, expected: list[str], timeout: float = 180) -> None:
-    _rc, events = traffic(
-        "consume", NAMESRV, topic, group, "--count", str(len(expected)), "--from-first",
-        "--timeout", str(timeout), timeout=timeout + 60,
-    )  # fmt: skip
+def consume_all(
+    topic: str, group: str, expected: list[str], timeout: float = 180
+) -> dict[str, dict[str, Any]]:
+    """Consumes until every expected body arrived (a send that failed on the client may still
+    have been stored, so counting messages is not enough)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        until = Path(tmp) / "expected.json"
+        until.write_text(json.dumps(expected))
+        _rc, events = traffic(
+            "consume", NAMESRV, topic, group, "--until-file", str(until), "--from-first",
+            "--timeout", str(timeout), timeout=timeout + 60,
+        )  # fmt: skip
     got = consumed(events)
     missing = sorted(set(expected) - set(got))
     assert not missing, f"{len(missing)} acknowledged message(s) not consumed: {missing[:10]}"
+    return got
 
 
 @pytest.fixture(scope="module")
@@ -203,12 +212,7 @@ def test_nameserver_and_broker_pods_share_the_node_on_their_own_ports(stack: Kub
 def test_produce_and_consume_from_the_host_with_tags_and_keys(stack: Kube) -> None:
     topic = "node-host"
     bodies = produce(topic, "host", 200)
-    _rc, events = traffic(
-        "consume", NAMESRV, topic, "g-host", "--count", "200", "--from-first", "--timeout", "180",
-        timeout=300,
-    )  # fmt: skip
-    got = consumed(events)
-    assert set(bodies) <= set(got), sorted(set(bodies) - set(got))[:10]
+    got = consume_all(topic, "g-host", bodies)
     for body in bodies:
         i = int(body.rsplit("-", 1)[1])
         assert got[body]["tags"] == f"Tag{i % 3}"
@@ -357,9 +361,17 @@ def test_a_config_change_rolls_one_pod_at_a_time_slaves_first_losing_no_ack(
         deadline = time.monotonic() + 1200
         while time.monotonic() < deadline:
             pods = broker_pods(stack)
+            # Pods the roll has taken down: deleted, terminating, or replaced and not Ready yet
+            # (a pod restarted in place by its liveness probe is not the roll's doing).
             most_unready = max(
                 most_unready,
-                sum(1 for n in before if n not in pods or not pod_ready(pods[n])),
+                sum(
+                    1
+                    for n, uid in before.items()
+                    if n not in pods
+                    or pods[n]["metadata"].get("deletionTimestamp")
+                    or (pods[n]["metadata"]["uid"] != uid and not pod_ready(pods[n]))
+                ),
             )
             for name, uid in before.items():
                 if name in pods and pods[name]["metadata"]["uid"] != uid and name not in replaced:
@@ -378,7 +390,7 @@ def test_a_config_change_rolls_one_pod_at_a_time_slaves_first_losing_no_ack(
     got = {json.loads(line)["body"] for line in out.splitlines() if '"body"' in line}
     missing = sorted(set(bodies) - got)
     assert not missing, f"{len(missing)} acknowledged message(s) lost in the roll: {missing[:10]}"
-    assert most_unready <= 1, f"{most_unready} broker pods were down at once"
+    assert most_unready <= 1, f"the roll had {most_unready} broker pods down at once"
     for g in range(2):
         slave, master = f"{BROKER}-broker-{g}-1", f"{BROKER}-broker-{g}-0"
         assert replaced.index(slave) < replaced.index(master), replaced
@@ -439,8 +451,11 @@ def test_the_audit_cronjob_runs_to_completion_with_default_settings(stack: Kube)
 
 
 def test_deleting_the_resources_removes_children_and_keeps_claims(stack: Kube) -> None:
-    claims = stack.ns("get", "pvc", "-o", "name").split()
-    assert any(f"{BROKER}-broker-0" in c for c in claims), claims
+    stores = {
+        f"persistentvolumeclaim/store-{BROKER}-broker-{g}-{b}" for g in range(2) for b in range(2)
+    }
+    claims = set(stack.ns("get", "pvc", "-o", "name").split())
+    assert stores <= claims, claims
     stack.ns("delete", "brokers", BROKER, "--wait=true", timeout=600)
     stack.ns("delete", "nameservers", NS_NAME, "--wait=true", timeout=600)
     for kind in ("statefulsets", "configmaps", "cronjobs", "poddisruptionbudgets"):
@@ -454,5 +469,5 @@ def test_deleting_the_resources_removes_children_and_keeps_claims(stack: Kube) -
             timeout=600,
         )
     wait_for("the pods gone", lambda: not broker_pods(stack), timeout=600)
-    kept = stack.ns("get", "pvc", "-o", "name").split()
-    assert sorted(kept) == sorted(claims)
+    kept = set(stack.ns("get", "pvc", "-o", "name").split())
+    assert stores <= kept, f"store claims deleted with the Broker: {sorted(stores - kept)}"
