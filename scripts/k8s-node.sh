@@ -232,7 +232,9 @@ up() {
   mkdir -p "$N/kubelet" "$N/kubelet-certs" "$N/manifests"
   # Negative OOM scores are refused here (--oom-score-adj=0); no QoS cgroups or iptables chains
   # (no network plugin: every pod is hostNetwork); never evict or garbage-collect images.
-  start kubelet "$BIN/kubelet" "$BIN/kubelet" \
+  # AWS_EC2_METADATA_DISABLED: the kubelet's ECR credential provider would otherwise ask the EC2
+  # metadata address (169.254.169.254) for credentials; nothing may leave 127.0.0.0/8.
+  start kubelet "$BIN/kubelet" env AWS_EC2_METADATA_DISABLED=true "$BIN/kubelet" \
     --kubeconfig="$N/kubelet.kubeconfig" --hostname-override=$NODE_NAME --node-ip=127.0.0.1 \
     --address=127.0.0.1 --port=10250 --read-only-port=0 --healthz-bind-address=127.0.0.1 \
     --healthz-port=10248 --root-dir="$N/kubelet" --cert-dir="$N/kubelet-certs" \
