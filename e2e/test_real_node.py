@@ -380,13 +380,19 @@ def test_a_config_change_rolls_one_pod_at_a_time_slaves_first_losing_no_ack(
                 break
             time.sleep(1)  # sampling interval of the pod watch
         assert len(replaced) == len(before), f"roll incomplete: replaced {replaced}"
-    finally:
         stop.touch()
         out, _ = producer.communicate(timeout=120)
-    bodies = [json.loads(line)["acked"] for line in out.splitlines() if '"acked"' in line]
-    assert len(bodies) > 50, "the producer acknowledged almost nothing during the roll"
-    expect.write_text(json.dumps(bodies))
-    out, _ = consumer.communicate(timeout=600)
+        bodies = [json.loads(line)["acked"] for line in out.splitlines() if '"acked"' in line]
+        assert len(bodies) > 50, "the producer acknowledged almost nothing during the roll"
+        expect.write_text(json.dumps(bodies))
+        out, _ = consumer.communicate(timeout=600)
+    finally:
+        # Never leave the host-side clients running after a failure (they are ours, by PID).
+        stop.touch()
+        for proc in (producer, consumer):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=30)
     got = {json.loads(line)["body"] for line in out.splitlines() if '"body"' in line}
     missing = sorted(set(bodies) - got)
     assert not missing, f"{len(missing)} acknowledged message(s) lost in the roll: {missing[:10]}"
