@@ -12,6 +12,7 @@ from ferrymq.acl.plain_config import AclConfigError
 from ferrymq.acl.settings import AclSettings, load_acl_settings
 from ferrymq.broker.app import serve
 from ferrymq.broker.config import load_broker_configs
+from ferrymq.broker.lag.config import LagConfig
 from ferrymq.broker.semantics import SemanticsConfig, load_semantics_config
 from ferrymq.client.credentials import ClientSecurity
 from ferrymq.ha.config import HASettings, load_ha_settings
@@ -41,7 +42,7 @@ def broker(
         broker_cfg, store_cfg = load_broker_configs(
             config,
             overrides=overrides,
-            also_read_by=(HASettings, SemanticsConfig, AclSettings, TlsSettings),
+            also_read_by=(HASettings, SemanticsConfig, LagConfig, AclSettings, TlsSettings),
         )
         ha_settings = load_ha_settings(config)
         # transactionCheckInterval, transactionTimeOut, transactionCheckMax, flushDelayOffsetInterval
