@@ -146,7 +146,7 @@ async def test_replication_and_metadata_sync_over_tls_with_acl(
             and master.store is not None
             and slave.store.max_phy_offset == master.store.max_phy_offset
         ),
-        10,
+        30,
         "replica",
     )
     assert digest(slave.store.config.commit_log_dir) == digest(master.store.config.commit_log_dir)
