@@ -15,7 +15,7 @@ ConsumeQueues and index actually hold.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ferrymq.store import record as rec
 from ferrymq.store.mapped_file import MappedFile
@@ -32,6 +32,9 @@ class ScanResult:
     # First record stored after the ``after_ms`` given to the scan (end_offset when none): data
     # from there on is newer than what the checkpoint vouches for.
     first_after: int = -1
+    # ``[start, end)`` CommitLog ranges skipped as damaged (valid records follow each of them).
+    damaged: list[tuple[int, int]] = field(default_factory=list)
+    damaged_reasons: list[str] = field(default_factory=list)
 
 
 def normal_start_index(file_count: int) -> int:
@@ -76,31 +79,50 @@ def scan_valid_end(
     return result
 
 
+def resync(files: list[MappedFile], index: int, pos: int) -> tuple[int, int] | None:
+    """Where valid data resumes after a damaged record at ``files[index]`` + ``pos``:
+    ``(file index, position)`` of the next valid record (or a file-ending blank), in this file
+    or a later one; None when nothing valid follows (a torn tail)."""
+    mf = files[index]
+    found = rec.find_next_valid(mf.buffer, pos + 1, mf.file_size, mf.file_from_offset)
+    if found >= 0:
+        return index, found
+    for later in range(index + 1, len(files)):
+        nf = files[later]
+        found = rec.find_next_valid(nf.buffer, 0, nf.file_size, nf.file_from_offset)
+        if found >= 0:
+            return later, found
+    return None
+
+
 def _scan(files: list[MappedFile], start_index: int, check_crc: bool, after_ms: int) -> ScanResult:
     last_ts = 0
     count = 0
     first_after = -1
-    end = files[start_index].file_from_offset
-    for mf in files[start_index:]:
-        if mf.file_from_offset != end:
+    damaged: list[tuple[int, int]] = []
+    reasons: list[str] = []
+    index = start_index
+    pos = 0
+    base = files[start_index].file_from_offset
+    size = files[start_index].file_size
+    while index < len(files):
+        mf = files[index]
+        if mf.file_from_offset != base + (index - start_index) * size:
             return ScanResult(
-                end, last_ts, count, f"file {mf.path.name} does not follow on", first_after
+                mf.file_from_offset,
+                last_ts,
+                count,
+                f"file {mf.path.name} does not follow on",
+                first_after,
+                damaged,
+                reasons,
             )
         view = memoryview(mf.buffer)
         try:
-            pos = 0
-            size = mf.file_size
+            next_file = False
             while True:
                 kind, rsize, phy, store_ts = rec.validate_record(view, pos, size, check_crc)
-                if kind is rec.RecordKind.MESSAGE:
-                    if phy != mf.file_from_offset + pos:
-                        return ScanResult(
-                            mf.file_from_offset + pos,
-                            last_ts,
-                            count,
-                            "PHYSICALOFFSET does not match the position (stale bytes)",
-                            first_after,
-                        )
+                if kind is rec.RecordKind.MESSAGE and phy == mf.file_from_offset + pos:
                     if first_after < 0 and store_ts > after_ms:
                         first_after = mf.file_from_offset + pos
                     last_ts = store_ts
@@ -108,14 +130,42 @@ def _scan(files: list[MappedFile], start_index: int, check_crc: bool, after_ms: 
                     pos += rsize
                     continue
                 if kind is rec.RecordKind.BLANK and pos + rsize == size:
-                    end = mf.file_from_offset + size
-                    break  # next file
-                detail = rec.check_record(view, pos, size, check_crc=check_crc)
-                reason = detail.reason or kind.value
-                return ScanResult(mf.file_from_offset + pos, last_ts, count, reason, first_after)
+                    next_file = True
+                    break
+                if kind is rec.RecordKind.END and index == len(files) - 1:
+                    # Zero bytes in the last file: where the data ends.
+                    return ScanResult(
+                        mf.file_from_offset + pos,
+                        last_ts,
+                        count,
+                        rec.check_record(view, pos, size).reason or kind.value,
+                        first_after,
+                        damaged,
+                        reasons,
+                    )
+                if kind is rec.RecordKind.MESSAGE:
+                    reason = "PHYSICALOFFSET does not match the position (stale bytes)"
+                else:
+                    detail = rec.check_record(view, pos, size, check_crc=check_crc)
+                    reason = detail.reason or kind.value
+                bad = mf.file_from_offset + pos
+                found = resync(files, index, pos)
+                if found is None:
+                    # Nothing valid follows: a torn tail, cut here.
+                    return ScanResult(bad, last_ts, count, reason, first_after, damaged, reasons)
+                later, pos = found
+                damaged.append((bad, files[later].file_from_offset + pos))
+                reasons.append(reason)
+                if later != index:
+                    index = later
+                    break
         finally:
             view.release()
-    return ScanResult(end, last_ts, count, "end of the last file", first_after)
+        if next_file:
+            index += 1
+            pos = 0
+    end = files[-1].file_from_offset + size
+    return ScanResult(end, last_ts, count, "end of the last file", first_after, damaged, reasons)
 
 
 def choose_reput_offset(
