@@ -66,6 +66,7 @@ class ConsumeQueue:
         # End (offset + size) of the last CommitLog record indexed here; -1 when empty.
         self.max_physic_offset = -1
         self.min_logic_offset = 0  # bytes
+        self.damaged_unit_at = -1  # queue byte offset of a damaged unit recovery cut at
 
     # --- load / recover ---------------------------------------------------------------------
 
@@ -85,8 +86,12 @@ class ConsumeQueue:
             end_in_file = 0
             view = memoryview(mf.buffer)
             try:
-                for pos, offset, size, _tags in iter_units(view):
+                for pos, offset, size, tags in iter_units(view):
                     if not is_valid_unit(offset, size):
+                        if offset or size or tags:
+                            # Not the zeros of a unit never written: a damaged one. The queue
+                            # is cut here and rebuilt from the CommitLog (check_units).
+                            self.damaged_unit_at = mf.file_from_offset + pos
                         break
                     end_in_file = pos + CQ_STORE_UNIT_SIZE
                     if size != BLANK_UNIT_SIZE:
@@ -114,6 +119,11 @@ class ConsumeQueue:
                 if cut < mfq.get_max_offset():
                     self._cut(cut)
                 break
+        if self.damaged_unit_at >= 0:
+            reasons.append(
+                f"a damaged entry at queue offset {self.damaged_unit_at // CQ_STORE_UNIT_SIZE}"
+            )
+            self.damaged_unit_at = -1
         last_good = -1
         bad_from = -1
         for pos, offset, size in self._units_backwards():
