@@ -188,10 +188,15 @@ def read_queue(
                 continue
             if span is None or phy < span_start or phy + size > span_end:
                 span = select(phy)
-                if span is None or span.size < size:
-                    if span is not None:
-                        span.release()
-                        span = None
+                if span is not None and span.size < size:
+                    # The file is there but the record would run past its data: a damaged
+                    # unit (records never cross files). Only this unit is passed over.
+                    span.release()
+                    span = None
+                    _report_damaged(cq, offset + pos // CQ_STORE_UNIT_SIZE, phy, size)
+                    pos += CQ_STORE_UNIT_SIZE
+                    continue
+                if span is None:
                     if not messages:
                         result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
                     next_phy_file_start = commit_log.roll_next_file(phy)
