@@ -16,6 +16,7 @@ from pathlib import Path
 from ferrymq.broker.local_cluster import LocalCluster
 from ferrymq.client.allocate import MessageQueue
 from ferrymq.client.broker_api import BrokerApi, PullStatus, send_request, v2_ext
+from ferrymq.message import MessageConst, encode_properties
 from ferrymq.remoting import headers
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
@@ -30,11 +31,15 @@ SECOND_QUEUE = 100  # then queue 1, so another queue is further along the Commit
 
 
 async def send(client: RemotingClient, addr: str, queue_id: int, body: bytes) -> int:
+    key = body[:16].decode("ascii", "replace")  # "q<queue>-o<offset>-..." or "next"
     header = headers.SendMessageRequestHeader(
         producer_group="cq_check_producer",
         topic=TOPIC,
         queue_id=queue_id,
         born_timestamp=int(time.time() * 1000),
+        # a client's unique key, as every real producer sends: the index is current too, so
+        # start-up dispatch does not happen to replay the whole CommitLog
+        properties=encode_properties({MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX: key}),
     )
     reply = await client.invoke(addr, send_request(v2_ext(header), body, False), timeout=10.0)
     assert reply.code == ResponseCode.SUCCESS, reply.remark

@@ -101,13 +101,16 @@ def _intact(
     return True
 
 
-def _later_unit_within(buf: memoryview, pos: int, end: int, max_phy: int) -> bool:
-    """Whether the next non-blank unit after ``pos`` points inside the CommitLog."""
-    while pos + CQ_STORE_UNIT_SIZE <= end:
-        phy, size, _tags = CQ_UNIT.unpack_from(buf, pos)
+def _later_unit_within(cq: ConsumeQueue, index: int, max_phy: int) -> bool:
+    """Whether the next non-blank unit from queue offset ``index`` (in this file or a later
+    one) points inside the CommitLog."""
+    for i in range(index, cq.max_offset_in_queue):
+        unit = cq.get_unit(i)
+        if unit is None:
+            return False
+        phy, size, _tags = unit
         if size != BLANK_UNIT_SIZE:
             return bool(phy >= 0 and size > 0 and phy + size <= max_phy)
-        pos += CQ_STORE_UNIT_SIZE
     return False
 
 
@@ -173,7 +176,7 @@ def read_queue(
             ):
                 break
             if phy + size > max_phy:
-                if not _later_unit_within(buf, pos + CQ_STORE_UNIT_SIZE, sel.size, max_phy):
+                if not _later_unit_within(cq, offset + pos // CQ_STORE_UNIT_SIZE + 1, max_phy):
                     break  # dispatched ahead of a cut CommitLog; never serve it
                 # A later unit is within the CommitLog: this one is damaged (offsets only grow
                 # along a queue). Passed over, or the queue would stop here for good.
