@@ -12,9 +12,11 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.ferrymq-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+# constraints.txt pins every version (scripts/lock.sh refreshes it); a change to it or to
+# pyproject.toml re-runs the install.
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[all,dev,interop]"
+  .venv/bin/python -m pip install -q -c constraints.txt -e ".[all,dev,interop]"
   touch "$stamp"
 fi
 echo "setup: ready (.venv/bin/ferrymq)"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -13,3 +14,34 @@ def pytest_asyncio_loop_factories(
     config: pytest.Config, item: pytest.Item
 ) -> Mapping[str, Callable[[], Any]]:
     return {"uvloop": uvloop.new_event_loop}
+
+
+# FERRYMQ_REQUIRE_ALL=1 (set by scripts/test.sh): a test or module that skips because a dependency
+# or an environment is missing is a failure, so a broken install cannot pass as a short green run.
+REQUIRE_ALL_ENV = "FERRYMQ_REQUIRE_ALL"
+
+
+def _require_all() -> bool:
+    return os.environ.get(REQUIRE_ALL_ENV, "0") == "1"
+
+
+def _fail_skip(report: pytest.TestReport | pytest.CollectReport) -> None:
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    report.outcome = "failed"
+    report.longrepr = f"{REQUIRE_ALL_ENV}=1 turns this skip into a failure: {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    if _require_all() and report.skipped and not hasattr(report, "wasxfail"):
+        _fail_skip(report)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Any:
+    outcome = yield
+    report: pytest.CollectReport = outcome.get_result()
+    if _require_all() and report.skipped:
+        _fail_skip(report)

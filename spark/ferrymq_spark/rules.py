@@ -14,14 +14,20 @@ commits, so two of its rules are adapted and the adaptation is stated here once:
   window although a live client owns the queue. Someone is there, stuck.
 
 The rest is Burrow's: a queue whose lag is zero now, or at any sample in the window, is OK; an
-offset that goes backwards is REWIND; an offset that advances while the lag never shrinks is WARN.
+offset that goes backwards is REWIND; an offset that advances while the lag grows is WARN.
 A group is the worst of its queues, where STOP, STALL and REWIND count as ERR (Burrow's group rule).
+
+One rule is tuned for RocketMQ: a client commits its offset with its next pull, so a busy, healthy
+consumer shows a small steady lag (typically 1 per queue) at every sample, which Burrow's "lag never
+shrinks" would call WARN. Here a flat lag is not WARN: the lag must grow across the window (never
+shrink, end above where it started), and a queue whose lag and time lag stay within
+:class:`OkLimits` is OK unless nobody consumes it (STOP), its offset went backwards (REWIND), or
+its offset is stuck while its lag grows (STALL).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -59,12 +65,38 @@ _QUEUE_RANK = {
 }
 
 
+DEFAULT_OK_LAG = 100
+DEFAULT_OK_TIME_LAG_MS = 60_000
+
+
+@dataclass(frozen=True)
+class OkLimits:
+    """Lag a healthy queue may show at every sample: ``lag`` messages and ``time_lag_ms``.
+
+    A time lag that is not known (no store time collected) does not count against a queue.
+    """
+
+    lag: int = DEFAULT_OK_LAG
+    time_lag_ms: int = DEFAULT_OK_TIME_LAG_MS
+
+    def __post_init__(self) -> None:
+        if self.lag < 0 or self.time_lag_ms < 0:
+            raise ValueError(f"OK limits must be >= 0, got lag={self.lag} ms={self.time_lag_ms}")
+
+    def within(self, window: Sequence[Sample]) -> bool:
+        return all(
+            s.lag <= self.lag and (s.time_lag_ms is None or s.time_lag_ms <= self.time_lag_ms)
+            for s in window
+        )
+
+
 class Sample(NamedTuple):
-    """One snapshot's view of one (group, queue)."""
+    """One snapshot's view of one (group, queue); ``time_lag_ms`` when a store time is known."""
 
     taken_at: int
     consumer_offset: int
     broker_offset: int
+    time_lag_ms: int | None = None
 
     @property
     def lag(self) -> int:
@@ -81,7 +113,11 @@ def queue_lag(broker_offset: int, consumer_offset: int) -> int:
 
 
 def evaluate_queue(
-    window: Sequence[Sample], *, live_owner: bool, min_samples: int = 2
+    window: Sequence[Sample],
+    *,
+    live_owner: bool,
+    min_samples: int = 2,
+    ok: OkLimits = OkLimits(),  # frozen: one shared default is safe
 ) -> QueueStatus:
     """Burrow-style status of one queue over ``window`` (oldest first; see the module docstring).
 
@@ -102,12 +138,16 @@ def evaluate_queue(
         return QueueStatus.OK
     if any(b < a for a, b in itertools.pairwise(offsets)):
         return QueueStatus.REWIND
-    if unmoved:
-        return QueueStatus.STALL
     lags = [s.lag for s in window]
-    if all(b >= a for a, b in itertools.pairwise(lags)):
-        return QueueStatus.WARN
-    return QueueStatus.OK
+    grew = lags[-1] > lags[0] and all(b >= a for a, b in itertools.pairwise(lags))
+    healthy = ok.within(window)
+    # A stuck offset under a growing lag is STALL however small; a flat small lag on a quiet
+    # queue is only the commit that rides on the next pull.
+    if unmoved and (grew or not healthy):
+        return QueueStatus.STALL
+    if healthy:
+        return QueueStatus.OK
+    return QueueStatus.WARN if grew else QueueStatus.OK
 
 
 def group_status(statuses: Iterable[QueueStatus]) -> GroupStatus:
@@ -346,20 +386,9 @@ def audit_group_clients(
     consumer id list it hands to rebalancing clients.
     """
     out: list[AuditFinding] = []
-    variants = Counter(tuple(sorted(s.items())) for s in subscriptions.values())
-    if len(variants) > 1:
-        common = variants.most_common(1)[0][0]
-        odd = sorted(c for c, s in subscriptions.items() if tuple(sorted(s.items())) != common)
-        out.append(
-            AuditFinding(
-                Finding.SUBSCRIPTION_MISMATCH,
-                Severity.ERROR,
-                group,
-                None,
-                f"{len(variants)} different subscription sets; majority {dict(common)}",
-                clients=tuple(odd),
-            )
-        )
+    mismatch = subscription_mismatch(group, subscriptions)
+    if mismatch is not None:
+        out.append(mismatch)
     named = {c: s for c, s in strategies.items() if s}
     if len(set(named.values())) > 1:
         out.append(
@@ -407,6 +436,68 @@ def audit_group_clients(
             )
         )
     return out
+
+
+NOT_SUBSCRIBED = "(not subscribed)"
+
+
+def unreceived_messages(topic: str, expressions: Mapping[str, str | None]) -> list[str]:
+    """What no member handles when a group's clients subscribe ``topic`` differently.
+
+    In clustering mode every client of the group takes a share of the topic's queues whatever it
+    subscribes (upstream rebalances over the group's whole consumer list), and a client skips the
+    messages of its queues that its own expression does not match. So on each client's queues, the
+    messages another member wants but this client's expression excludes are never handled.
+    """
+    out = []
+    for client, expr in sorted(expressions.items()):
+        others = sorted({e for c, e in expressions.items() if c != client and e is not None})
+        if expr is None:
+            out.append(
+                f"{topic}: every message in the queues allocated to {client} ({client} "
+                f"does not subscribe {topic})"
+            )
+        elif expr.strip() != "*" and others and others != [expr]:
+            wanted = (
+                "any message"
+                if "*" in (o.strip() for o in others)
+                else ("messages matching " + " or ".join(repr(o) for o in others if o != expr))
+            )
+            out.append(
+                f"{topic}: {wanted} not matching {expr!r} in the queues allocated to {client}"
+            )
+    return out
+
+
+def subscription_mismatch(
+    group: str, subscriptions: Mapping[str, Mapping[str, str]]
+) -> AuditFinding | None:
+    """ERROR when the group's clients subscribe differently, naming every client and expression.
+
+    No side is called the majority: in a 1:1 split either may be the intended one, and both lose
+    messages on their queues (see :func:`unreceived_messages`).
+    """
+    if len({tuple(sorted(s.items())) for s in subscriptions.values()}) <= 1:
+        return None
+    topics = sorted({t for s in subscriptions.values() for t in s})
+    described = "; ".join(
+        f"{client}: " + ", ".join(f"{t}={subs.get(t, NOT_SUBSCRIBED)!s}" for t in topics)
+        for client, subs in sorted(subscriptions.items())
+    )
+    lost = [
+        line
+        for t in topics
+        for line in unreceived_messages(t, {c: s.get(t) for c, s in subscriptions.items()})
+    ]
+    return AuditFinding(
+        Finding.SUBSCRIPTION_MISMATCH,
+        Severity.ERROR,
+        group,
+        None,
+        f"{len(subscriptions)} clients subscribe differently ({described}); never handled: "
+        + "; ".join(lost),
+        clients=tuple(sorted(subscriptions)),
+    )
 
 
 def allocation_churn(previous: TopicView, current: TopicView) -> AuditFinding | None:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from ferrymq_spark import rules
 from ferrymq_spark.jobs import backlog
 from ferrymq_spark.snapshot import open_history
 from spark_snapshot_factory import T0, Client, Spec, write_history
@@ -13,6 +14,8 @@ from spark_snapshot_factory import T0, Client, Spec, write_history
 pytestmark = pytest.mark.spark
 
 MIN = 60_000
+# Burrow's statuses in their pure form: no lag counts as healthy (the OK band has its own tests)
+STRICT = rules.OkLimits(lag=0, time_lag_ms=0)
 Q = [("T", "b", i) for i in range(6)]
 
 
@@ -54,7 +57,8 @@ def crafted(tmp_path: Path) -> Path:
 def test_status_lag_and_owners(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     history = open_history(crafted(tmp_path))
     rows = {
-        (r.group, r.queueId): r for r in backlog.latest_queues(history, spark, window=4).collect()
+        (r.group, r.queueId): r
+        for r in backlog.latest_queues(history, spark, window=4, ok=STRICT).collect()
     }
     assert {q: rows[("g", q)].status for q in range(6)} == {
         0: "OK",
@@ -75,11 +79,14 @@ def test_short_window_sees_only_recent_samples(spark, tmp_path: Path) -> None:  
     history = open_history(crafted(tmp_path))
     rows = {
         r.queueId: r
-        for r in backlog.queue_status(history, spark, window=2).collect()
+        for r in backlog.queue_status(history, spark, window=2, ok=STRICT).collect()
         if r.group == "g"
     }
-    # over the last two snapshots q4 advanced (20 -> 30) with constant lag: WARN, not REWIND
-    assert rows[4].status == "WARN" and rows[4].samples == 2
+    # over the last two snapshots q4 advanced (20 -> 30) with a flat lag: OK (a flat lag is not
+    # growth), and the rewind of the snapshot before is outside the window: not REWIND
+    assert rows[4].status == "OK" and rows[4].samples == 2
+    # q1's lag grew over the same two snapshots (50 -> 60): WARN
+    assert rows[1].status == "WARN" and rows[1].samples == 2
 
 
 def test_run_writes_parquet_summary_and_report(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -101,3 +102,49 @@ def test_missing_directory_fails_before_starting_spark(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert "not a directory" in proc.stderr
+
+
+def test_fail_on_sets_the_exit_code(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The history's group is ERR (stalled): --fail-on ERROR and WARN exit 1; without it, 0."""
+    snaps = history(tmp_path / "snaps")
+    runner = CliRunner()
+    base = ["report", "backlog", "--snapshots", str(snaps), "--window", "3"]
+    for fail_on, code in ((None, 0), ("ERROR", 1), ("warn", 1)):
+        args = [*base, "--out", str(tmp_path / f"b-{fail_on}")]
+        if fail_on:
+            args += ["--fail-on", fail_on]
+        res = runner.invoke(app, args)
+        assert res.exit_code == code, res.output
+        if code:
+            assert "--fail-on" in res.output and "groups g" in res.output
+    # --last 1 reads one snapshot: no trend, so nothing reaches WARN
+    res = runner.invoke(
+        app, [*base, "--out", str(tmp_path / "b-last"), "--last", "1", "--fail-on", "WARN"]
+    )
+    assert res.exit_code == 0, res.output
+    assert json.loads((tmp_path / "b-last" / "summary.json").read_text())["snapshots"] == 1
+
+
+def test_missing_pyspark_names_the_extra(tmp_path: Path) -> None:
+    """Without PySpark the message keeps 'ferrymq[spark]' (rich markup used to eat '[spark]').
+
+    PySpark's absence is simulated by a stand-in package on PYTHONPATH whose import fails: the
+    one way to take an installed package away from one subprocess.
+    """
+    blocker = tmp_path / "blocker" / "pyspark"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('pyspark hidden for this test')\n")
+    (tmp_path / "snaps").mkdir()
+    proc = subprocess.run(
+        [
+            *(sys.executable, "-m", "ferrymq.cli.main", "report", "rebalance"),
+            *("--snapshots", str(tmp_path / "snaps"), "--out", str(tmp_path / "o")),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(blocker.parent)},
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "pip install 'ferrymq[spark]'" in " ".join(proc.stderr.split())

@@ -121,6 +121,10 @@ def test_collect_then_report(spark, tmp_path: Path) -> None:  # type: ignore[no-
     pulled = {r.queueId: r for r in snap.offsets if r.group == "pull-g"}
     assert {q: r.consumerOffset for q, r in pulled.items()} == dict.fromkeys(range(4), 3)
     assert {q: r.brokerOffset for q, r in pulled.items()} == dict(per_queue)
+    # exact time lag: the store time of the message at each lagging consumer offset is collected
+    for r in pulled.values():
+        assert r.oldestUnconsumedTimestamp is not None, snap.meta.notes
+        assert r.lastTimestamp <= r.oldestUnconsumedTimestamp <= snap.meta.takenAt
     clients = [c for c in snap.clients if c.group == "push-g"]
     assert sorted(c.clientId for c in clients) == sorted(owned)
     views = [v for v in snap.views if v.group == "push-g"]
@@ -138,6 +142,8 @@ def test_collect_then_report(spark, tmp_path: Path) -> None:  # type: ignore[no-
     summary = backlog.run(spark, backlog.BacklogArgs(snapshots=path.parent, out=tmp_path / "b"))
     groups = {g["group"]: g for g in summary.groups}
     assert groups["pull-g"]["lag"] == 40 - 12
+    sources = {q["timeLagSource"] for q in summary.laggingQueues if q["group"] == "pull-g"}
+    assert sources == {"store"}
     audit = rebalance_audit.run(
         spark, rebalance_audit.AuditArgs(snapshots=path.parent, out=tmp_path / "r")
     )

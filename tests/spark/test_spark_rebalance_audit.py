@@ -151,3 +151,31 @@ def test_run_writes_outputs(spark, tmp_path: Path) -> None:  # type: ignore[no-u
     assert findings.where("kind = 'ORPHAN_QUEUE'").count() == 1
     html = (tmp_path / "o" / "report.html").read_text()
     assert "ORPHAN_QUEUE" in html and html.count("data:image/png;base64,") == 2
+
+
+def test_a_nan_topic_never_reaches_the_summary(tmp_path: Path) -> None:
+    """pandas 3 reads a group-level finding's missing topic back as NaN (float): the summary and
+    the CLI table must show no topic, not 'nan' (and rich cannot render a float at all)."""
+    import math
+
+    import pandas as pd
+
+    write_history(tmp_path / "s", [Spec(at=T0, max_offsets=MAX, offsets={})])
+    history = open_history(tmp_path / "s")
+    sid = history.latest.snapshotId
+    row = dict.fromkeys(rebalance_audit.OUT_COLUMNS)
+    row.update(
+        record="finding",
+        snapshotId=sid,
+        takenAt=T0,
+        group="g",
+        topic=math.nan,
+        kind="SUBSCRIPTION_MISMATCH",
+        severity="ERROR",
+        detail="clients subscribe differently",
+        clients=["c1", "c2"],
+        queues=[],
+    )
+    summary = rebalance_audit.summarize(pd.DataFrame([row]), history)
+    assert [f["topic"] for f in summary.findings] == [None]
+    assert json.dumps(summary.findings)  # plain JSON: no float NaN left

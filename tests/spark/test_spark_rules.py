@@ -45,7 +45,36 @@ def test_queue_lag_is_never_negative() -> None:
     ],
 )
 def test_evaluate_queue(samples: list[Sample], live: bool, expected: QueueStatus) -> None:
-    assert rules.evaluate_queue(samples, live_owner=live) is expected
+    """Burrow's table, with no lag counted as healthy (OK limits of zero)."""
+    strict = rules.OkLimits(lag=0, time_lag_ms=0)
+    assert rules.evaluate_queue(samples, live_owner=live, ok=strict) is expected
+
+
+def test_flat_lag_of_one_is_ok() -> None:
+    """A busy healthy consumer commits with its next pull: lag 1 at each of 10 samples is OK."""
+    flat = window(*((1000 * i + 999, 1000 * i + 1000) for i in range(10)))
+    assert rules.evaluate_queue(flat, live_owner=True) is QueueStatus.OK
+    # even with no OK limit at all: a flat lag does not grow
+    assert rules.evaluate_queue(flat, live_owner=True, ok=rules.OkLimits(0, 0)) is QueueStatus.OK
+
+
+def test_ok_limits_and_growth() -> None:
+    growing = window((0, 500), (100, 700), (200, 900))
+    assert rules.evaluate_queue(growing, live_owner=True) is QueueStatus.WARN
+    # under the limits, small growth is still healthy
+    small = window((0, 5), (10, 17), (20, 29))
+    assert rules.evaluate_queue(small, live_owner=True) is QueueStatus.OK
+    assert rules.evaluate_queue(small, live_owner=True, ok=rules.OkLimits(5, 0)) is QueueStatus.WARN
+    # a known time lag above its limit takes a queue out of the OK band
+    old = [Sample(60_000 * i, 10, 12, time_lag_ms=600_000) for i in range(3)]
+    assert rules.evaluate_queue(old, live_owner=True) is QueueStatus.STALL
+    # unknown time lag does not count against the queue
+    unknown = [Sample(60_000 * i, 10, 12) for i in range(3)]
+    assert rules.evaluate_queue(unknown, live_owner=True) is QueueStatus.OK
+    # nobody consuming is STOP whatever the limits
+    assert rules.evaluate_queue(unknown, live_owner=False) is QueueStatus.STOP
+    with pytest.raises(ValueError, match=">= 0"):
+        rules.OkLimits(lag=-1)
 
 
 def test_evaluate_queue_rejects_bad_windows() -> None:
@@ -178,8 +207,29 @@ def test_group_client_findings() -> None:
         Finding.STRATEGY_MISMATCH,
         Finding.CONSUMER_VIEW_MISMATCH,
     }
-    assert by_kind[Finding.SUBSCRIPTION_MISMATCH].clients == ("c2",)
+    assert by_kind[Finding.SUBSCRIPTION_MISMATCH].clients == ("c1", "c2", "c3")
     assert by_kind[Finding.CONSUMER_VIEW_MISMATCH].clients == ("c2",)
+
+
+def test_subscription_split_names_every_client_and_the_lost_messages() -> None:
+    """A 1:1 split: no side is the majority; both clients, their expressions and losses named."""
+    finding = rules.subscription_mismatch("g", {"cA": {"T": "a"}, "cB": {"T": "b"}})
+    assert finding is not None and finding.severity is Severity.ERROR
+    assert finding.clients == ("cA", "cB")
+    assert "majority" not in finding.detail
+    assert "cA: T=a" in finding.detail and "cB: T=b" in finding.detail
+    assert (
+        "T: messages matching 'b' not matching 'a' in the queues allocated to cA" in finding.detail
+    )
+    assert (
+        "T: messages matching 'a' not matching 'b' in the queues allocated to cB" in finding.detail
+    )
+    # a client that does not subscribe the topic still takes a share of its queues
+    absent = rules.subscription_mismatch("g", {"c1": {"T": "*"}, "c2": {"U": "*"}})
+    assert absent is not None
+    assert "T: every message in the queues allocated to c2" in absent.detail
+    assert "U: every message in the queues allocated to c1" in absent.detail
+    assert rules.subscription_mismatch("g", {"c1": {"T": "a"}, "c2": {"T": "a"}}) is None
 
 
 def test_brokers_handing_out_different_consumer_lists() -> None:

@@ -20,6 +20,8 @@ from ferrymq.message import MessageExt, decode_message_id
 from ferrymq.remoting import bodies, headers
 
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+# The group upstream's admin tools pull with (MixAll.TOOLS_CONSUMER_GROUP); it never commits.
+TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +182,30 @@ class AdminClient(InstanceUser):
 
     async def earliest_msg_store_time(self, mq: MessageQueue) -> int:
         return await self.instance.broker.get_earliest_msg_storetime(await self._addr(mq), mq)
+
+    async def store_time_at(self, mq: MessageQueue, offset: int) -> int | None:
+        """Store time (ms) of the message at ``offset`` of ``mq``, or None when none is there.
+
+        One pull of one message with no commit, no suspension and no filter, as upstream's tools
+        read a message by queue offset: the time lag of a consumer at ``offset`` is now minus this.
+        """
+        header = headers.PullMessageRequestHeader(
+            consumer_group=TOOLS_CONSUMER_GROUP,
+            topic=mq.topic,
+            queue_id=mq.queue_id,
+            queue_offset=offset,
+            max_msg_nums=1,
+            # the subscription travels with the pull: the tools group has no registered one
+            sys_flag=headers.PULL_FLAG_SUBSCRIPTION,
+            subscription="*",
+        )
+        result = await self.instance.broker.pull_message(
+            await self._addr(mq), header, self.instance.broker.timeout
+        )
+        for msg in result.messages:
+            if msg.queue_offset == offset:
+                return msg.store_timestamp
+        return None
 
     # --- groups ---------------------------------------------------------------------------------
     async def create_subscription_group(

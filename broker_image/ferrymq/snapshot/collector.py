@@ -122,6 +122,23 @@ async def _bounded(limit: asyncio.Semaphore, coro: Awaitable[T]) -> T:
         return await coro
 
 
+async def _none() -> None:
+    return None
+
+
+async def oldest_unconsumed(
+    admin: AdminClient, mq: MessageQueue, consumer_offset: int, notes: list[str]
+) -> int | None:
+    """Store time of the message at a lagging consumer's offset: what makes time lag exact."""
+    try:
+        return await admin.store_time_at(mq, max(consumer_offset, 0))
+    except MQClientError as exc:
+        notes.append(
+            f"store time at {mq.topic}/{mq.broker_name}/{mq.queue_id}@{consumer_offset}: {exc}"
+        )
+        return None
+
+
 async def collect(
     admin: AdminClient,
     namesrv: str,
@@ -215,7 +232,24 @@ async def collect(
             notes.append(f"consume stats of {group}: {exc}")
             stats = None
         if stats is not None:
-            for mq, w in sorted(stats.offset_table.items()):
+            table = sorted(stats.offset_table.items())
+            oldest = await asyncio.gather(
+                *(
+                    _bounded(
+                        limit,
+                        oldest_unconsumed(
+                            admin,
+                            MessageQueue(mq.topic, mq.broker_name, mq.queue_id),
+                            w.consumer_offset,
+                            notes,
+                        ),
+                    )
+                    if w.consumer_offset < w.broker_offset
+                    else _none()
+                    for mq, w in table
+                )
+            )
+            for (mq, w), oldest_ts in zip(table, oldest, strict=True):
                 offsets.append(
                     OffsetRow(
                         **base,
@@ -226,6 +260,7 @@ async def collect(
                         brokerOffset=max(w.broker_offset, 0),
                         consumerOffset=max(w.consumer_offset, 0),
                         lastTimestamp=max(w.last_timestamp, 0),
+                        oldestUnconsumedTimestamp=oldest_ts,
                     )
                 )
         try:

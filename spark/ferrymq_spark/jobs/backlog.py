@@ -83,15 +83,26 @@ def live_owners(history: SnapshotHistory, spark: SparkSession) -> DataFrame:
     )
 
 
-def _evaluate_window(pdf: pd.DataFrame, min_samples: int) -> pd.DataFrame:
+def _known_ms(value: Any) -> int | None:
+    """A nullable long from pandas (None, NaN or pd.NA when unknown) as an int or None."""
+    return None if value is None or pd.isna(value) else int(value)
+
+
+def _evaluate_window(pdf: pd.DataFrame, min_samples: int, ok: rules.OkLimits) -> pd.DataFrame:
     """applyInPandas body: one queue's window -> its Burrow status (pure rule inside)."""
     pdf = pdf.sort_values("takenAt")
     window = [
-        rules.Sample(int(t), int(c), int(b))
-        for t, c, b in zip(pdf["takenAt"], pdf["consumerOffset"], pdf["brokerOffset"], strict=True)
+        rules.Sample(int(t), int(c), int(b), _known_ms(m))
+        for t, c, b, m in zip(
+            pdf["takenAt"],
+            pdf["consumerOffset"],
+            pdf["brokerOffset"],
+            pdf["timeLagMs"],
+            strict=True,
+        )
     ]
     status = rules.evaluate_queue(
-        window, live_owner=bool(pdf["liveOwner"].iloc[-1]), min_samples=min_samples
+        window, live_owner=bool(pdf["liveOwner"].iloc[-1]), min_samples=min_samples, ok=ok
     )
     first = pdf.iloc[0]
     return pd.DataFrame(
@@ -115,6 +126,7 @@ def queue_status(
     window: int = DEFAULT_WINDOW,
     min_samples: int = 2,
     owners: DataFrame | None = None,
+    ok: rules.OkLimits = rules.OkLimits(),  # frozen: one shared default is safe
 ) -> DataFrame:
     """Burrow-style status of every queue of the latest snapshot over the last ``window`` snapshots."""
     if window < 1:
@@ -126,13 +138,24 @@ def queue_status(
         lag_history(history, spark)
         .where(F.col("snapshotId").isin(ids))
         .join(owners.select(*QUEUE_KEY, "liveOwner"), QUEUE_KEY, "inner")
-        .select(*QUEUE_KEY, "takenAt", "consumerOffset", "brokerOffset", "liveOwner")
+        .withColumn("timeLagMs", _sample_time_lag())
+        .select(*QUEUE_KEY, "takenAt", "consumerOffset", "brokerOffset", "timeLagMs", "liveOwner")
     )
 
     def evaluate(pdf: pd.DataFrame) -> pd.DataFrame:
-        return _evaluate_window(pdf, min_samples)
+        return _evaluate_window(pdf, min_samples, ok)
 
     return samples.groupBy(*QUEUE_KEY).applyInPandas(evaluate, schema=_STATUS_SCHEMA)
+
+
+def _sample_time_lag() -> Any:
+    """Exact time lag of a history row, when its snapshot collected the oldest unconsumed time."""
+    oldest = F.col("oldestUnconsumedTimestamp")
+    return (
+        F.when(F.col("lag") <= 0, F.lit(0).cast("long"))
+        .when(oldest > 0, F.greatest(F.col("takenAt") - oldest, F.lit(0)))
+        .otherwise(F.lit(None).cast("long"))
+    )
 
 
 STORE_TIMES_SCHEMA = "topic string, queueId int, queueOffset long, storeTimestamp long"
@@ -151,6 +174,7 @@ def latest_queues(
     *,
     store: DataFrame | None = None,
     window: int = DEFAULT_WINDOW,
+    ok: rules.OkLimits = rules.OkLimits(),  # frozen: one shared default is safe
 ) -> DataFrame:
     """The latest snapshot's queues with lag, time lag (and its source), status and owners."""
     meta = history.latest
@@ -184,7 +208,7 @@ def latest_queues(
         .drop("storeTsAtOffset")
     )
     owners = live_owners(history, spark).cache()
-    status = queue_status(history, spark, window=window, owners=owners)
+    status = queue_status(history, spark, window=window, owners=owners, ok=ok)
     return (
         latest.join(status, QUEUE_KEY, "left")
         .join(owners, QUEUE_KEY, "left")
@@ -290,6 +314,9 @@ class BacklogArgs:
     store_broker: str | None = None
     window: int = DEFAULT_WINDOW
     top: int = 10
+    ok_lag: int = rules.DEFAULT_OK_LAG
+    ok_time_lag_ms: int = rules.DEFAULT_OK_TIME_LAG_MS
+    last: int | None = None
 
 
 Progress = Callable[[str], None]
@@ -313,7 +340,7 @@ def run(spark: SparkSession, args: BacklogArgs, progress: Progress | None = None
 
     step = progress or (lambda _msg: None)
     step("reading snapshot history")
-    history = open_history(args.snapshots)
+    history = open_history(args.snapshots, limit=args.last)
     store_df = None
     if args.store is not None:
         step("scanning store files")
@@ -335,7 +362,8 @@ def run(spark: SparkSession, args: BacklogArgs, progress: Progress | None = None
         store_df = store_times(scan, broker)
     step("evaluating queues")
     # computed once, then both collected for the summary and written as Parquet
-    queues_df = latest_queues(history, spark, store=store_df, window=args.window).cache()
+    ok = rules.OkLimits(args.ok_lag, args.ok_time_lag_ms)
+    queues_df = latest_queues(history, spark, store=store_df, window=args.window, ok=ok).cache()
     args.out.mkdir(parents=True, exist_ok=True)
     queues_pdf = queues_df.toPandas()
     queues_df.write.mode("overwrite").parquet(str(args.out / "queues.parquet"))

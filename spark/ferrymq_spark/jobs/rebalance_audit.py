@@ -295,6 +295,13 @@ class AuditSummary:
     notes: list[str] = field(default_factory=list)
 
 
+def _text(value: Any) -> str | None:
+    """An optional string column's value: pandas 3 reads a missing string as NaN, never output."""
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return None
+    return str(value)
+
+
 def summarize(rows: pd.DataFrame, history: SnapshotHistory) -> AuditSummary:
     meta = history.latest
     out = AuditSummary(meta.snapshotId, meta.takenAt, len(history.metas))
@@ -311,7 +318,7 @@ def summarize(rows: pd.DataFrame, history: SnapshotHistory) -> AuditSummary:
                 "kind": r.kind,
                 "severity": r.severity,
                 "group": r.group,
-                "topic": r.topic,
+                "topic": _text(r.topic),
                 "detail": r.detail,
                 "clients": list(r.clients),
                 "queues": list(r.queues),
@@ -325,7 +332,7 @@ def summarize(rows: pd.DataFrame, history: SnapshotHistory) -> AuditSummary:
                 "snapshotId": r.snapshotId,
                 "takenAt": int(r.takenAt),
                 "group": r.group,
-                "topic": r.topic,
+                "topic": _text(r.topic),
                 "changed": len(r.queues),
                 "severity": r.severity,
             }
@@ -334,8 +341,8 @@ def summarize(rows: pd.DataFrame, history: SnapshotHistory) -> AuditSummary:
         out.audited.append(
             {
                 "group": r.group,
-                "topic": r.topic,
-                "strategy": r.strategy,
+                "topic": _text(r.topic),
+                "strategy": _text(r.strategy),
                 "clients": int(r.nClients),
                 "queues": int(r.nQueues),
                 "findings": int(r.kind),
@@ -361,6 +368,7 @@ def queue_shares(history: SnapshotHistory, spark: SparkSession) -> DataFrame:
 class AuditArgs:
     snapshots: Path
     out: Path
+    last: int | None = None
 
 
 def run(
@@ -372,7 +380,7 @@ def run(
 
     step = progress or (lambda _msg: None)
     step("reading snapshot history")
-    history = open_history(args.snapshots)
+    history = open_history(args.snapshots, limit=args.last)
     step("auditing allocations")
     rows_df = audit(history, spark).cache()  # collected for the summary and written as Parquet
     args.out.mkdir(parents=True, exist_ok=True)
