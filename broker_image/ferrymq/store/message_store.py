@@ -1,9 +1,17 @@
 """The store facade (upstream ``DefaultMessageStore``): load order, recovery, put/get, services.
 
 Start-up order (written once, here): abort-file check -> checkpoint -> map CommitLog, queues and
-index files -> recover queues -> scan the CommitLog (normal or abnormal start) and cut the torn
-tail -> cut queue units / index files beyond it -> choose where dispatch resumes and catch up ->
-rebuild the per-queue offset table -> create the abort file -> start flush, reput and cleanup.
+index files -> recover queues -> scan the CommitLog (normal or abnormal start), skip damaged
+records and cut the torn tail -> cut queue units / index files beyond it, blank units of damaged
+records -> check every ConsumeQueue against the CommitLog (files cut short, last entry) -> choose
+where dispatch resumes (early enough to rebuild what a check cut) and catch up -> rebuild the
+per-queue offset table -> create the abort file -> start flush, reput and cleanup.
+
+A full disk: every mapped file's blocks are reserved before it is mapped (no SIGBUS). A CommitLog
+file that cannot be reserved refuses puts (SERVICE_NOT_AVAILABLE, remark naming the file and the
+free bytes) until the disk has room for one; a ConsumeQueue/index file that cannot be reserved
+stops dispatch where it is (retried every second from the CommitLog, nothing lost) and refuses
+puts meanwhile.
 
 All public methods run on the event loop that called :meth:`MessageStore.start`. Appends are
 synchronous on that loop; ``put_*`` awaits only the durability waits (group commit and, when a

@@ -6,10 +6,13 @@
   stored no later than the checkpoint's trusted time; scan from there.
 
 The scan validates every record (magic, lengths, CRC, and that PHYSICALOFFSET equals its
-position, which rejects stale bytes from an older timeline) and returns where valid data ends;
-the caller cuts the CommitLog there. Where dispatch resumes is a separate pure decision
-(:func:`choose_reput_offset`): it closes the digest's RC4 gap by never starting after what the
-ConsumeQueues and index actually hold.
+position, which rejects stale bytes from an older timeline). Upstream cuts the log at the first
+record that fails; here a failing record is skipped when a valid record follows it (found by
+:func:`resync`, in the same file or a later one) and only a failing record with nothing valid
+after it (a torn tail) ends the data: one damaged record never costs the records after it. The
+skipped ranges are returned for the caller to log, count and keep out of the ConsumeQueues.
+Where dispatch resumes is a separate pure decision (:func:`choose_reput_offset`): it closes the
+digest's RC4 gap by never starting after what the ConsumeQueues and index actually hold.
 """
 
 from __future__ import annotations
