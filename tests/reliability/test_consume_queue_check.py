@@ -2,7 +2,7 @@
 and the queue offset never goes backwards (issue 23, item 3).
 
 Real ``ferrymq broker`` processes: one stores messages in two queues and stops; the last file
-of the first queue is truncated on disk; the restarted broker must serve every message of that
+of the first queue is truncated (or deleted) on disk; the restarted broker must serve every message of that
 queue again and give the next send the offset after the last one assigned (the consumer group
 has committed up to there). Before the fix the units were gone without a word and the next send
 got an offset below the committed one.
@@ -10,9 +10,11 @@ got an offset below the committed one.
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
+import pytest
 from ferrymq.broker.local_cluster import LocalCluster
 from ferrymq.client.allocate import MessageQueue
 from ferrymq.client.broker_api import BrokerApi, PullStatus, send_request, v2_ext
@@ -88,8 +90,9 @@ def body_of(queue_id: int, offset: int) -> bytes:
     return f"q{queue_id}-o{offset}-".encode() + bytes([offset % 251]) * (50 + offset % 300)
 
 
-async def test_truncated_consume_queue_is_rebuilt_and_offsets_never_go_back(
-    tmp_path: Path,
+@pytest.mark.parametrize("damage", ["truncate", "delete"])
+async def test_cut_consume_queue_is_rebuilt_and_offsets_never_go_back(
+    tmp_path: Path, damage: str
 ) -> None:
     cluster = LocalCluster(
         tmp_path / "cluster",
@@ -117,8 +120,11 @@ async def test_truncated_consume_queue_is_rebuilt_and_offsets_never_go_back(
         queue_dir = tmp_path / "cluster" / "broker-a-0" / "store" / "consumequeue" / TOPIC / "0"
         files = sorted(queue_dir.iterdir())
         assert len(files) == 5
-        with open(files[-1], "r+b") as fh:
-            fh.truncate(5 * 20 + 7)  # five whole units and a torn one remain
+        if damage == "truncate":
+            with open(files[-1], "r+b") as fh:
+                fh.truncate(5 * 20 + 7)  # five whole units and a torn one remain
+        else:
+            files[-1].unlink()  # the queue's last file is gone
 
         cluster.restart_broker(0)
         addr = cluster.broker_addrs[0]
@@ -134,7 +140,8 @@ async def test_truncated_consume_queue_is_rebuilt_and_offsets_never_go_back(
         assert await api.query_consumer_offset(addr, GROUP, mq) == FIRST_QUEUE
         info = await api.get_broker_runtime_info(addr)
         assert info["consumeQueuesRebuilt"] == "1", info
-        assert "rebuilt from the CommitLog" in cluster.brokers[0].log_path.read_text()
+        log_text = cluster.brokers[0].log_path.read_text()
+        assert re.search(rf"ERROR .*ConsumeQueue.*{TOPIC}-0.*rebuilt", log_text), log_text
     finally:
         await client.close()
         cluster.stop()

@@ -198,7 +198,12 @@ class MessageStore:
             start = recovery.normal_start_index(len(files))
         else:
             start = recovery.abnormal_start_index(files, trusted_ms)
-        scan = recovery.scan_valid_end(files, start, cfg.check_crc_on_recover, trusted_ms)
+        queue_check = recovery.QueueEndCheck(
+            {(cq.topic.encode(), cq.queue_id): cq.max_offset_in_queue for cq in self.consume_queues}
+        )
+        scan = recovery.scan_valid_end(
+            files, start, cfg.check_crc_on_recover, trusted_ms, queue_check
+        )
         end = scan.end_offset
         # After a crash, records newer than the checkpoint may be missing from some queue.
         abnormal_start = None if last_exit_ok else scan.first_after
@@ -225,6 +230,21 @@ class MessageStore:
         )
         if rebuild_from is not None:
             reput_from = max(commit_min, min(reput_from, rebuild_from))
+        if 0 <= queue_check.rebuild_from < reput_from:
+            # A queue lacks records the CommitLog holds before where dispatch would resume (a
+            # file of it deleted or cut): dispatch from the first of them rebuilds it.
+            names = sorted(
+                f"{t.decode(errors='replace')}-{q}"
+                for (t, q), first in queue_check.short.items()
+                if first < reput_from
+            )
+            log.error(
+                "ConsumeQueue(s) %s lack records the CommitLog holds from offset %d; rebuilt",
+                ", ".join(names),
+                queue_check.rebuild_from,
+            )
+            self.consume_queues_rebuilt += len(names)
+            reput_from = max(commit_min, queue_check.rebuild_from)
         self.reput.reput_from_offset = reput_from
         redispatched = self.reput.do_reput(notify=False)
         self.commit_log.topic_queue_table = self.consume_queues.topic_queue_table()

@@ -18,8 +18,10 @@ digest's RC4 gap by never starting after what the ConsumeQueues and index actual
 from __future__ import annotations
 
 import logging
+import struct
 from dataclasses import dataclass, field
 
+from ferrymq.message import MessageSysFlag
 from ferrymq.store import record as rec
 from ferrymq.store.mapped_file import MappedFile
 
@@ -69,14 +71,48 @@ def abnormal_start_index(files: list[MappedFile], checkpoint_min_ms: int) -> int
     return 0
 
 
+class QueueEndCheck:
+    """Fed every valid record of the scan: notes the first record whose queue offset is at or
+    beyond what its ConsumeQueue holds (``ends``: ``(topic bytes, queue id)`` -> next queue
+    offset; a queue missing from it holds nothing). Dispatch from there rebuilds what a queue
+    lost (a deleted or cut file), so the next send never gets an offset already assigned."""
+
+    # QUEUEID, QUEUEOFFSET, SYSFLAG and BODYLEN of a record head
+    _FIELDS = struct.Struct(">12xi4xq8xi44xi")
+
+    def __init__(self, ends: dict[tuple[bytes, int], int]) -> None:
+        self.ends = ends
+        self.rebuild_from = -1
+        # queue -> CommitLog offset of its first record the queue does not hold
+        self.short: dict[tuple[bytes, int], int] = {}
+
+    def see(self, view: memoryview, pos: int, phy: int) -> None:
+        queue_id, queue_offset, sys_flag, body_len = self._FIELDS.unpack_from(view, pos)
+        if sys_flag & _NO_QUEUE_SLOT:
+            return  # prepared / rolled back: no queue offset
+        tpos = pos + rec.BODY_POS + body_len
+        key = (bytes(view[tpos + 1 : tpos + 1 + view[tpos]]), queue_id)
+        if queue_offset >= self.ends.get(key, 0) and key not in self.short:
+            if self.rebuild_from < 0:
+                self.rebuild_from = phy
+            self.short[key] = phy
+
+
+_NO_QUEUE_SLOT = MessageSysFlag.TRANSACTION_PREPARED_TYPE  # rollback shares this bit
+
+
 def scan_valid_end(
-    files: list[MappedFile], start_index: int, check_crc: bool, after_ms: int = 2**62
+    files: list[MappedFile],
+    start_index: int,
+    check_crc: bool,
+    after_ms: int = 2**62,
+    queue_check: QueueEndCheck | None = None,
 ) -> ScanResult:
     """Walk records from ``files[start_index]`` and return where valid data ends. Never raises
     on bad bytes: anything that does not parse ends the scan."""
     if not files:
         return ScanResult(0, 0, 0, "no files", 0)
-    result = _scan(files, start_index, check_crc, after_ms)
+    result = _scan(files, start_index, check_crc, after_ms, queue_check)
     if result.first_after < 0:
         result.first_after = result.end_offset
     return result
@@ -98,7 +134,13 @@ def resync(files: list[MappedFile], index: int, pos: int) -> tuple[int, int] | N
     return None
 
 
-def _scan(files: list[MappedFile], start_index: int, check_crc: bool, after_ms: int) -> ScanResult:
+def _scan(
+    files: list[MappedFile],
+    start_index: int,
+    check_crc: bool,
+    after_ms: int,
+    queue_check: QueueEndCheck | None,
+) -> ScanResult:
     last_ts = 0
     count = 0
     first_after = -1
@@ -130,6 +172,8 @@ def _scan(files: list[MappedFile], start_index: int, check_crc: bool, after_ms: 
                         first_after = mf.file_from_offset + pos
                     last_ts = store_ts
                     count += 1
+                    if queue_check is not None:
+                        queue_check.see(view, pos, phy)
                     pos += rsize
                     continue
                 if kind is rec.RecordKind.BLANK and pos + rsize == size:
