@@ -32,7 +32,7 @@ from ferrymq.store.commit_log import CommitLog, takes_queue_offset
 from ferrymq.store.consume_queue_store import ConsumeQueueStore
 from ferrymq.store.dispatch_columns import SCHEDULE_TOPIC, DispatchColumns, parse_columns
 from ferrymq.store.index_service import IndexService
-from ferrymq.store.mapped_file import SelectMappedBufferResult
+from ferrymq.store.mapped_file import DiskFullError, SelectMappedBufferResult
 
 log = logging.getLogger(__name__)
 
@@ -567,7 +567,8 @@ class ReputService:
 
     def _dispatch_failed(self, offset: int, exc: OSError) -> None:
         self.dispatch_errors += 1
-        reason = f"dispatch stopped at CommitLog offset {offset}: {exc}"
+        full = "disk full: " if isinstance(exc, DiskFullError) else ""
+        reason = f"{full}dispatch stopped at CommitLog offset {offset}: {exc}"
         if reason != self.dispatch_error:
             log.error("%s; retried every second, the messages stay in the CommitLog", reason)
         self.dispatch_error = reason

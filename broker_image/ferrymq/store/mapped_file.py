@@ -101,9 +101,13 @@ def reserve_blocks(fd: int, size: int, path: Path) -> None:
 
 
 def free_bytes(path: Path) -> int:
-    """Bytes an unprivileged writer can still allocate on ``path``'s filesystem (-1 unknown)."""
+    """Bytes an unprivileged writer can still allocate on ``path``'s filesystem (-1 unknown);
+    a path not created yet is measured at its nearest existing parent."""
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
     try:
-        st = os.statvfs(path)
+        st = os.statvfs(probe)
     except OSError:
         return -1
     return st.f_bavail * st.f_frsize

@@ -432,8 +432,7 @@ class MessageStore:
             # Dispatch cannot reserve a ConsumeQueue or index file: the messages it has not
             # indexed stay in the CommitLog and are indexed once it can; new ones wait.
             return PutMessageResult(
-                PutMessageStatus.SERVICE_NOT_AVAILABLE,
-                remark=f"disk full: {self.reput.dispatch_error}",
+                PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=self.reput.dispatch_error
             )
         return None
 
