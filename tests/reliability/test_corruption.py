@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from types import ModuleType
 
+import pytest
 from ferrymq.store import record as rec
 from ferrymq.store.checkpoint import StoreCheckpoint
 from ferrymq.store.consume_queue import CQ_STORE_UNIT_SIZE
@@ -164,6 +165,15 @@ async def readable(root: Path) -> tuple[dict[int, tuple[int, int]], int]:
 
 
 async def test_twenty_single_byte_flips_lose_at_most_the_damaged_record(tmp_path: Path) -> None:
+    await run_flips(tmp_path, TRIALS)
+
+
+@pytest.mark.slow
+async def test_two_hundred_single_byte_flips_soak(tmp_path: Path) -> None:
+    await run_flips(tmp_path, 200)
+
+
+async def run_flips(tmp_path: Path, trials: int) -> None:
     seed = int(os.environ.get("FERRYMQ_TEST_SEED") or int.from_bytes(os.urandom(4), "big"))
     print(f"corruption test seed {seed}")  # shown on failure, to replay the flips
     rng = random.Random(seed)
@@ -173,7 +183,7 @@ async def test_twenty_single_byte_flips_lose_at_most_the_damaged_record(tmp_path
     assert len(list((pristine / "commitlog").iterdir())) >= 5  # a multi-file store
     sizes = record_sizes(pristine, acks, cl_size)
     lost_damaged = 0
-    for trial in range(TRIALS):
+    for trial in range(trials):
         root = tmp_path / f"trial-{trial}"
         shutil.copytree(pristine, root)
         path, position, hit = pick_flip(root, acks, sizes, rng)
@@ -187,7 +197,7 @@ async def test_twenty_single_byte_flips_lose_at_most_the_damaged_record(tmp_path
         assert skipped <= 1, where
         lost_damaged += len(missing)
         shutil.rmtree(root)
-    print(f"{TRIALS} flips: {lost_damaged} damaged messages not served, nothing else lost")
+    print(f"{trials} flips: {lost_damaged} damaged messages not served, nothing else lost")
 
 
 async def test_checkpoint_is_written_soon_after_start(tmp_path: Path) -> None:

@@ -148,9 +148,9 @@ async def create_topic(client: RemotingClient, addr: str) -> None:
     assert reply.code == ResponseCode.SUCCESS, reply.remark
 
 
-async def run_fills(tmp_path: Path, rounds: int, seed: int) -> None:
+async def run_fills(tmp_path: Path, rounds: int, seed: int, disk_mb: int = DISK_MB) -> None:
     rng = random.Random(seed)
-    with tmpfs(tmp_path / "disk", DISK_MB) as disk:
+    with tmpfs(tmp_path / "disk", disk_mb) as disk:
         cluster = LocalCluster(
             tmp_path / "cluster",
             groups=1,
@@ -276,4 +276,5 @@ async def test_random_fill_levels_never_kill_the_broker(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 async def test_random_fill_levels_soak(tmp_path: Path) -> None:
-    await run_fills(tmp_path, rounds=300, seed=7)
+    # the CommitLog keeps everything (no retention in a test run): a disk to match
+    await run_fills(tmp_path, rounds=300, seed=7, disk_mb=96)
