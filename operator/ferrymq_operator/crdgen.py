@@ -20,6 +20,7 @@ import yaml
 from pydantic import BaseModel
 
 from ferrymq_operator import models
+from ferrymq_operator.topics import models as topic_models
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 OUTPUT_DIRS = (Path("crds"), Path("charts/ferrymq-operator/crds"))
@@ -199,6 +200,49 @@ def all_crds() -> dict[str, dict[str, Any]]:
                 age,
             ],
             "A ferrymq broker cluster: groups of one master and its slaves, one StatefulSet each.",
+        ),
+        **topic_crds(age),
+    }
+
+
+def topic_crds(age: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Topic and ConsumerGroup (ferrymq_operator.topics)."""
+    ready = _column("Ready", '.status.conditions[?(@.type=="Ready")].status')
+    reason = _column("Reason", '.status.conditions[?(@.type=="Ready")].reason')
+    broker = _column("Broker", ".spec.brokerRef.name")
+    name = _column("Name", ".status.name", description="RocketMQ name")
+    return {
+        f"{models.GROUP}_topics.yaml": crd(
+            "Topic",
+            "topics",
+            ["fmqt", "fmqtopic"],
+            topic_models.TopicSpec,
+            topic_models.TopicStatus,
+            [
+                name,
+                broker,
+                ready,
+                _column("Queues", ".status.queues", description="read/write queues per group"),
+                reason,
+                age,
+            ],
+            "A ferrymq topic on every broker group of a Broker (the resource is the source of truth).",
+        ),
+        f"{models.GROUP}_consumergroups.yaml": crd(
+            "ConsumerGroup",
+            "consumergroups",
+            ["fmqcg", "fmqgroup"],
+            topic_models.ConsumerGroupSpec,
+            topic_models.ConsumerGroupStatus,
+            [
+                name,
+                broker,
+                ready,
+                _column("Lag", ".status.lag", "integer", "Unconsumed messages"),
+                reason,
+                age,
+            ],
+            "A ferrymq consumer group (upstream SubscriptionGroupConfig) on every broker group.",
         ),
     }
 

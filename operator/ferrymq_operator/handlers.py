@@ -4,6 +4,11 @@ or ``python -m ferrymq_operator``.
 Every trigger (create, update, resume, the periodic resync timer, a child StatefulSet changing or
 any child being deleted) ends in the same call: re-read the custom resource, reconcile it, post the
 events, write the status. Per-resource locks serialise those calls so two triggers never interleave.
+
+Work that is merely pending (a roll waiting for a pod to become Ready, topics to copy once a master
+is up) is not an error: instead of raising kopf.TemporaryError (which kopf logs at ERROR on every
+retry), the reconcile is scheduled again after the retry delay (:func:`follow_up`). Failures that
+need a retry (a missing NameServer, an API error) still raise it.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from typing import Any, cast
 
 import kopf
 
-from ferrymq_operator import broker_admin, k8s, models, status
+from ferrymq_operator import broker_admin, host_ports, k8s, models, status
 from ferrymq_operator.builders import names
 from ferrymq_operator.reconcile import (
     Context,
@@ -24,7 +29,12 @@ from ferrymq_operator.reconcile import (
     reconcile_broker,
     reconcile_nameserver,
 )
+from ferrymq_operator.reconcile import port_user as _port_user
 from ferrymq_operator.settings import OperatorSettings
+from ferrymq_operator.topics import handlers as topic_handlers
+
+# Topic and ConsumerGroup handlers register themselves with kopf on import.
+__all__ = ["topic_handlers"]
 
 Reconciler = Callable[[Context, Mapping[str, Any]], Awaitable[Result]]
 RECONCILERS: dict[str, tuple[str, Reconciler]] = {
@@ -35,15 +45,24 @@ CHILD_LABELS = {names.LABEL_MANAGED_BY: names.MANAGED_BY}
 
 # The timer interval is fixed when the decorators run, so it is read from the environment here.
 RESYNC_SECONDS = OperatorSettings().resync_seconds
+# kopf's own bookkeeping annotations (progress, last-handled-configuration). kopf leaves annotations
+# under its storage prefix out of the diff it reacts to, so this must not be ferrymq.io: the
+# user-facing ferrymq.io/pause-reconciliation and ferrymq.io/manual-rolling-restart would be
+# ignored until the next resync.
+KOPF_STORAGE_PREFIX = f"kopf.{models.GROUP}"
+
+log = logging.getLogger(__name__)
 
 
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     """Configure kopf, connect to the API, discover API versions; all of it kept in the memo."""
     settings.persistence.finalizer = f"{models.GROUP}/operator"
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=models.GROUP)
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(
+        prefix=KOPF_STORAGE_PREFIX
+    )
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=models.GROUP, key="last-handled-configuration"
+        prefix=KOPF_STORAGE_PREFIX, key="last-handled-configuration"
     )
     # kopf posts its own log lines as Events from this level; ours are posted explicitly.
     settings.posting.level = logging.WARNING
@@ -56,6 +75,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     memo.ctx = Context(kube, op, versions, broker_admin.default_admin(op.admin_timeout_seconds))
     memo.locks = {}
     memo.waiting = set()
+    memo.follow_ups = {}
 
 
 @kopf.on.login()
@@ -69,9 +89,34 @@ def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
 
 @kopf.on.cleanup()
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+    for task in list((memo.get("follow_ups") or {}).values()):
+        task.cancel()
     ctx: Context | None = memo.get("ctx")
     if ctx is not None:
         ctx.kube.close()
+
+
+def follow_up(memo: kopf.Memo, kind: str, namespace: str, name: str, delay: float) -> None:
+    """Reconcile this resource again after ``delay`` seconds (at most one scheduled per resource).
+
+    Pending work (a roll waiting for a pod) is followed up this way rather than by raising
+    kopf.TemporaryError: waiting is normal, and kopf logs every TemporaryError at ERROR.
+    """
+    key = (kind, namespace, name)
+    tasks: dict[tuple[str, str, str], asyncio.Task[None]] = memo.follow_ups
+    current = tasks.get(key)
+    if current is not None and not current.done():
+        return
+
+    async def later() -> None:
+        await asyncio.sleep(delay)
+        tasks.pop(key, None)  # the pass below may schedule the next follow-up
+        try:
+            await reconcile_by_name(memo, kind, namespace, name, raise_errors=False)
+        except Exception:  # a follow-up must never die silently; the resync retries anyway
+            log.exception("follow-up reconcile of %s %s/%s failed", kind, namespace, name)
+
+    tasks[key] = asyncio.create_task(later())
 
 
 async def reconcile_by_name(
@@ -117,11 +162,14 @@ async def reconcile_by_name(
             return
     finally:
         lock.release()
+    if result.retry is not None and result.failure is None:
+        log.debug("%s %s/%s: pending work, again in %ss", kind, namespace, name, result.retry)
+        follow_up(memo, kind, namespace, name, result.retry)
+        return
     if not raise_errors:
         return
-    if result.retry is not None:
-        reason = result.failure.message if result.failure else "waiting for pending work"
-        raise kopf.TemporaryError(reason, delay=result.retry)
+    if result.retry is not None and result.failure is not None:
+        raise kopf.TemporaryError(result.failure.message, delay=result.retry)
     if result.failure is not None:
         # Retrying the same spec cannot help; a spec change triggers the next attempt.
         raise kopf.PermanentError(result.failure.message)
@@ -149,6 +197,48 @@ async def _report_api_error(
 # --- the custom resources ---
 
 
+@kopf.index(models.GROUP, models.VERSION, "nameservers")
+def hostnetwork_nameservers(
+    body: kopf.Body, spec: Mapping[str, Any], **_: Any
+) -> dict[str, host_ports.PortUser] | None:
+    """NameServers on the host network and the node ports they open (PortConflict checks)."""
+    try:
+        parsed = models.parse_nameserver_spec(dict(spec or {}))
+    except models.InvalidSpec:
+        return None  # refused on its own; it opens no ports
+    ranges = host_ports.nameserver_ranges(parsed)
+    return {"ports": _port_user(body, ranges)} if ranges else None
+
+
+@kopf.index(models.GROUP, models.VERSION, "brokers")
+def hostnetwork_brokers(
+    body: kopf.Body, spec: Mapping[str, Any], **_: Any
+) -> dict[str, host_ports.PortUser] | None:
+    """Brokers on the host network and the node ports they open (PortConflict checks)."""
+    try:
+        parsed = models.parse_broker_spec(dict(spec or {}))
+    except models.InvalidSpec:
+        return None
+    ranges = host_ports.broker_ranges(parsed)
+    return {"ports": _port_user(body, ranges)} if ranges else None
+
+
+def _with_indexes(memo: Any, kwargs: Mapping[str, Any]) -> None:
+    """Hand kopf's port indexes to the reconciler (the index objects live as long as kopf)."""
+    ctx: Context | None = memo.get("ctx")
+    if ctx is None or ctx.port_users is not None:
+        return
+    indexes: list[kopf.Index[str, host_ports.PortUser]] = [
+        kwargs["hostnetwork_nameservers"],
+        kwargs["hostnetwork_brokers"],
+    ]
+
+    def port_users() -> list[host_ports.PortUser]:
+        return [user for index in indexes for store in index.values() for user in store]
+
+    ctx.port_users = port_users
+
+
 @kopf.index(models.GROUP, models.VERSION, "brokers")
 def brokers_by_nameserver(
     namespace: str | None, name: str, spec: Mapping[str, Any], **_: Any
@@ -164,6 +254,7 @@ def brokers_by_nameserver(
 async def nameserver_changed(memo: Any, namespace: str | None, name: str, **kwargs: Any) -> None:
     # kopf passes every index to every handler by the index function's name.
     brokers_by_nameserver: kopf.Index[tuple[str, str], str] = kwargs["brokers_by_nameserver"]
+    _with_indexes(memo, kwargs)
     await reconcile_by_name(memo, "NameServer", namespace or "", name, raise_errors=True)
     # Brokers list every NameServer pod in namesrvAddr: a new or resized NameServer changes
     # their broker.conf, so bring them along now rather than at their next resync.
@@ -174,17 +265,20 @@ async def nameserver_changed(memo: Any, namespace: str | None, name: str, **kwar
 @kopf.on.resume(models.GROUP, models.VERSION, "brokers")
 @kopf.on.create(models.GROUP, models.VERSION, "brokers")
 @kopf.on.update(models.GROUP, models.VERSION, "brokers")
-async def broker_changed(memo: Any, namespace: str | None, name: str, **_: Any) -> None:
+async def broker_changed(memo: Any, namespace: str | None, name: str, **kwargs: Any) -> None:
+    _with_indexes(memo, kwargs)
     await reconcile_by_name(memo, "Broker", namespace or "", name, raise_errors=True)
 
 
 @kopf.timer(models.GROUP, models.VERSION, "nameservers", interval=RESYNC_SECONDS)
-async def nameserver_resync(memo: Any, namespace: str | None, name: str, **_: Any) -> None:
+async def nameserver_resync(memo: Any, namespace: str | None, name: str, **kwargs: Any) -> None:
+    _with_indexes(memo, kwargs)
     await reconcile_by_name(memo, "NameServer", namespace or "", name, raise_errors=False)
 
 
 @kopf.timer(models.GROUP, models.VERSION, "brokers", interval=RESYNC_SECONDS)
-async def broker_resync(memo: Any, namespace: str | None, name: str, **_: Any) -> None:
+async def broker_resync(memo: Any, namespace: str | None, name: str, **kwargs: Any) -> None:
+    _with_indexes(memo, kwargs)
     await reconcile_by_name(memo, "Broker", namespace or "", name, raise_errors=False)
 
 

@@ -219,18 +219,36 @@ class Kube:
         except DynamicApiError as error:
             raise _translate(error, what) from error
 
-    def _delete(self, api_version: str, kind: str, namespace: str, name: str) -> bool:
+    def _delete(
+        self, api_version: str, kind: str, namespace: str, name: str, propagation: str | None
+    ) -> bool:
         resource = self._resource(api_version, kind)
         try:
-            self._client().delete(resource, name=name, namespace=namespace)
+            self._client().delete(
+                resource, name=name, namespace=namespace, propagation_policy=propagation
+            )
         except NotFoundError:
             return False
         return True
 
-    async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> bool:
-        """Delete; False when it was already gone."""
+    async def delete(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str,
+        name: str,
+        propagation: str | None = None,
+    ) -> bool:
+        """Delete; False when it was already gone.
+
+        ``propagation`` ("Background", "Foreground", "Orphan") says what happens to the objects the
+        deleted one owns. Unset, the kind's default applies, and for some kinds that is Orphan
+        (batch/v1beta1 CronJob on 1.20 leaves its Jobs and their pods behind).
+        """
         try:
-            return await asyncio.to_thread(self._delete, api_version, kind, namespace, name)
+            return await asyncio.to_thread(
+                self._delete, api_version, kind, namespace, name, propagation
+            )
         except DynamicApiError as error:
             raise _translate(error, f"delete {kind} {namespace}/{name}") from error
 

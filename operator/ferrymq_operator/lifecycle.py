@@ -28,8 +28,19 @@ PAUSE_ANNOTATION = "ferrymq.io/pause-reconciliation"
 RESTART_ANNOTATION = "ferrymq.io/manual-rolling-restart"
 RECONCILIATION_PAUSED = "ReconciliationPaused"
 TRUE_VALUES = frozenset({"true", "yes", "1", "on"})
+# asyncio sleeps on the monotonic clock; a little more keeps the wall clock past the full second.
+RESTART_CLOCK_MARGIN_S = 0.05
 
 Events = list[tuple[str, str, str]]
+# (group, brokerId) -> the pod's listenPort (BrokerSpec.pod_ports); None: every pod on the default.
+PortOf = Callable[[int, int], int]
+
+
+def _pod_address(
+    owner: Owner, group: int, broker_id: int, domain: str, port_of: PortOf | None
+) -> str:
+    port = names.BROKER_PORT if port_of is None else port_of(group, broker_id)
+    return names.broker_pod_address(owner.name, owner.namespace, group, broker_id, domain, port)
 
 
 def annotations_of(body: Mapping[str, Any]) -> Mapping[str, str]:
@@ -139,11 +150,12 @@ async def with_sync(
     runtime_info: RuntimeInfo,
     domain: str,
     max_lag_bytes: int,
+    port_of: PortOf | None = None,
 ) -> list[rollout.GroupState]:
     """Add the slaves' replication state (runtime info of every pod, fetched concurrently)."""
 
     async def info(group: int, broker_id: int) -> dict[str, str] | None:
-        addr = names.broker_pod_address(owner.name, owner.namespace, group, broker_id, domain)
+        addr = _pod_address(owner, group, broker_id, domain, port_of)
         try:
             return await runtime_info(addr)
         except Exception:  # unreachable or refusing: replication state unknown, roll waits
@@ -206,7 +218,13 @@ async def roll(
     )
     restart_since = previous.restart_since if previous is not None else None
     if restart and not restart_since:
-        restart_since = _utc(now)
+        # A pod needs the restart when it was created before restartSince, and creationTimestamp
+        # has a resolution of one second: start at the next full second, so that every pod that
+        # exists now was created before it, and every pod the roll creates, at or after it.
+        start = now.replace(microsecond=0) + datetime.timedelta(seconds=1)
+        await asyncio.sleep((start - now).total_seconds() + RESTART_CLOCK_MARGIN_S)
+        now = start
+        restart_since = _utc(start)
         events.append(("Normal", "RollingRestart", f"{RESTART_ANNOTATION}: restarting every pod"))
     decision = rollout.next_step(states, now, in_flight, restart_since, policy)
     # Replication state is asked of the brokers only when it is what the decision hinges on.
@@ -287,6 +305,7 @@ async def drain_groups(
     delete_claims: bool,
     events: Events,
     now: str,
+    port_of: PortOf | None = None,
 ) -> list[dict[str, Any]]:
     """Drain each group above spec.groups; remove the ones that are drained. Returns status.drains
     for the groups still there."""
@@ -297,7 +316,7 @@ async def drain_groups(
         if off.group in extra:
             continue
         broker = names.broker_name(owner.name, off.group)
-        addr = names.broker_pod_address(owner.name, owner.namespace, off.group, 0, domain)
+        addr = _pod_address(owner, off.group, 0, domain, port_of)
         try:
             await admin.resume_writes(namesrv_addr, broker, addr)
         except drain.DrainUnavailable as error:
@@ -315,7 +334,7 @@ async def drain_groups(
         )
     for group in sorted(extra):
         broker = names.broker_name(owner.name, group)
-        addr = names.broker_pod_address(owner.name, owner.namespace, group, 0, domain)
+        addr = _pod_address(owner, group, 0, domain, port_of)
         old = before.get(group)
         since = old.since if old is not None and old.since else now
         if old is None:
@@ -394,13 +413,14 @@ async def push_namesrv_addr(
     namesrv_addr: str,
     update: Callable[[str, dict[str, str]], Awaitable[None]],
     domain: str,
+    port_of: PortOf | None = None,
 ) -> list[str]:
     """UPDATE_BROKER_CONFIG namesrvAddr on every ready broker pod (no restart: the broker registers
     with the new list at its next round). Returns the pods that could not be updated."""
 
     async def one(group: int, broker_id: int) -> str | None:
         pod = names.broker_pod(owner.name, group, broker_id)
-        addr = names.broker_pod_address(owner.name, owner.namespace, group, broker_id, domain)
+        addr = _pod_address(owner, group, broker_id, domain, port_of)
         try:
             await update(addr, {"namesrvAddr": namesrv_addr})
         except Exception as error:  # reported and retried at the next pass

@@ -28,13 +28,22 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from ferrymq_operator.images import BROKER_IMAGE
+from ferrymq_operator.images import BROKER_IMAGE, SPARK_IMAGE
 
 GROUP = "ferrymq.io"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 
 DEFAULT_IMAGE = BROKER_IMAGE
+DEFAULT_AUDIT_IMAGE = SPARK_IMAGE
+
+DEFAULT_NAMESRV_PORT = 9876
+DEFAULT_LISTEN_PORT = 10911
+# With per-pod ports, pod i of a Broker uses listenPort + PORT_STRIDE * i: room for the fast
+# channel (listenPort - 2), haListenPort (listenPort + 1) and a metricsPort offset per pod.
+PORT_STRIDE = 10
+# NodePort Services may only use this range (the API server's default --service-node-port-range).
+NODE_PORT_RANGE = (30000, 32767)
 
 # Kubernetes resource quantity (the subset users write: plain, decimal SI and binary SI suffixes).
 QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
@@ -138,6 +147,13 @@ class PodSpecCommon(CamelModel):
         default_factory=dict,
         description="Extra settings written to the properties file, with upstream key names.",
     )
+    host_network: bool = Field(
+        default=False,
+        description=(
+            "Run the pods on the node's network (dnsPolicy ClusterFirstWithHostNet); each pod "
+            "then gets its own ports so that several fit on one node."
+        ),
+    )
 
     @field_validator("config")
     @classmethod
@@ -186,11 +202,29 @@ class NameServerSpec(PodSpecCommon):
         default="Preferred",
         description="Required: NameServers never share a node; Preferred: spread when possible.",
     )
+    port: int = Field(
+        default=DEFAULT_NAMESRV_PORT,
+        ge=1,
+        le=65535,
+        description=(
+            "listenPort of the NameServers; with hostNetwork, pod k listens on port + k so that "
+            "the replicas fit on one node."
+        ),
+    )
 
     @model_validator(mode="after")
     def _reserved(self) -> NameServerSpec:
-        _refuse_reserved(self.config, NAMESRV_RESERVED_KEYS, "the port is fixed at 9876")
+        _refuse_reserved(self.config, NAMESRV_RESERVED_KEYS, "set spec.port instead")
+        if self.host_network and self.port + self.replicas - 1 > 65535:
+            raise ValueError(
+                f"with hostNetwork pod k listens on port + k, and port {self.port} + "
+                f"{self.replicas - 1} is beyond 65535; lower spec.port"
+            )
         return self
+
+    def pod_port(self, ordinal: int) -> int:
+        """listenPort of NameServer pod ``ordinal`` (per pod only on the host network)."""
+        return self.port + ordinal if self.host_network else self.port
 
 
 class NameServerRef(CamelModel):
@@ -229,6 +263,28 @@ CRON_PATTERN = (
 )
 
 
+class ExternalAccess(CamelModel):
+    """How clients outside the cluster reach each broker (as Strimzi's external listeners)."""
+
+    type: Literal["HostNetwork", "NodePort"] = Field(
+        description=(
+            "HostNetwork: each broker advertises the node address (needs spec.hostNetwork); "
+            "NodePort: one NodePort Service per broker pod, the broker listening on and "
+            "advertising <node address>:<nodePort>."
+        )
+    )
+    node_port_base: int = Field(
+        default=30911,
+        ge=NODE_PORT_RANGE[0],
+        le=NODE_PORT_RANGE[1],
+        description=(
+            "NodePort only: broker pod i (i = group * replicasPerGroup + brokerId) gets nodePort "
+            "nodePortBase + 10 * i, and listens on that port (the broker advertises its "
+            "listenPort)."
+        ),
+    )
+
+
 class AuditStorage(CamelModel):
     storage_class_name: str | None = None
     size: Quantity = Field(default="5Gi", description="Snapshot history and reports.")
@@ -241,9 +297,13 @@ class AuditSpec(CamelModel):
     schedule: Annotated[str, StringConstraints(pattern=CRON_PATTERN)] = Field(
         description="Cron schedule, e.g. '*/15 * * * *'."
     )
-    image: str | None = Field(
-        default=None,
-        description="Image with ferrymq and its spark extra (PySpark + Java); defaults to spec.image.",
+    image: str = Field(
+        default=DEFAULT_AUDIT_IMAGE,
+        min_length=1,
+        description=(
+            "Image with ferrymq and its spark extra (PySpark + Java); the broker image has "
+            "neither, so the default is the ferrymq Spark image."
+        ),
     )
     reports: bool = Field(default=True, description="Run the backlog and rebalance reports too.")
     suspend: bool = False
@@ -270,6 +330,20 @@ class BrokerSpec(PodSpecCommon):
     audit: AuditSpec | None = Field(
         default=None, description="Scheduled snapshot collection and lag/rebalance reports."
     )
+    listen_port: int = Field(
+        default=DEFAULT_LISTEN_PORT,
+        ge=3,
+        le=65533,
+        description=(
+            "Base listenPort (haListenPort is listenPort + 1, the fast channel listenPort - 2). "
+            "With hostNetwork, pod i = group * replicasPerGroup + brokerId listens on "
+            "listenPort + 10 * i so that every pod fits on one node."
+        ),
+    )
+    external_access: ExternalAccess | None = Field(
+        default=None,
+        description="Make each broker reachable (and advertised) for clients outside the cluster.",
+    )
 
     @model_validator(mode="after")
     def _cross_field(self) -> BrokerSpec:
@@ -278,12 +352,60 @@ class BrokerSpec(PodSpecCommon):
             BROKER_RESERVED_KEYS,
             "derived from spec fields and the pod's ordinal",
         )
+        if self.external_access is not None:
+            if self.external_access.type == "HostNetwork" and not self.host_network:
+                raise ValueError(
+                    "externalAccess.type HostNetwork advertises the node address, which clients "
+                    "reach only when the brokers run on the node network; set hostNetwork: true "
+                    "or use externalAccess.type NodePort"
+                )
+            if self.external_access.type == "NodePort" and self.host_network:
+                raise ValueError(
+                    "externalAccess.type NodePort needs pods on the pod network, but hostNetwork "
+                    "is true; use externalAccess.type HostNetwork instead"
+                )
+            last = self.external_access.node_port_base + PORT_STRIDE * (self.pod_count - 1)
+            if self.external_access.type == "NodePort" and last > NODE_PORT_RANGE[1]:
+                raise ValueError(
+                    f"externalAccess.nodePortBase {self.external_access.node_port_base} leaves no "
+                    f"room for {self.pod_count} pods (the last would get {last}, beyond "
+                    f"{NODE_PORT_RANGE[1]}); lower nodePortBase or the number of pods"
+                )
+        if self.per_pod_ports and self.external_access is None:
+            last = self.listen_port + PORT_STRIDE * (self.pod_count - 1) + 1
+            if last > 65535:
+                raise ValueError(
+                    f"with hostNetwork the last pod would listen on {last - 1}, beyond 65535; "
+                    f"lower spec.listenPort or the number of pods"
+                )
         if self.broker_role == "SYNC_MASTER" and self.replicas_per_group < 2:
             raise ValueError(
                 "brokerRole SYNC_MASTER waits for a slave on every send, but replicasPerGroup is 1; "
                 "set replicasPerGroup to 2 or more, or use brokerRole ASYNC_MASTER"
             )
         return self
+
+    @property
+    def pod_count(self) -> int:
+        return self.groups * self.replicas_per_group
+
+    @property
+    def per_pod_ports(self) -> bool:
+        """Every broker pod has its own ports (host network, or its own NodePort)."""
+        return self.host_network or (
+            self.external_access is not None and self.external_access.type == "NodePort"
+        )
+
+    def pod_ports(self, group: int, broker_id: int) -> tuple[int, int]:
+        """(listenPort, haListenPort) of one broker pod."""
+        index = group * self.replicas_per_group + broker_id
+        if self.external_access is not None and self.external_access.type == "NodePort":
+            listen = self.external_access.node_port_base + PORT_STRIDE * index
+        elif self.host_network:
+            listen = self.listen_port + PORT_STRIDE * index
+        else:
+            listen = self.listen_port
+        return listen, listen + 1
 
 
 class Condition(CamelModel):
@@ -346,6 +468,15 @@ class DrainStatus(CamelModel):
     since: str | None = Field(default=None, description="When the drain started.")
 
 
+class UnmanagedObjects(CamelModel):
+    """Counts written by ferrymq_operator.topics.unmanaged."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    topics: int = 0
+    groups: int = 0
+
+
 class BrokerStatus(ClusterStatus):
     name_server_addr: str | None = Field(default=None, description="namesrvAddr the brokers use.")
     topic_synced_groups: list[int] = Field(
@@ -357,6 +488,13 @@ class BrokerStatus(ClusterStatus):
     )
     drains: list[DrainStatus] = Field(
         default_factory=list, description="Broker groups being drained for a scale-in."
+    )
+    unmanaged: UnmanagedObjects | None = Field(
+        default=None,
+        description=(
+            "Topics and consumer groups on the brokers that no Topic/ConsumerGroup resource "
+            "manages (auto-created or made with other tools), counted; left alone."
+        ),
     )
 
 

@@ -12,7 +12,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ferrymq_operator import broker_admin, conf_check, drain, k8s, lifecycle, models, rollout
+from ferrymq_operator import (
+    broker_admin,
+    conf_check,
+    drain,
+    host_ports,
+    k8s,
+    lifecycle,
+    models,
+    rollout,
+)
 from ferrymq_operator.builders import audit as audit_builder
 from ferrymq_operator.builders import broker as broker_builder
 from ferrymq_operator.builders import names
@@ -36,6 +45,8 @@ class Context:
     admin: broker_admin.TopicAdmin
     # Drained scale-in admin calls; None: RemotingDrainAdmin (ferrymq's AdminClient).
     drain_admin: drain.DrainAdmin | None = None
+    # Every hostNetwork NameServer and Broker the operator watches (kopf indexes in handlers.py).
+    port_users: Callable[[], list[host_ports.PortUser]] | None = None
 
 
 @dataclass
@@ -135,6 +146,31 @@ def _conf_failure(
     return None
 
 
+def port_conflict(
+    ctx: Context, body: Mapping[str, Any], ranges: tuple[host_ports.PortRange, ...]
+) -> Failure | None:
+    """PortConflict when this hostNetwork resource's ports overlap an earlier one's."""
+    if not ranges or ctx.port_users is None:
+        return None
+    me = port_user(body, ranges)
+    clashes = host_ports.conflicts(me, ctx.port_users())
+    if not clashes:
+        return None
+    return Failure("PortConflict", host_ports.conflict_message(me, clashes))
+
+
+def port_user(
+    body: Mapping[str, Any], ranges: tuple[host_ports.PortRange, ...]
+) -> host_ports.PortUser:
+    meta = body["metadata"]
+    created = meta.get("creationTimestamp") or ""
+    if isinstance(created, datetime.datetime):
+        created = created.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return host_ports.PortUser(
+        str(body["kind"]), str(meta["namespace"]), str(meta["name"]), str(created), ranges
+    )
+
+
 # --- NameServer ---
 
 
@@ -184,12 +220,19 @@ async def reconcile_nameserver(ctx: Context, body: Mapping[str, Any]) -> Result:
     else:
         failure = _conf_failure(report, previous, generation, result)
         if failure is None:
+            failure = port_conflict(ctx, body, host_ports.nameserver_ranges(spec))
+        if failure is None:
             failure = await _apply_all(ctx.kube, objects, result)
     workloads = await observe_nameserver(ctx.kube, owner, replicas) if replicas else []
     status = compute(generation, workloads, previous, failure, now())
     if replicas:
         status["addresses"] = names.namesrv_addresses(
-            owner.name, owner.namespace, replicas, ctx.settings.cluster_domain
+            owner.name,
+            owner.namespace,
+            replicas,
+            ctx.settings.cluster_domain,
+            spec.port,
+            per_pod=spec.host_network,
         )
     result.status = status
     result.failure = failure
@@ -214,7 +257,12 @@ async def _namesrv_addr(ctx: Context, owner: Owner, spec: models.BrokerSpec) -> 
     except models.InvalidSpec as error:
         return Failure("NameServerInvalid", f"NameServer {ref!r} has an invalid spec: {error}")
     return names.namesrv_addresses(
-        ref, owner.namespace, ns_spec.replicas, ctx.settings.cluster_domain
+        ref,
+        owner.namespace,
+        ns_spec.replicas,
+        ctx.settings.cluster_domain,
+        ns_spec.port,
+        per_pod=ns_spec.host_network,
     )
 
 
@@ -291,8 +339,12 @@ async def _lifecycle_steps(
     policy = rollout.Policy(ctx.settings.rollout_stall_seconds, ctx.settings.rollout_max_lag_bytes)
     runtime_info = lifecycle.remoting_runtime_info(addr, timeout)
 
+    port_of = _port_of(spec)
+
     async def fetch_sync(groups: Sequence[rollout.GroupState]) -> list[rollout.GroupState]:
-        return await lifecycle.with_sync(owner, groups, runtime_info, domain, policy.max_lag_bytes)
+        return await lifecycle.with_sync(
+            owner, groups, runtime_info, domain, policy.max_lag_bytes, port_of
+        )
 
     restart = lifecycle.restart_requested(body)
     outcome = await lifecycle.roll(
@@ -326,6 +378,7 @@ async def _lifecycle_steps(
             addr,
             lifecycle.remoting_config_update(addr, timeout),
             domain,
+            port_of,
         )
         if failed:
             note = "namesrvAddr not yet updated on " + "; ".join(failed[:3])
@@ -334,6 +387,13 @@ async def _lifecycle_steps(
                 ("Normal", "NameServersUpdated", f"namesrvAddr={addr} set on running brokers")
             )
     return outcome, note, workloads
+
+
+def _port_of(spec: models.BrokerSpec) -> lifecycle.PortOf:
+    def port_of(group: int, broker_id: int) -> int:
+        return spec.pod_ports(group, broker_id)[0]
+
+    return port_of
 
 
 def initial_synced_groups(previous: models.BrokerStatus, groups: int) -> list[int]:
@@ -373,8 +433,8 @@ async def sync_topics(
         try:
             created = await broker_admin.copy_topics(
                 ctx.admin,
-                [broker_admin_address(owner, g, domain) for g in sources],
-                broker_admin_address(owner, group, domain),
+                [broker_admin_address(owner, spec, g, domain) for g in sources],
+                broker_admin_address(owner, spec, group, domain),
                 cluster,
                 all_brokers,
             )
@@ -398,8 +458,24 @@ async def remove_audit(ctx: Context, owner: Owner, result: Result) -> None:
     name = audit_builder.audit_name(owner.name)
     if await ctx.kube.get(ctx.versions.cronjob, "CronJob", owner.namespace, name) is None:
         return
-    if await ctx.kube.delete(ctx.versions.cronjob, "CronJob", owner.namespace, name):
+    # Background: the garbage collector removes the CronJob's Jobs and their pods as well.
+    if await ctx.kube.delete(
+        ctx.versions.cronjob, "CronJob", owner.namespace, name, propagation="Background"
+    ):
         result.events.append(("Normal", "AuditDisabled", f"deleted CronJob {name}"))
+
+
+async def remove_stale_external_services(
+    ctx: Context, owner: Owner, spec: models.BrokerSpec, result: Result
+) -> None:
+    """NodePort Services of pods that no longer exist or no longer use NodePort access."""
+    wanted = {svc["metadata"]["name"] for svc in broker_builder.node_port_services(owner, spec)}
+    selector = _selector(names.selector_labels(owner, names.COMPONENT_BROKER))
+    for svc in await ctx.kube.list("v1", "Service", owner.namespace, selector):
+        name = svc["metadata"]["name"]
+        stale = name.endswith(names.EXTERNAL_SUFFIX) and name not in wanted
+        if stale and await ctx.kube.delete("v1", "Service", owner.namespace, name):
+            result.events.append(("Normal", "Deleted", f"deleted Service {name}"))
 
 
 async def delete_removed_claims(
@@ -423,8 +499,8 @@ async def delete_removed_claims(
             )
 
 
-def broker_admin_address(owner: Owner, group: int, domain: str) -> str:
-    return names.broker_pod_address(owner.name, owner.namespace, group, 0, domain)
+def broker_admin_address(owner: Owner, spec: models.BrokerSpec, group: int, domain: str) -> str:
+    return broker_builder.pod_address(owner, spec, group, 0, domain)
 
 
 async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
@@ -452,11 +528,15 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
         report = conf_check.check_broker(conf, list(spec.config))
         failure = _conf_failure(report, previous, generation, result)
         if failure is None:
+            failure = port_conflict(ctx, body, host_ports.broker_ranges(spec))
+        if failure is None:
             objects = broker_builder.desired(owner, spec, addr, ctx.versions.pdb)
             objects += audit_builder.desired(owner, spec, addr, ctx.versions.cronjob)
             failure = await _apply_all(ctx.kube, objects, result)
         if failure is None and spec.audit is None:
             await remove_audit(ctx, owner, result)
+        if failure is None:
+            await remove_stale_external_services(ctx, owner, spec, result)
 
     if failure is None and spec.storage.delete_claim_on_scale_down:
         await delete_removed_claims(ctx, owner, spec, result)
@@ -477,6 +557,7 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
             spec.storage.delete_claim_on_scale_down,
             result.events,
             now(),
+            _port_of(spec),
         )
         if len(drains) != len(extra):
             existing = await existing_groups(ctx.kube, owner)

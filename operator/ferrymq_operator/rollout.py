@@ -11,6 +11,11 @@ deletes it, the controller recreates it at the new revision. The order:
   while a slave lags behind it, and a slave is never taken down while another replica is out;
 * a pod that is not ready and needs rolling anyway is rolled first: it is not serving, and its
   new revision may be the fix;
+* a pod at the new revision that the scheduler cannot place because of pod anti-affinity, while
+  pods of its group still run the old revision, unblocks the roll by rolling those old pods: their
+  old scheduling rules may be what keeps it out (switching podAntiAffinity from Required to
+  Preferred: the old master's Required rule keeps the new slave off the master's node, and waiting
+  for the slave would wait forever);
 * a roll that does not finish within ``stall_seconds`` (pod not Ready, slave not caught up) stops:
   :class:`Stalled` (the reconciler sets Degraded/RolloutStalled) and nothing more is deleted until
   the spec changes or the pod recovers.
@@ -44,6 +49,12 @@ class PodState:
     ready: bool = False
     terminating: bool = False
     created: str = ""  # RFC 3339 creationTimestamp
+    # The scheduler's message when it cannot place the pod (PodScheduled=False, Unschedulable).
+    unschedulable: str = ""
+
+    @property
+    def kept_out_by_anti_affinity(self) -> bool:
+        return "anti-affinity" in self.unschedulable
 
 
 @dataclass(frozen=True)
@@ -179,6 +190,24 @@ def next_step(
         g, p = broken[0]
         return Roll(p.name, g.group, f"{p.name} is not Ready and runs an old revision")
 
+    # 1b. A current pod the scheduler keeps out because of anti-affinity: roll the old pods of its
+    #     group (their old rules may be the reason), or the roll would wait for it forever.
+    if not terminating:
+        for g in ordered:
+            for p in g.pods:
+                if not p.kept_out_by_anti_affinity or needs_roll(
+                    p, g.update_revision, restart_since
+                ):
+                    continue
+                old = [q for q in roll_order(g) if needs_roll(q, g.update_revision, restart_since)]
+                if old:
+                    return Roll(
+                        old[0].name,
+                        g.group,
+                        f"{p.name} cannot be scheduled ({p.unschedulable}); rolling {old[0].name}, "
+                        f"whose old anti-affinity rules keep it out",
+                    )
+
     # 2. Health gate: nothing terminating, nothing missing, every current pod Ready.
     blockers = list(terminating)
     for g in ordered:
@@ -244,9 +273,16 @@ def pod_state(pod: Mapping[str, Any]) -> PodState:
     except (IndexError, ValueError):
         ordinal = -1
     ready = False
+    unschedulable = ""
     for condition in (pod.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "Ready":
             ready = condition.get("status") == "True"
+        elif (
+            condition.get("type") == "PodScheduled"
+            and condition.get("status") == "False"
+            and condition.get("reason") == "Unschedulable"
+        ):
+            unschedulable = str(condition.get("message") or "unschedulable")
     created = meta.get("creationTimestamp") or ""
     if isinstance(created, datetime.datetime):
         created = created.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -257,6 +293,7 @@ def pod_state(pod: Mapping[str, Any]) -> PodState:
         ready=ready and not meta.get("deletionTimestamp"),
         terminating=bool(meta.get("deletionTimestamp")),
         created=str(created),
+        unschedulable=unschedulable,
     )
 
 

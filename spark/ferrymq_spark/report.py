@@ -51,13 +51,17 @@ _BACKLOG = """{% extends "base" %}{% block body %}
 <td>{{ t.laggingQueues }} / {{ t.queues }}</td></tr>{% endfor %}
 </table>
 {% if lag_plot %}<h2>Lag over time per group</h2><img alt="lag over time" src="{{ lag_plot }}">{% endif %}
-{% if heat_plot %}<h2>Lag heat map by queue</h2><img alt="lag heat map" src="{{ heat_plot }}">{% endif %}
+{% if time_lag_plot %}<h2>Time lag over time per group</h2><img alt="time lag over time" src="{{ time_lag_plot }}">{% endif %}
+{% if heat_plot %}<h2>Lag heat map by queue (queues not OK, or above {{ summary.okLag }} messages at some snapshot)</h2><img alt="lag heat map" src="{{ heat_plot }}">{% endif %}
 <h2>Lagging queues and their owners</h2>
-<table><tr><th>group</th><th>topic</th><th>queue</th><th>status</th><th>lag</th><th>time lag</th><th>owners</th></tr>
+<p>Queues not OK, or with more than {{ summary.okLag }} messages of lag; {{ summary.healthyLaggingQueues }} more queue(s) show a small healthy lag.</p>
+<table><tr><th>group</th><th>topic</th><th>queue</th><th>status</th><th>lag</th><th>consumer offset</th><th>broker offset</th><th>time lag</th><th>last consumed</th><th>owners</th></tr>
 {% for q in summary.laggingQueues %}<tr><td>{{ q.group }}</td><td>{{ q.topic }}</td>
 <td>{{ q.brokerName }}:{{ q.queueId }}</td><td class="{{ q.status }}">{{ q.status }}</td><td>{{ q.lag }}</td>
-<td>{{ fmt_ms(q.timeLagMs) }} ({{ q.timeLagSource }})</td><td>{{ q.owners|join(", ") or "none" }}</td></tr>
-{% else %}<tr><td colspan="7">no lagging queue</td></tr>{% endfor %}
+<td>{{ q.consumerOffset }}</td><td>{{ q.brokerOffset }}</td>
+<td>{{ fmt_ms(q.timeLagMs) }} ({{ q.timeLagSource }})</td><td>{{ iso(q.lastConsumedAt) if q.lastConsumedAt else "-" }}</td>
+<td>{{ q.owners|join(", ") or "none" }}</td></tr>
+{% else %}<tr><td colspan="10">no lagging queue</td></tr>{% endfor %}
 </table>
 {% endblock %}"""
 
@@ -69,12 +73,19 @@ _AUDIT = """{% extends "base" %}{% block body %}
 <td>{{ f.clients|join(", ") }}</td><td>{{ f.queues|join(", ") }}</td></tr>
 {% else %}<tr><td colspan="8">no finding: every queue is owned exactly once and fairly</td></tr>{% endfor %}
 </table>
+<h2>Findings across the history ({{ summary.timeline|length }})</h2>
+<table><tr><th>severity</th><th>kind</th><th>group</th><th>topic</th><th>first seen</th><th>last seen</th><th>snapshots</th><th>now</th><th>last detail</th></tr>
+{% for f in summary.timeline %}<tr><td class="{{ f.severity }}">{{ f.severity }}</td><td>{{ f.kind }}</td>
+<td>{{ f.group }}</td><td>{{ f.topic or "" }}</td><td>{{ iso(f.firstSeen) }}</td><td>{{ iso(f.lastSeen) }}</td>
+<td>{{ f.snapshots }}</td><td>{{ "yes" if f.current else "cleared" }}</td><td>{{ f.detail }}</td></tr>
+{% else %}<tr><td colspan="9">no finding in any snapshot</td></tr>{% endfor %}
+</table>
 {% if share_plot %}<h2>Queues per client (latest snapshot)</h2><img alt="queues per client" src="{{ share_plot }}">{% endif %}
 {% if churn_plot %}<h2>Allocation churn between snapshots</h2><img alt="churn" src="{{ churn_plot }}">{% endif %}
 <h2>Groups audited</h2>
-<table><tr><th>group</th><th>topic</th><th>strategy</th><th>clients</th><th>queues</th><th>findings</th></tr>
-{% for g in summary.audited %}<tr><td>{{ g.group }}</td><td>{{ g.topic }}</td><td>{{ g.strategy }}</td>
-<td>{{ g.clients }}</td><td>{{ g.queues }}</td><td>{{ g.findings }}</td></tr>{% endfor %}
+<table><tr><th>group</th><th>topic</th><th>strategy</th><th>clients</th><th>queues</th><th>findings</th><th>note</th></tr>
+{% for g in summary.audited %}<tr><td>{{ g.group }}</td><td>{{ g.topic or "" }}</td><td>{{ g.strategy or "" }}</td>
+<td>{{ g.clients }}</td><td>{{ g.queues }}</td><td>{{ g.findings }}</td><td>{{ g.note or "" }}</td></tr>{% endfor %}
 </table>
 {% if summary.notes %}<h2>Notes</h2><ul>{% for n in summary.notes %}<li>{{ n }}</li>{% endfor %}</ul>{% endif %}
 {% endblock %}"""
@@ -88,6 +99,7 @@ def _env() -> Environment:
         autoescape=select_autoescape(default=True, default_for_string=True),
     )
     env.globals["fmt_ms"] = fmt_ms
+    env.globals["iso"] = _iso
     return env
 
 
@@ -114,6 +126,34 @@ def _png(fig: Any) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
+def _time_axis(ax: Any, times: pd.DatetimeIndex) -> None:
+    """Readable x scale for snapshot times: matplotlib spans years around a single point."""
+    if len(times) and times.min() == times.max():
+        pad = pd.Timedelta(minutes=5)
+        ax.set_xlim(times.min() - pad, times.max() + pad)
+    ax.set_xlabel("snapshot time (UTC)")
+
+
+def time_lag_plot(history: pd.DataFrame) -> str | None:
+    """Largest known time lag per group per snapshot (exact store times only), in minutes."""
+    if history.empty or "timeLagMs" not in history or history["timeLagMs"].notna().sum() == 0:
+        return None
+    known = history[history["timeLagMs"].notna()]
+    if not (known["lag"] > 0).any():
+        return None  # only caught-up rows have a known (zero) time lag: nothing to show
+    per = known.groupby(["takenAt", "group"])["timeLagMs"].max().unstack("group").sort_index()
+    fig, ax = plt.subplots(figsize=(9, 4))
+    times = pd.to_datetime(per.index, unit="ms", utc=True)
+    for group in per.columns:
+        ax.plot(times, per[group] / 60_000, marker="o", markersize=3, label=str(group))
+    ax.set_ylabel("time lag (minutes)")
+    _time_axis(ax, times)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.grid(alpha=0.3)
+    fig.autofmt_xdate()
+    return _png(fig)
+
+
 def lag_over_time_plot(history: pd.DataFrame) -> str | None:
     """Total lag per group per snapshot, one line per group."""
     if history.empty:
@@ -124,15 +164,43 @@ def lag_over_time_plot(history: pd.DataFrame) -> str | None:
     for group in per.columns:
         ax.plot(times, per[group], marker="o", markersize=3, label=str(group))
     ax.set_ylabel("messages behind")
-    ax.set_xlabel("snapshot time (UTC)")
+    _time_axis(ax, times)
     ax.legend(fontsize=8, loc="upper left")
     ax.grid(alpha=0.3)
     fig.autofmt_xdate()
     return _png(fig)
 
 
-def lag_heatmap_plot(history: pd.DataFrame, max_rows: int = HEATMAP_MAX_ROWS) -> str | None:
-    """Lag per queue (rows, the most lagging at the latest snapshot) over snapshots (columns)."""
+QueueKey = tuple[str, str, str, int]
+
+
+def lag_heatmap_plot(
+    history: pd.DataFrame,
+    max_rows: int = HEATMAP_MAX_ROWS,
+    ok_lag: int = 0,
+    keep: frozenset[QueueKey] = frozenset(),
+) -> str | None:
+    """Lag per queue (rows, the most lagging at the latest snapshot) over snapshots (columns).
+
+    Only queues whose lag exceeded ``ok_lag`` at some snapshot, or that are in ``keep`` (the
+    queues not OK now), are drawn: a healthy busy group shows lag 1 on every queue, and those
+    rows would crowd out the ones that matter.
+    """
+    if history.empty:
+        return None
+    key = ["group", "topic", "brokerName", "queueId"]
+    peak = history.groupby(key)["lag"].transform("max")
+    kept = [
+        (g, t, b, int(q)) in keep
+        for g, t, b, q in zip(
+            history["group"],
+            history["topic"],
+            history["brokerName"],
+            history["queueId"],
+            strict=True,
+        )
+    ]
+    history = history[(peak > ok_lag) | pd.Series(kept, index=history.index)]
     if history.empty:
         return None
     h = history.assign(
@@ -175,7 +243,15 @@ def render_backlog(data: Mapping[str, Any], history: pd.DataFrame, queues: pd.Da
             snapshots=data["snapshots"],
             summary=data,
             lag_plot=lag_over_time_plot(history),
-            heat_plot=lag_heatmap_plot(history),
+            time_lag_plot=time_lag_plot(history),
+            heat_plot=lag_heatmap_plot(
+                history,
+                ok_lag=int(data.get("okLag", 0)),
+                keep=frozenset(
+                    (q["group"], q["topic"], q["brokerName"], int(q["queueId"]))
+                    for q in data.get("laggingQueues", ())
+                ),
+            ),
         )
     )
 
@@ -205,6 +281,7 @@ def churn_plot(churn: pd.DataFrame) -> str | None:
     for group in per.columns:
         ax.plot(times, per[group], marker="o", markersize=3, label=str(group))
     ax.set_ylabel("queues changing owner")
+    _time_axis(ax, times)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.autofmt_xdate()

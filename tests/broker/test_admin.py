@@ -310,7 +310,9 @@ async def test_metadata_survives_restart(broker: BrokerApp, client: RemotingClie
         {"consumerGroup": "DG", "topic": "Durable", "queueId": 1, "commitOffset": 9},
     )
     await broker.stop()
-    again = BrokerApp(broker.config, broker.store_config)
+    # the same settled HA settings (any free HA port): listenPort is now the port the first run
+    # got, and its + 1 default may belong to another socket
+    again = BrokerApp(broker.config, broker.store_config, ha_settings=broker.ha_settings)
     await again.start()
     try:
         assert again.topics.get("Durable") is not None

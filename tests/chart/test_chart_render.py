@@ -221,7 +221,7 @@ def test_rbac_has_no_wildcards_and_covers_what_the_operator_does(helm_bin: Path)
         for k in ("apiGroups", "resources", "verbs"):
             assert WILDCARD not in r.get(k, []), f"wildcard in {k}: {r}"
         assert "nonResourceURLs" not in r
-    for resource in ("nameservers", "brokers"):
+    for resource in ("nameservers", "brokers", "topics", "consumergroups"):
         for verb in ("get", "list", "watch", "patch"):
             assert grants(rules, "ferrymq.io", resource, verb), (resource, verb)
         assert grants(rules, "ferrymq.io", f"{resource}/status", "patch"), resource
@@ -239,3 +239,38 @@ def test_rbac_has_no_wildcards_and_covers_what_the_operator_does(helm_bin: Path)
     )
     # Read access to Secrets would let a compromised operator read every credential in scope.
     assert not any("secrets" in r.get("resources", []) for r in rules)
+
+
+def test_host_network_value(helm_bin: Path) -> None:
+    default = one(rendered(helm_bin), "Deployment")["spec"]["template"]["spec"]
+    assert "hostNetwork" not in default and "dnsPolicy" not in default
+    pod = one(rendered(helm_bin, values={"hostNetwork": "true"}), "Deployment")["spec"]["template"][
+        "spec"
+    ]
+    assert pod["hostNetwork"] is True
+    assert pod["dnsPolicy"] == "ClusterFirstWithHostNet"
+
+
+def test_image_names_agree_with_images_py() -> None:
+    """One source of truth (issue 16, defect 5): the chart's operator image and the CRDs' image
+    defaults are the names images.py gives scripts/build-images.sh."""
+    from ferrymq_operator import images
+
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert default_values()["image"]["repository"] == images.OPERATOR_REPOSITORY
+    assert chart["appVersion"] == images.TAG
+    assert f"{images.OPERATOR_REPOSITORY}:{chart['appVersion']}" == images.OPERATOR_IMAGE
+    for crds in (ROOT / "crds", CHART / "crds"):
+        brokers = yaml.safe_load((crds / "ferrymq.io_brokers.yaml").read_text())
+        spec = brokers["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        assert spec["properties"]["image"]["default"] == images.BROKER_IMAGE
+        audit = spec["properties"]["audit"]["properties"]["image"]
+        assert audit["default"] == images.SPARK_IMAGE
+        nameservers = yaml.safe_load((crds / "ferrymq.io_nameservers.yaml").read_text())
+        ns_spec = nameservers["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+        assert ns_spec["spec"]["properties"]["image"]["default"] == images.BROKER_IMAGE
+    shell = dict(
+        line.split("=", 1) for line in images.shell_assignments().splitlines() if "=" in line
+    )
+    assert shell["OPERATOR_IMAGE"] == images.OPERATOR_IMAGE
+    assert shell["SPARK_IMAGE"] == images.SPARK_IMAGE

@@ -8,6 +8,7 @@ import kubernetes_validate
 import pytest
 from ferrymq_operator.builders import audit, names
 from ferrymq_operator.builders.names import Owner
+from ferrymq_operator.images import SPARK_IMAGE
 from ferrymq_operator.models import InvalidSpec, parse_broker_spec
 
 ADDR = names.namesrv_addresses("routes", "prod", 2, "cluster.local")
@@ -34,7 +35,8 @@ def test_cronjob_runs_snapshot_then_reports(broker_owner: Owner) -> None:
     assert cron["spec"]["concurrencyPolicy"] == "Forbid"
     pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     (container,) = pod["containers"]
-    assert container["image"] == "r/ferrymq:1"
+    # The Spark image, not spec.image: the broker image has no PySpark and no Java.
+    assert container["image"] == SPARK_IMAGE != "r/ferrymq:1"
     script = container["command"][2]
     lines = script.splitlines()
     assert lines[0] == "set -eu"

@@ -61,9 +61,10 @@ def test_pod_ordinal_is_broker_id_and_only_zero_is_master(broker_owner: Owner) -
             assert c["brokerId"] == str(broker_id)
             assert c["brokerName"] == f"orders-broker-{group}"
             assert c["brokerRole"] == ("SYNC_MASTER" if broker_id == 0 else "SLAVE")
-    # The container chooses its file by the ordinal at the end of the hostname.
+    # The container chooses its file by the ordinal at the end of POD_NAME (on the host network
+    # the hostname is the node's).
     command = " ".join(container(objs[("StatefulSet", "orders-broker-0")])["command"])
-    assert "broker-${HOSTNAME##*-}.conf" in command and "exec ferrymq broker -c" in command
+    assert "broker-${POD_NAME##*-}.conf" in command and "exec ferrymq broker -c" in command
 
 
 def test_broker_conf_upstream_names(broker_owner: Owner) -> None:

@@ -262,3 +262,62 @@ def test_pods_coming_up_without_a_roll_are_not_the_rolls_business() -> None:
     missing = GroupState(0, "b-broker-0", NEW, 2, creating.pods[:1], creating.sync)
     assert next_step([creating], NOW) == Done()
     assert next_step([missing], NOW) == Done()
+
+
+# --- issue 16, defect 7: a change of anti-affinity must not deadlock the roll ---
+
+ANTI_AFFINITY = (
+    "0/1 nodes are available: 1 node(s) didn't match pod affinity/anti-affinity, "
+    "1 node(s) didn't satisfy existing pods anti-affinity rules."
+)
+
+
+def test_a_new_pod_kept_out_by_old_anti_affinity_rolls_the_old_master() -> None:
+    """Required -> Preferred on one node: the slave was rolled and cannot schedule while the old
+    master keeps its Required rule; waiting for the slave would wait forever."""
+    slave = PodState("b-broker-0-1", 1, NEW, False, unschedulable=ANTI_AFFINITY)
+    master = PodState("b-broker-0-0", 0, OLD, True)
+    groups = [GroupState(0, "b-broker-0", NEW, 2, (master, slave), {})]
+    inflight = InFlight("b-broker-0-1", "2026-11-22T01:59:00Z")
+    step = next_step(groups, NOW, inflight)
+    assert isinstance(step, Roll) and step.pod == "b-broker-0-0"
+    assert "b-broker-0-1 cannot be scheduled" in step.message
+
+
+def test_a_pod_unschedulable_for_other_reasons_is_waited_for() -> None:
+    """No nodes with enough memory: rolling the master would not help, so nothing else rolls."""
+    slave = PodState("b-broker-0-1", 1, NEW, False, unschedulable="0/1 nodes: Insufficient memory")
+    master = PodState("b-broker-0-0", 0, OLD, True)
+    groups = [GroupState(0, "b-broker-0", NEW, 2, (master, slave), {})]
+    step = next_step(groups, NOW, InFlight("b-broker-0-1", "2026-11-22T01:59:00Z"))
+    assert isinstance(step, Wait) and "b-broker-0-1 is not Ready" in step.message
+
+
+def test_unschedulable_pod_without_old_pods_in_its_group_waits() -> None:
+    pending = PodState("b-broker-1-1", 1, NEW, False, unschedulable=ANTI_AFFINITY)
+    groups = [
+        group(0, [OLD, OLD]),
+        GroupState(1, "b-broker-1", NEW, 2, (PodState("b-broker-1-0", 0, NEW, True), pending)),
+    ]
+    step = next_step(groups, NOW)
+    assert isinstance(step, Wait) and "b-broker-1-1 is not Ready" in step.message
+
+
+def test_pod_state_reads_the_scheduler_condition() -> None:
+    state = rollout.pod_state(
+        {
+            "metadata": {"name": "b-broker-0-1", "labels": {rollout.REVISION_LABEL: NEW}},
+            "status": {
+                "phase": "Pending",
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": ANTI_AFFINITY,
+                    }
+                ],
+            },
+        }
+    )
+    assert state.kept_out_by_anti_affinity and not state.ready and state.ordinal == 1

@@ -40,6 +40,8 @@ class Spec:
     clients: dict[str, list[Client]] = field(default_factory=dict)  # group -> clients
     routes: dict[str, list[tuple[str, int, int]]] | None = None  # topic -> (broker, nums, perm)
     last_consumed_ts: dict[tuple[str, str, str, int], int] = field(default_factory=dict)
+    # store time of the message at the consumer offset (the collector's oldestUnconsumedTimestamp)
+    oldest_unconsumed_ts: dict[tuple[str, str, str, int], int] = field(default_factory=dict)
     views: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # group -> broker -> ids
 
 
@@ -82,6 +84,7 @@ def write_history(root: Path, specs: Iterable[Spec]) -> list[Path]:
                 brokerOffset=spec.max_offsets[(t, b, q)],
                 consumerOffset=o,
                 lastTimestamp=spec.last_consumed_ts.get((g, t, b, q), 0),
+                oldestUnconsumedTimestamp=spec.oldest_unconsumed_ts.get((g, t, b, q)),
             )
             for (g, t, b, q), o in sorted(spec.offsets.items())
         ]

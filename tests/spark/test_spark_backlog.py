@@ -105,7 +105,12 @@ def test_run_writes_parquet_summary_and_report(spark, tmp_path: Path) -> None:  
     assert topics[("g", "T")]["lag"] == 240 and topics[("g", "T")]["status"] == "STOP"
     assert topics[("g", "T")]["timeLagMs"] == 30_000
     assert [g["group"] for g in data["topLagging"]] == ["g"]
-    assert data["laggingQueues"][0]["lag"] == 60
+    # with the default OK band q1 (lag 40 -> 60, advancing) and q5 are healthy: counted, not listed
+    assert sorted(q["queueId"] for q in data["laggingQueues"]) == [2, 3, 4]
+    assert data["healthyLaggingQueues"] == 2 and data["okLag"] == 100
+    q2 = next(q for q in data["laggingQueues"] if q["queueId"] == 2)
+    assert (q2["lag"], q2["consumerOffset"], q2["brokerOffset"]) == (60, 10, 70)
+    assert q2["lastConsumedAt"] == T0 + 3 * MIN - 30_000
     assert summary.snapshots == 4
     assert spark.read.parquet(str(out / "queues.parquet")).count() == 7
     assert spark.read.parquet(str(out / "lag_history.parquet")).count() == 28
@@ -113,6 +118,32 @@ def test_run_writes_parquet_summary_and_report(spark, tmp_path: Path) -> None:  
     assert html.count("data:image/png;base64,") == 2
     assert "http://" not in html and "https://" not in html  # self-contained
     assert "STALL" in html and "c1" in html
+    assert "consumer offset" in html and "last consumed" in html
+
+
+def test_time_lag_plot_when_store_times_are_collected(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Snapshots that carry the store time at the consumer offset give a time-lag plot and exact
+    time lag in the status window (an old message on a quiet queue is STALL, not OK)."""
+    specs = [
+        Spec(
+            at=T0 + i * MIN,
+            max_offsets={Q[0]: 12},
+            offsets={("g", *Q[0]): 10},
+            clients={"g": [Client("c1", owns=[Q[0]], subs={"T": "*"})]},
+            # the message at offset 10 was stored ten minutes before the first snapshot
+            oldest_unconsumed_ts={("g", *Q[0]): T0 - 10 * MIN},
+        )
+        for i in range(3)
+    ]
+    write_history(tmp_path / "s", specs)
+    out = tmp_path / "out"
+    backlog.run(spark, backlog.BacklogArgs(snapshots=tmp_path / "s", out=out, window=3))
+    data = json.loads((out / "summary.json").read_text())
+    (queue,) = data["laggingQueues"]
+    assert queue["status"] == "STALL" and queue["timeLagSource"] == "store"
+    assert queue["timeLagMs"] == 12 * MIN
+    html = (out / "report.html").read_text()
+    assert "Time lag over time per group" in html
 
 
 def test_store_broker_must_be_named_when_ambiguous(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -146,7 +177,10 @@ def test_time_lag_from_the_store(spark, tmp_path: Path) -> None:  # type: ignore
     summary = backlog.run(
         spark,
         backlog.BacklogArgs(
-            snapshots=tmp_path / "snaps", out=tmp_path / "out", store=tmp_path / "store"
+            snapshots=tmp_path / "snaps",
+            out=tmp_path / "out",
+            store=tmp_path / "store",
+            ok_lag=0,  # list every lagging queue: the point here is its exact time lag
         ),
     )
     (q,) = summary.laggingQueues

@@ -133,24 +133,41 @@ def test_broadcasting_groups_are_not_audited(spark, tmp_path: Path) -> None:  # 
 
 
 def test_run_writes_outputs(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    offline = {("z", "T", "b", 0): 3}  # group z has committed offsets and no client
     specs = [
         Spec(at=T0, max_offsets=MAX, clients={"g": healthy_clients()}),
         Spec(at=T0 + MIN, max_offsets=MAX, clients={"g": CASES["ORPHAN_QUEUE"]}),
+        Spec(at=T0 + 2 * MIN, max_offsets=MAX, offsets=offline, clients={"g": healthy_clients()}),
     ]
     write_history(tmp_path / "s", specs)
     summary = rebalance_audit.run(
         spark, rebalance_audit.AuditArgs(snapshots=tmp_path / "s", out=tmp_path / "o")
     )
     data = json.loads((tmp_path / "o" / "summary.json").read_text())
-    assert data["counts"]["ORPHAN_QUEUE"] == 1 and summary.counts == data["counts"]
-    assert data["audited"] == [
-        {"group": "g", "topic": "T", "strategy": "AVG", "clients": 2, "queues": 4, "findings": 2}
-    ]
-    assert [c["changed"] for c in data["churn"]] == [1]
+    # the latest snapshot is healthy again (only the churn back); the orphan of the snapshot
+    # before stays on record
+    assert [f["kind"] for f in data["findings"]] == ["ALLOCATION_CHURN"]
+    assert "ORPHAN_QUEUE" not in data["counts"] and summary.counts == data["counts"]
+    orphan = next(f for f in data["timeline"] if f["kind"] == "ORPHAN_QUEUE")
+    assert (orphan["firstSeen"], orphan["lastSeen"]) == (T0 + MIN, T0 + MIN)
+    assert orphan["snapshots"] == 1 and orphan["current"] is False
+    audited = {a["group"]: a for a in data["audited"]}
+    assert audited["g"] == {
+        "group": "g",
+        "topic": "T",
+        "strategy": "AVG",
+        "clients": 2,
+        "queues": 4,
+        "findings": 0,
+        "note": None,
+    }
+    assert audited["z"]["clients"] == 0 and "no consumer online" in audited["z"]["note"]
+    assert [c["changed"] for c in data["churn"]] == [1, 1]
     findings = spark.read.parquet(str(tmp_path / "o" / "findings.parquet"))
     assert findings.where("kind = 'ORPHAN_QUEUE'").count() == 1
     html = (tmp_path / "o" / "report.html").read_text()
-    assert "ORPHAN_QUEUE" in html and html.count("data:image/png;base64,") == 2
+    assert "ORPHAN_QUEUE" in html and "cleared" in html
+    assert html.count("data:image/png;base64,") == 2
 
 
 def test_a_nan_topic_never_reaches_the_summary(tmp_path: Path) -> None:

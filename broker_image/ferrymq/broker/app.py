@@ -10,13 +10,12 @@ import asyncio
 import contextlib
 import gc
 import logging
-import signal
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from ferrymq.broker.client_registry import ConsumerManager, ProducerManager
-from ferrymq.broker.config import BrokerConfig, config_dir
+from ferrymq.broker.config import BrokerConfig, config_dir, role_problem
 from ferrymq.broker.config_file import ConfigFile
 from ferrymq.broker.consumer_offsets import ConsumerOffsetManager
 from ferrymq.broker.long_polling import PullRequestHoldService
@@ -37,20 +36,14 @@ from ferrymq.broker.topic_config import TopicConfigManager
 from ferrymq.ha.broker_ha import BrokerHA, ManagerSyncTargets
 from ferrymq.ha.config import HASettings, Role
 from ferrymq.ha.metrics import HACollector, ha_figures
-from ferrymq.remoting.channel import Channel
+from ferrymq.remoting.bodies import PERM_READ, TopicConfig
 from ferrymq.remoting.client import RemotingClient
-from ferrymq.remoting.codes import ResponseCode
-from ferrymq.remoting.command import RemotingCommand
-from ferrymq.remoting.processor import not_supported
+from ferrymq.remoting.eventloop import GracefulShutdown, cancel_and_wait
 from ferrymq.remoting.server import RemotingServer
 from ferrymq.store.config import BrokerRole, MessageStoreConfig
 from ferrymq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
-
-
-def _starting(channel: Channel, request: RemotingCommand) -> RemotingCommand:
-    return request.response(ResponseCode.SYSTEM_BUSY, "broker is starting, try again shortly")
 
 
 class BrokerApp:
@@ -69,7 +62,13 @@ class BrokerApp:
         self.semantics_config = semantics_config or load_semantics_config(None)
         self.semantics: SemanticsServices | None = None
         self.store_config = store_config
-        self.server = RemotingServer(config.bind_address, config.listen_port, name="broker")
+        problem = role_problem(config.broker_id, store_config.broker_role.value)
+        if problem is not None:
+            raise ValueError(problem)
+        limits = config.server_limits()
+        self.server = RemotingServer(
+            config.bind_address, config.listen_port, name="broker", limits=limits
+        )
         # the VIP channel serves the very same processor table on listenPort - 2
         fast_port = config.fast_listen_port
         self.fast_server = (
@@ -78,11 +77,11 @@ class BrokerApp:
                 fast_port,
                 processors=self.server.processors,
                 name="broker-fast",
+                limits=limits,
             )
             if fast_port is not None
             else None
         )
-        self.server.processors.register_default(_starting)
         cfg_dir = config_dir(store_config.store_path_root_dir)
         self.topics_file = ConfigFile(cfg_dir / "topics.json")
         self.offsets_file = ConfigFile(cfg_dir / "consumerOffset.json")
@@ -111,6 +110,7 @@ class BrokerApp:
             lambda: self.topics.registration_wrapper(config.broker_permission),
             ha_server_addr=self._ha_server_addr,
             on_result=self._on_register_result,
+            broker_role=store_config.broker_role.value,
         )
         self.store: MessageStore | None = None
         self.metrics: MetricsServer | None = None
@@ -153,11 +153,17 @@ class BrokerApp:
 
     # --- lifecycle --------------------------------------------------------------------------
     async def start(self) -> None:
+        """Initialise everything, then listen: no client connects to a broker that cannot serve.
+
+        The ports are bound first (port 0: the OS's pick is published into the config, the
+        store writes it as STOREHOST) but only listened on once the store is recovered and
+        every processor is registered; a connect before that is refused by the kernel.
+        """
         self._persisting = asyncio.Lock()
-        await self.server.start()
+        self.server.bind()
         if self.fast_server is not None:
             try:
-                await self.fast_server.start()
+                self.fast_server.bind()
             except OSError as exc:
                 # a compatibility channel: clients fall back to the main port when it is absent
                 log.error("fast channel on port %d not started: %s", self.fast_server.port, exc)
@@ -170,12 +176,16 @@ class BrokerApp:
             self.store_config, (self.config.broker_ip1, self.config.listen_port)
         )
         await self.store.start()
+        if self.is_slave:
+            self.topics.slave_view = self._slave_topic_view
         self._wire(self.store)
         assert self.semantics is not None
         await self.semantics.start()
         self.store.add_dispatch_round_listener(self.hold.on_dispatch_round)
-        self.server.processors.register_default(not_supported)
         await self._start_ha(self.store)
+        await self.server.start()
+        if self.fast_server is not None:
+            await self.fast_server.start()
         self.registration.start()
         self._every(self.config.flush_consumer_offset_interval, self.persist_metadata)
         self._every(self.config.client_channel_scan_interval, self._scan_channels)
@@ -248,7 +258,7 @@ class BrokerApp:
             store,
             store_config=self.store_config,
             runtime_stats=self._runtime_stats,
-            on_config_changed=lambda keys: self.registration.trigger(),
+            on_config_changed=self._broker_config_changed,
         ).register_to(self.server)
         AdminConsumerProcessor(
             cfg, store, self.topics, self.groups, self.offsets, self.consumers, self.producers
@@ -273,6 +283,23 @@ class BrokerApp:
             ),
         )
         await self.ha.start()
+
+    def _slave_topic_view(self, topic: str, config: TopicConfig | None) -> TopicConfig | None:
+        """On a slave, a topic's config as far as its ConsumeQueues go: a topic (or queues of
+        one) created on the master since the last sync is served read-only from the replicated
+        messages instead of TOPIC_NOT_EXIST / an illegal queue id."""
+        store = self.store
+        queues = store.consume_queues.queues_of(topic) if store is not None else {}
+        if not queues:
+            return config
+        nums = max(queues) + 1
+        if config is None:
+            return TopicConfig(
+                topic_name=topic, read_queue_nums=nums, write_queue_nums=nums, perm=PERM_READ
+            )
+        if nums > config.read_queue_nums:
+            return config.model_copy(update={"read_queue_nums": nums})
+        return config
 
     def _create_topic_in_send_back(self, topic: str, queue_nums: int, perm: int) -> object:
         known = self.topics.get(topic) is not None
@@ -318,6 +345,14 @@ class BrokerApp:
                     raise
                 log.error("%s; loading %s instead", exc, file.backup)
                 manager.restore(backup)
+
+    def _broker_config_changed(self, keys: list[str]) -> None:
+        if "broker_permission" in keys:
+            # NameServers re-apply topic perms only on a new data version (upstream does this too)
+            self.topics.next_version()
+            self.topics_changed()
+        else:
+            self.registration.trigger()
 
     def topics_changed(self) -> None:
         """A topic was created/changed/deleted: save topics.json and re-register now."""
@@ -398,17 +433,15 @@ class BrokerApp:
         self._stopped = True
         log.info("broker %s shutting down", self.config.broker_name)
         await self.registration.stop()
-        await self.registration.unregister_all()
+        # a bounded share of the shutdown grace: unreachable NameServers expire us anyway
+        await self.registration.unregister_all(budget=self.config.shutdown_grace_seconds * 0.3)
         self.hold.wake_all()
         # give woken pulls a chance to answer before their connections close
         deadline = asyncio.get_running_loop().time() + 2.0
         while self.hold.held_count and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.01)
         for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await cancel_and_wait(task)
         if self.client_manage is not None:
             self.client_manage.stop_watching()
         for task in list(self._saves):
@@ -439,27 +472,34 @@ async def serve(
     ha_settings: HASettings | None = None,
     semantics_config: SemanticsConfig | None = None,
 ) -> None:
-    """Run a broker until SIGTERM or SIGINT, then shut it down gracefully."""
+    """Run a broker until SIGTERM or SIGINT, then shut it down gracefully.
+
+    From the first signal the process has ``shutdownGraceSeconds`` to stop (a start still in
+    progress finishes first: cancelling a store recovery half-way is not safe, and a forced exit
+    leaves the abort file, so the next start recovers); a second signal or the grace running out
+    forces it out with a log line naming what was still running (see GracefulShutdown).
+    """
     app = BrokerApp(
         config, store_config, semantics_config=semantics_config, ha_settings=ha_settings
     )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    shutdown = GracefulShutdown(config.shutdown_grace_seconds, name=f"broker {config.broker_name}")
+    shutdown.install()
     try:
         await app.start()
         # Everything start-up created (modules, classes, configs: ~60k objects) lives as long as
         # the process; frozen, a full collection walks only what serving allocates instead of
         # stalling the loop 40-60 ms (measured during the 2k msg/s latency case)
         gc.freeze()
-        # the line a supervisor (local-cluster, tests) waits for
-        print(f"Broker {config.broker_name} ready on port {app.port}", flush=True)
-        await stop.wait()
+        if not shutdown.requested.is_set():
+            # the line a supervisor (local-cluster, tests) waits for
+            print(f"Broker {config.broker_name} ready on port {app.port}", flush=True)
+        await shutdown.requested.wait()
     finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
+        # a failed start stops within the grace too
+        shutdown.request()
         await app.stop()
+        shutdown.done()
+        shutdown.uninstall()
 
 
 def store_root_of(store_config: MessageStoreConfig) -> Path:

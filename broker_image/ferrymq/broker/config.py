@@ -20,8 +20,15 @@ import javaproperties
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
-from ferrymq.properties import build_model, collect_values, known_keys, load_properties
+from ferrymq.properties import (
+    ConfigError,
+    build_model,
+    collect_values,
+    known_keys,
+    load_properties,
+)
 from ferrymq.remoting.bodies import PERM_INHERIT, PERM_READ, PERM_WRITE
+from ferrymq.remoting.settings import ServerSettings
 from ferrymq.store.config import MessageStoreConfig
 from ferrymq.store.json_file import write_bytes_atomic
 
@@ -39,7 +46,10 @@ def _local_ip() -> str:
     return addr or "127.0.0.1"
 
 
-class BrokerConfig(BaseModel):
+class BrokerConfig(ServerSettings):
+    """Broker settings; the server-side keys shared with the NameServer (idle connections,
+    buffered bytes, shutdown grace) come from ServerSettings."""
+
     model_config = ConfigDict(
         alias_generator=to_camel,
         populate_by_name=True,
@@ -155,6 +165,7 @@ __all__ = [
     "namesrv_list",
     "persist_properties",
     "property_value",
+    "role_problem",
 ]
 
 
@@ -172,7 +183,12 @@ def load_broker_configs(
     source = str(path) if path is not None else "properties"
     models: list[BaseModel] = []
     unknown_everywhere: set[str] | None = None
-    for model_cls in (BrokerConfig, MessageStoreConfig):
+    all_models: tuple[type[BaseModel], ...] = (
+        BrokerConfig,
+        MessageStoreConfig,
+        *other_broker_conf_models(),
+    )
+    for model_cls in all_models:
         values, origins, unknown = collect_values(model_cls, file_values, env, source=source)
         keys = known_keys(model_cls)
         for key, value in (overrides or {}).items():
@@ -180,7 +196,8 @@ def load_broker_configs(
             if alias is not None:
                 values[alias] = value
                 origins[alias] = "command line"
-        models.append(build_model(model_cls, values, origins))
+        if model_cls in (BrokerConfig, MessageStoreConfig):
+            models.append(build_model(model_cls, values, origins))
         unknown_set = set(unknown)
         unknown_everywhere = (
             unknown_set if unknown_everywhere is None else unknown_everywhere & unknown_set
@@ -191,8 +208,42 @@ def load_broker_configs(
         )
     broker, store = models
     assert isinstance(broker, BrokerConfig) and isinstance(store, MessageStoreConfig)
+    problem = role_problem(broker.broker_id, store.broker_role.value)
+    if problem is not None:
+        raise ConfigError(f"{source}: {problem}")
     broker.broker_config_path = path
     return broker, store
+
+
+def other_broker_conf_models() -> tuple[type[BaseModel], ...]:
+    """The other settings models read from the same broker.conf (loaded by their own services):
+    their keys are known, so they are not reported as unknown. Add a new one here."""
+    # imported here: these modules import broker code that imports this module
+    from ferrymq.broker.semantics import SemanticsConfig
+    from ferrymq.ha.config import HASettings
+
+    return (HASettings, SemanticsConfig)
+
+
+def role_problem(broker_id: int, broker_role: str) -> str | None:
+    """Why ``brokerId`` and ``brokerRole`` cannot go together, or None. Pure.
+
+    brokerId 0 is the master's id and only a master role may use it: a SLAVE with id 0 would
+    replace its master in every route, and a master with id != 0 is never routed to as master
+    (upstream silently rewrites that id to 0, which then collides with a live master).
+    """
+    is_master = broker_role != "SLAVE"
+    if is_master and broker_id != MASTER_ID:
+        return (
+            f"brokerRole={broker_role} needs brokerId={MASTER_ID} (got brokerId={broker_id}): "
+            "set brokerId=0 for the master, or brokerRole=SLAVE for a slave"
+        )
+    if not is_master and broker_id == MASTER_ID:
+        return (
+            f"brokerRole=SLAVE needs a brokerId other than {MASTER_ID} ({MASTER_ID} is the "
+            "master's id): set brokerId=1 (or higher) for a slave, or a master brokerRole"
+        )
+    return None
 
 
 def property_value(value: Any) -> str:

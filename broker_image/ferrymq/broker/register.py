@@ -21,6 +21,7 @@ from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.errors import RemotingError
+from ferrymq.remoting.eventloop import cancel_and_wait, raise_if_cancelling
 from ferrymq.remoting.headers import (
     RegisterBrokerRequestHeader,
     RegisterBrokerResponseHeader,
@@ -40,7 +41,10 @@ class RegisterOutcome:
 
 
 def build_register_request(
-    config: BrokerConfig, wrapper: TopicConfigSerializeWrapper, ha_server_addr: str | None
+    config: BrokerConfig,
+    wrapper: TopicConfigSerializeWrapper,
+    ha_server_addr: str | None,
+    broker_role: str | None = None,
 ) -> RemotingCommand:
     body = RegisterBrokerBody(topic_config_serialize_wrapper=wrapper).encode()
     header = RegisterBrokerRequestHeader(
@@ -51,6 +55,7 @@ def build_register_request(
         ha_server_addr=ha_server_addr,
         compressed=False,
         body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
+        broker_role=broker_role,
     )
     return RemotingCommand.request(RequestCode.REGISTER_BROKER, header.to_ext(), body)
 
@@ -64,7 +69,9 @@ class BrokerRegistration:
         *,
         ha_server_addr: Callable[[], str | None] = lambda: None,
         on_result: Callable[[RegisterOutcome], None] = lambda outcome: None,
+        broker_role: str | None = None,
     ) -> None:
+        self.broker_role = broker_role
         self.config = config
         self.client = client
         self.wrapper = wrapper
@@ -89,20 +96,30 @@ class BrokerRegistration:
     async def _register_one(
         self, addr: str, wrapper: TopicConfigSerializeWrapper
     ) -> RegisterOutcome:
-        request = build_register_request(self.config, wrapper, self.ha_server_addr())
+        request = build_register_request(
+            self.config, wrapper, self.ha_server_addr(), self.broker_role
+        )
         timeout = self.config.register_broker_timeout_mills / 1000
         try:
             response = await self.client.invoke(addr, request, timeout)
         except (RemotingError, OSError, ValueError) as exc:
+            raise_if_cancelling()
             log.warning("register to NameServer %s failed: %s", addr, exc)
             return RegisterOutcome(addr, False, error=str(exc))
         if response.code != ResponseCode.SUCCESS:
-            log.warning("NameServer %s refused registration: %s", addr, response.remark)
+            log.error(
+                "NameServer %s refused registration (code %d): %s",
+                addr,
+                response.code,
+                response.remark,
+            )
             return RegisterOutcome(addr, False, error=response.remark)
         reply = RegisterBrokerResponseHeader.from_ext(response.ext_fields)
         return RegisterOutcome(addr, True, reply.ha_server_addr, reply.master_addr)
 
-    async def unregister_all(self) -> None:
+    async def unregister_all(self, budget: float | None = None) -> None:
+        """UNREGISTER_BROKER to every NameServer in parallel, all within ``budget`` seconds
+        (default: registerBrokerTimeoutMills); a NameServer that does not answer is logged."""
         header = UnRegisterBrokerRequestHeader(
             broker_name=self.config.broker_name,
             broker_addr=self.config.broker_addr,
@@ -110,6 +127,8 @@ class BrokerRegistration:
             broker_id=self.config.broker_id,
         ).to_ext()
         timeout = self.config.register_broker_timeout_mills / 1000
+        if budget is not None:
+            timeout = min(timeout, budget)
 
         async def one(addr: str) -> None:
             request = RemotingCommand.request(RequestCode.UNREGISTER_BROKER, header)
@@ -117,9 +136,15 @@ class BrokerRegistration:
                 await self.client.invoke(addr, request, timeout)
                 log.info("unregistered from NameServer %s", addr)
             except (RemotingError, OSError) as exc:
+                raise_if_cancelling()
                 log.warning("unregister from NameServer %s failed: %s", addr, exc)
 
-        await asyncio.gather(*(one(addr) for addr in self.config.namesrv_addrs))
+        try:
+            # one budget for the whole round: a connect that hangs counts against it too
+            async with asyncio.timeout(timeout):
+                await asyncio.gather(*(one(addr) for addr in self.config.namesrv_addrs))
+        except TimeoutError:
+            log.warning("unregister from NameServers not finished within %.1fs", timeout)
 
     def trigger(self) -> None:
         """Register now (after a topic or permission change) instead of at the next period."""
@@ -136,12 +161,10 @@ class BrokerRegistration:
                 log.exception("registration round failed")
             period = max(10_000, min(60_000, self.config.register_name_server_period)) / 1000
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._kick.wait(), period)
+                async with asyncio.timeout(period):
+                    await self._kick.wait()
             self._kick.clear()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        await cancel_and_wait(task)

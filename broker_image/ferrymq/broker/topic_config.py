@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Callable
 
 import orjson
 
@@ -84,6 +85,10 @@ class TopicConfigManager:
     ) -> None:
         self.table: dict[str, TopicConfig] = {}
         self.data_version = DataVersion(timestamp=_now_ms(), counter=0)
+        # a slave's view of a topic: topic configs reach a slave by sync, its messages by
+        # replication, and messages of a topic (or queue) whose config has not arrived yet must
+        # be readable in between (see BrokerApp._slave_topic_view); None on a master
+        self.slave_view: Callable[[str, TopicConfig | None], TopicConfig | None] | None = None
         self.auto_create_topic_enable = auto_create_topic_enable
         self._system: set[str] = set()
         self._add_system(SELF_TEST_TOPIC, 1, 1)
@@ -135,9 +140,17 @@ class TopicConfigManager:
     def _bump(self) -> None:
         self.data_version = DataVersion(timestamp=_now_ms(), counter=self.data_version.counter + 1)
 
+    def next_version(self) -> None:
+        """A change the NameServers must apply although no topic changed (the broker's
+        permission, which clamps every topic's perm): upstream DataVersion.nextVersion."""
+        self._bump()
+
     # --- queries ------------------------------------------------------------------------------
     def get(self, topic: str) -> TopicConfig | None:
-        return self.table.get(topic)
+        config = self.table.get(topic)
+        if self.slave_view is not None:
+            return self.slave_view(topic, config)
+        return config
 
     def is_order_topic(self, topic: str) -> bool:
         config = self.table.get(topic)

@@ -26,7 +26,9 @@ def broker(
     ] = None,
 ) -> None:
     """Run a broker: upstream broker.conf keys (brokerClusterName, brokerName, brokerId, listenPort,
-    namesrvAddr or NAMESRV_ADDR, storePathRootDir, flushDiskType, ...)."""
+    namesrvAddr or NAMESRV_ADDR, storePathRootDir, flushDiskType, ...). brokerId 0 needs a master
+    brokerRole and a SLAVE needs brokerId >= 1 (exit code 2 otherwise). SIGTERM stops it within
+    shutdownGraceSeconds (default 10); a second SIGTERM forces the exit (code 3)."""
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

@@ -364,6 +364,25 @@ class BrokerApi:
             addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=config.encode()
         )
 
+    async def get_all_subscription_group_config(self, addr: str) -> bodies.SubscriptionGroupWrapper:
+        return await self._call_body(
+            bodies.SubscriptionGroupWrapper, addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG
+        )
+
+    async def delete_subscription_group(
+        self, addr: str, group: str, *, clean_offset: bool = False
+    ) -> None:
+        header = headers.DeleteSubscriptionGroupRequestHeader(
+            group_name=group, clean_offset=clean_offset
+        )
+        await self._call(addr, RequestCode.DELETE_SUBSCRIPTIONGROUP, header)
+
+    async def get_topic_stats_info(self, addr: str, topic: str) -> bodies.TopicStatsTable:
+        header = headers.GetTopicStatsInfoRequestHeader(topic=topic)
+        return await self._call_body(
+            bodies.TopicStatsTable, addr, RequestCode.GET_TOPIC_STATS_INFO, header
+        )
+
     async def get_consumer_connection_list(
         self, addr: str, group: str
     ) -> bodies.ConsumerConnection:

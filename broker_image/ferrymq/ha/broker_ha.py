@@ -6,7 +6,8 @@
 - A slave follows the master that the NameServer names in its registration answer (HA address
   for the CommitLog stream, broker address for :class:`~ferrymq.ha.slave_sync.SlaveSynchronize`),
   and copies topic configs, consumer offsets, delay offsets and subscription groups every 10 s
-  into the broker's managers (:class:`ManagerSyncTargets`).
+  into the broker's managers (:class:`ManagerSyncTargets`); replicated records of a topic it
+  does not know yet make it fetch the topic configs at once.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ferrymq.remoting.bodies import (
     TopicConfigSerializeWrapper,
 )
 from ferrymq.remoting.client import RemotingClient
+from ferrymq.store.dispatch import RoundRecords
 from ferrymq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -54,6 +56,9 @@ class ManagerSyncTargets:
         self._schedule = schedule
         self._on_topics_changed = on_topics_changed
         self._saves: set[asyncio.Task[None]] = set()
+
+    def has_topic(self, topic: str) -> bool:
+        return topic in self._topics.table
 
     def replace_topic_configs(self, wrapper: TopicConfigSerializeWrapper) -> None:
         # Upstream clears and copies: a topic deleted on the master goes from the slave too.
@@ -106,7 +111,10 @@ class BrokerHA:
             listen_host=bind_host,
         )
         self._store = store
+        self._targets = targets
         self._advertised_ip = advertised_ip
+        # topics seen in replicated records but unknown here, already asked of the master
+        self._asked: set[str] = set()
         self.service = HAService(self.config, CommitLogReplication.for_store(store))
         self.slave_sync: SlaveSynchronize | None = None
         if role is Role.SLAVE:
@@ -122,7 +130,19 @@ class BrokerHA:
         if self.config.role is Role.SYNC_MASTER:
             store.set_replica_waiter(self.service.wait_for_replica)
         if self.slave_sync is not None:
+            store.add_dispatch_round_listener(self._on_replicated_round)
             self.slave_sync.start()
+
+    def _on_replicated_round(self, records: RoundRecords) -> None:
+        """A slave dispatched replicated records: a topic it has no config for was created on
+        the master since the last sync, so fetch the topic configs now (once per topic)."""
+        if self.slave_sync is None:
+            return
+        unknown = [t for t in records.topics() if not self._targets.has_topic(t)]
+        fresh = [t for t in unknown if t not in self._asked]
+        if fresh:
+            self._asked.update(fresh)
+            self.slave_sync.kick()
 
     async def shutdown(self) -> None:
         if self.config.role is Role.SYNC_MASTER:

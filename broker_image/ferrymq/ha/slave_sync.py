@@ -6,6 +6,10 @@ remoting port with GET_ALL_TOPIC_CONFIG, GET_ALL_CONSUMER_OFFSET, GET_ALL_DELAY_
 GET_ALL_SUBSCRIPTIONGROUP_CONFIG and hands them to the broker's managers through
 :class:`SlaveSyncTargets`. Topic configs and subscription groups are only re-applied when the
 master's dataVersion changed; each of the four syncs fails alone, logged, and is retried next round.
+
+Between rounds, :meth:`SlaveSynchronize.kick` asks for the topic configs at once: the broker calls
+it when replicated records of a topic the slave does not know yet are dispatched, so a topic
+created on the master reaches the slave with its first messages, not up to 10 s later.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.errors import RemotingError
+from ferrymq.remoting.eventloop import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +79,8 @@ class SlaveSynchronize:
         self._topic_version: DataVersion | None = None
         self._group_version: DataVersion | None = None
         self._task: asyncio.Task[None] | None = None
+        self._kicked = asyncio.Event()
+        self.kicked_syncs = 0
         self.rounds = 0
         self.last_report: SyncReport | None = None
 
@@ -161,15 +168,35 @@ class SlaveSynchronize:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="slave-sync")
 
+    def kick(self) -> None:
+        """Copy the master's topic configs now (a topic it has that we lack has shown up)."""
+        self._kicked.set()
+
+    async def sync_topics_now(self) -> bool:
+        """The topic-config step alone, out of round; False when it failed (logged)."""
+        self.kicked_syncs += 1
+        try:
+            return await self._sync_topic_config()
+        except (SlaveSyncError, BodyError, RemotingError, OSError, TimeoutError) as exc:
+            log.warning("prompt topic config sync from %s failed: %s", self.master_addr, exc)
+            return False
+
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_round = loop.time()
         while True:
-            if self.master_addr:
-                await self.sync_all()
-            await asyncio.sleep(self.interval_s)
+            if loop.time() >= next_round:
+                if self.master_addr:
+                    await self.sync_all()
+                next_round = loop.time() + self.interval_s
+            elif self._kicked.is_set() and self.master_addr:
+                self._kicked.clear()
+                await self.sync_topics_now()
+            # the periodic cadence, cut short by a kick
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(next_round - loop.time(), 0)):
+                    await self._kicked.wait()
 
     async def shutdown(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 
 from ferrymq.namesrv.config import NamesrvConfig
 from ferrymq.namesrv.housekeeping import Housekeeping
 from ferrymq.namesrv.kv_config import KVConfigManager
 from ferrymq.namesrv.processor import NamesrvProcessor
 from ferrymq.namesrv.route_table import RouteTable
+from ferrymq.remoting.eventloop import GracefulShutdown
 from ferrymq.remoting.server import RemotingServer
 
 log = logging.getLogger(__name__)
@@ -22,7 +22,9 @@ class NamesrvApp:
         self.routes = RouteTable()
         self.kv = KVConfigManager(config.kv_config_file)
         self.processor = NamesrvProcessor(self.routes, self.kv)
-        self.server = RemotingServer(config.bind_address, config.listen_port, name="namesrv")
+        self.server = RemotingServer(
+            config.bind_address, config.listen_port, name="namesrv", limits=config.server_limits()
+        )
         self.processor.register_to(self.server)
         self.housekeeping = Housekeeping(
             self.routes,
@@ -43,6 +45,8 @@ class NamesrvApp:
         return f"{host}:{self.port}"
 
     async def start(self) -> None:
+        # the port is taken first (a clash fails fast) but listened on once the KV table is loaded
+        self.server.bind()
         await asyncio.to_thread(self.kv.load)
         await self.server.start()
         self.housekeeping.start()
@@ -52,24 +56,27 @@ class NamesrvApp:
         await self.housekeeping.stop()
         self.processor.stop_watching()
         await self.server.stop()
+        # the last KV write asked for is on disk before the process goes
+        await self.kv.flush()
         log.info("NameServer stopped")
 
 
 async def serve(config: NamesrvConfig, ready: asyncio.Future[NamesrvApp] | None = None) -> None:
-    """Run a NameServer until SIGTERM or SIGINT."""
+    """Run a NameServer until SIGTERM or SIGINT; the stop is bounded by shutdownGraceSeconds
+    (a second signal or the grace running out forces the exit, see GracefulShutdown)."""
     app = NamesrvApp(config)
-    await app.start()
-    # the line a supervisor (local-cluster, tests) waits for
-    print(f"NameServer ready on port {app.port}", flush=True)
-    if ready is not None and not ready.done():
-        ready.set_result(app)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    shutdown = GracefulShutdown(config.shutdown_grace_seconds, name="namesrv")
+    shutdown.install()
     try:
-        await stop.wait()
+        await app.start()
+        if not shutdown.requested.is_set():
+            # the line a supervisor (local-cluster, tests) waits for
+            print(f"NameServer ready on port {app.port}", flush=True)
+        if ready is not None and not ready.done():
+            ready.set_result(app)
+        await shutdown.requested.wait()
     finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
+        shutdown.request()
         await app.stop()
+        shutdown.done()
+        shutdown.uninstall()

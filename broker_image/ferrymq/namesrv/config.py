@@ -6,13 +6,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from ferrymq.properties import load_config
+from ferrymq.remoting.settings import ServerSettings
 
 
-class NamesrvConfig(BaseModel):
+class NamesrvConfig(ServerSettings):
+    """NameServer settings (server-side keys shared with the broker: see ServerSettings)."""
+
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
 
     listen_port: int = Field(default=9876, ge=0, le=65535)

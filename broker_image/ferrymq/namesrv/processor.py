@@ -1,6 +1,7 @@
 """NameServer request handlers (upstream DefaultRequestProcessor): translate wire <-> RouteTable calls.
 
-Every handler is synchronous (the route table never waits), so requests are answered inline. Bad
+Handlers are synchronous (the route table never waits), so requests are answered inline, except
+KV config changes, answered once they are on disk. Bad
 headers or bodies get SYSTEM_ERROR with a remark naming the field, never an exception in the server.
 """
 
@@ -11,7 +12,6 @@ import logging
 import time
 import zlib
 from collections.abc import Callable
-from typing import Any
 
 from ferrymq.namesrv.kv_config import ORDER_TOPIC_CONFIG, KVConfigManager
 from ferrymq.namesrv.route_table import RouteTable
@@ -36,17 +36,16 @@ from ferrymq.remoting.headers import (
     WipeWritePermOfBrokerRequestHeader,
     WipeWritePermOfBrokerResponseHeader,
 )
+from ferrymq.remoting.processor import Handler, HandlerResult
 from ferrymq.remoting.server import RemotingServer
 
 log = logging.getLogger(__name__)
 
-SyncHandler = Callable[[Channel, RemotingCommand], RemotingCommand | None]
 
-
-def guarded(handler: SyncHandler) -> SyncHandler:
+def guarded(handler: Handler) -> Handler:
     """Turn a bad header/body into SYSTEM_ERROR with the reason as remark (no traceback spam)."""
 
-    def run(channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+    def run(channel: Channel, request: RemotingCommand) -> HandlerResult:
         try:
             return handler(channel, request)
         except (HeaderError, BodyError) as exc:
@@ -77,7 +76,7 @@ class NamesrvProcessor:
         self._watched: dict[int, asyncio.Task[None]] = {}
 
     def register_to(self, server: RemotingServer) -> None:
-        table: dict[int, SyncHandler] = {
+        table: dict[int, Handler] = {
             RequestCode.REGISTER_BROKER: self.register_broker,
             RequestCode.UNREGISTER_BROKER: self.unregister_broker,
             RequestCode.GET_ROUTEINFO_BY_TOPIC: self.get_route_info,
@@ -109,6 +108,15 @@ class NamesrvProcessor:
                 ResponseCode.SYSTEM_ERROR,
                 f"register body CRC mismatch from {header.broker_addr}: body corrupted in transit",
             )
+        refusal = self.routes.registration_refusal(
+            broker_name=header.broker_name,
+            broker_addr=header.broker_addr,
+            broker_id=header.broker_id,
+            broker_role=header.broker_role,
+        )
+        if refusal is not None:
+            log.error("REGISTER_BROKER from %s: %s", channel.remote_addr, refusal)
+            return request.response(ResponseCode.NO_PERMISSION, refusal)
         body = RegisterBrokerBody.decode(raw) if raw else RegisterBrokerBody()
         result = self.routes.register_broker(
             cluster_name=header.cluster_name,
@@ -207,15 +215,19 @@ class NamesrvProcessor:
         return request.response(ResponseCode.SUCCESS, None, reply.to_ext())
 
     # --- kv config ----------------------------------------------------------------------------
-    def _persist_kv(self) -> None:
-        task = asyncio.get_running_loop().create_task(asyncio.to_thread(self.kv.persist))
-        task.add_done_callback(_log_failure)
+    async def _saved(self, request: RemotingCommand) -> RemotingCommand:
+        """SUCCESS once the KV table with this change is on disk (upstream persists before it
+        answers); SYSTEM_ERROR naming the reason when the write failed."""
+        try:
+            await self.kv.save()
+        except OSError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"kv config not persisted: {exc}")
+        return request.response(ResponseCode.SUCCESS)
 
-    def put_kv_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+    def put_kv_config(self, channel: Channel, request: RemotingCommand) -> HandlerResult:
         header = PutKVConfigRequestHeader.from_ext(request.ext_fields)
         self.kv.put(header.namespace, header.key, header.value)
-        self._persist_kv()
-        return request.response(ResponseCode.SUCCESS)
+        return self._saved(request)
 
     def get_kv_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         header = GetKVConfigRequestHeader.from_ext(request.ext_fields)
@@ -229,10 +241,10 @@ class NamesrvProcessor:
             ResponseCode.SUCCESS, None, GetKVConfigResponseHeader(value=value).to_ext()
         )
 
-    def delete_kv_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+    def delete_kv_config(self, channel: Channel, request: RemotingCommand) -> HandlerResult:
         header = GetKVConfigRequestHeader.from_ext(request.ext_fields)
         if self.kv.delete(header.namespace, header.key):
-            self._persist_kv()
+            return self._saved(request)
         return request.response(ResponseCode.SUCCESS)
 
     def get_kv_list(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
@@ -243,8 +255,3 @@ class NamesrvProcessor:
                 ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {header.namespace}"
             )
         return request.response(ResponseCode.SUCCESS, None, None, KVTable(table=table).encode())
-
-
-def _log_failure(task: asyncio.Future[Any]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.error("kv config persist failed: %s", task.exception())

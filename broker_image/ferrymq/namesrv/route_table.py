@@ -65,6 +65,28 @@ class RouteTable:
         self.filter_server_table: dict[str, list[str]] = {}
 
     # --- registration -------------------------------------------------------------------------
+    def registration_refusal(
+        self, *, broker_name: str, broker_addr: str, broker_id: int, broker_role: str | None
+    ) -> str | None:
+        """Why a registration must be refused to keep routes whole, or None. Pure (reads only).
+
+        brokerId 0 is the master's entry: a broker that says it is a SLAVE cannot take it, least
+        of all from a live master at another address (clients would send to a slave).
+        """
+        if broker_role != "SLAVE" or broker_id != MASTER_ID:
+            return None
+        data = self.broker_addr_table.get(broker_name)
+        master = data.broker_addrs.get(MASTER_ID) if data is not None else None
+        if master is not None and master != broker_addr and master in self.broker_live_table:
+            return (
+                f"{broker_addr} registers as brokerId 0 of {broker_name} with brokerRole=SLAVE: "
+                f"refused, it would replace the live master {master}; a slave needs brokerId >= 1"
+            )
+        return (
+            f"{broker_addr} registers as brokerId 0 of {broker_name} with brokerRole=SLAVE: "
+            "refused, brokerId 0 is the master's; a slave needs brokerId >= 1"
+        )
+
     def register_broker(
         self,
         *,

@@ -287,6 +287,8 @@ class TopicConfig(Body):
     topic_filter_type: TopicFilterTypeField = TopicFilterType.SINGLE_TAG
     topic_sys_flag: int = 0
     order: bool = False
+    # upstream 5 topic attributes (e.g. message.type); see ferrymq.broker.topic_attributes
+    attributes: Annotated[dict[str, str], MapOrNone] = Field(default_factory=dict)
 
 
 class TopicConfigSerializeWrapper(Body):
@@ -454,6 +456,10 @@ class SubscriptionGroupConfig(Body):
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    # the rest of upstream SubscriptionGroupConfig: stored and returned (Topic/ConsumerGroup CRs)
+    consume_message_orderly: bool = False
+    group_sys_flag: int = 0
+    consume_timeout_minute: int = 15
 
 
 class SubscriptionGroupWrapper(Body):

@@ -30,6 +30,17 @@ from ferrymq.remoting.processor import ProcessorTable
 log = logging.getLogger(__name__)
 
 
+class BufferBudget:
+    """Bytes that the connections of one server hold for frames not yet complete, and the cap on
+    their sum: without it, many connections each sending the start of a 16 MiB frame pin memory."""
+
+    __slots__ = ("held", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+
+
 class Channel(asyncio.Protocol):
     def __init__(
         self,
@@ -38,11 +49,14 @@ class Channel(asyncio.Protocol):
         name: str = "remoting",
         on_close: Callable[[Channel], None] | None = None,
         max_frame_size: int = MAX_FRAME_SIZE,
+        budget: BufferBudget | None = None,
     ) -> None:
         self.processors = processors
         self.name = name
         self._on_close = on_close
         self._decoder = FrameDecoder(max_frame_size)
+        self._budget = budget
+        self._held = 0  # this channel's share of the budget
         self._transport: asyncio.Transport | None = None
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         # (deadline in loop time, code, timeout) of each pending call; ONE timer, armed for the
@@ -60,6 +74,8 @@ class Channel(asyncio.Protocol):
         self.local_addr = "?"
         # free-form slot for the owner (e.g. the broker stores the client id here)
         self.attrs: dict[str, Any] = {}
+        # loop time of the last bytes read (idle connections are closed by their server)
+        self.last_read = self._loop.time()
 
     # --- asyncio.Protocol -----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -76,12 +92,29 @@ class Channel(asyncio.Protocol):
                 raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def data_received(self, data: bytes) -> None:
+        self.last_read = self._loop.time()
         try:
             frames = self._decoder.feed(data)
         except FrameError as exc:
             log.warning("%s: closing connection from %s: %s", self.name, self.remote_addr, exc)
             self.close()
             return
+        budget = self._budget
+        if budget is not None and (held := self._decoder.buffered) != self._held:
+            budget.held += held - self._held
+            self._held = held
+            if budget.held > budget.limit and held:
+                log.warning(
+                    "%s: closing connection from %s: %d bytes of unfinished frames buffered "
+                    "by all connections, over the %d byte cap",
+                    self.name,
+                    self.remote_addr,
+                    budget.held,
+                    budget.limit,
+                )
+                self._release_budget()
+                self.close()
+                return
         for frame in frames:
             try:
                 cmd = decode_command(frame)
@@ -99,8 +132,19 @@ class Channel(asyncio.Protocol):
             else:
                 self._dispatch(cmd)
 
+    def _release_budget(self) -> None:
+        if self._budget is not None:
+            self._budget.held -= self._held
+        self._held = 0
+
+    @property
+    def busy(self) -> bool:
+        """A request of this connection is being handled, or a call of ours awaits its answer."""
+        return bool(self._tasks or self._pending)
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
+        self._release_budget()
         err = RemotingSendRequestError(f"connection to {self.remote_addr} closed")
         for fut in self._pending.values():
             if not fut.done():
@@ -251,6 +295,11 @@ class Channel(asyncio.Protocol):
     def close(self) -> None:
         if self._transport is not None:
             self._transport.close()
+
+    def abort(self) -> None:
+        """Close at once, dropping unsent bytes (a peer that stopped reading blocks a close)."""
+        if self._transport is not None:
+            self._transport.abort()
 
     async def wait_closed(self) -> None:
         await asyncio.shield(self._closed)

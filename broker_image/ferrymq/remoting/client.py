@@ -8,6 +8,7 @@ import logging
 from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.errors import RemotingConnectError
+from ferrymq.remoting.eventloop import raise_if_cancelling
 from ferrymq.remoting.processor import ProcessorTable
 
 log = logging.getLogger(__name__)
@@ -47,15 +48,17 @@ class RemotingClient:
             host, port = split_addr(addr)
             loop = asyncio.get_running_loop()
             try:
-                _, proto = await asyncio.wait_for(
-                    loop.create_connection(
+                # asyncio.timeout, not wait_for: on 3.11 wait_for returns the inner result (or
+                # raises its OSError) when a cancel arrives as the connect completes, and the
+                # cancel is lost (a registration loop then never stopped on SIGTERM)
+                async with asyncio.timeout(self.connect_timeout):
+                    _, proto = await loop.create_connection(
                         lambda: Channel(self.processors, name=self.name, on_close=self._forget),
                         host,
                         port,
-                    ),
-                    self.connect_timeout,
-                )
+                    )
             except (OSError, TimeoutError) as exc:
+                raise_if_cancelling()
                 raise RemotingConnectError(
                     f"cannot connect to {addr}: {exc or 'timeout'}"
                 ) from None

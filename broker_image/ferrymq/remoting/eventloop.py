@@ -1,12 +1,32 @@
-"""Running a service on uvloop (falls back to the default loop where uvloop is unavailable)."""
+"""Running a service on uvloop (falls back to the default loop where uvloop is unavailable), and
+the pieces every long-running service (broker, NameServer) shares for a bounded shutdown.
+
+Shutdown contract: the first SIGTERM/SIGINT asks the service to stop gracefully; the stop must
+end within ``grace`` seconds. A second signal, or the grace running out, forces the process out
+(``os._exit``) after logging what was still running. The deadline is kept by a thread, not by
+the event loop, so even a loop stuck in a blocking call cannot keep the process alive.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
+
+# exit status of a shutdown forced by a second signal or by the grace running out
+FORCED_EXIT_CODE = 3
+DEFAULT_SHUTDOWN_GRACE_SECONDS = 10.0
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -20,3 +40,144 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
 def run(main: Coroutine[Any, Any, T]) -> T:
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
         return runner.run(main)
+
+
+async def cancel_and_wait(task: asyncio.Task[Any] | None) -> None:
+    """Cancel ``task`` and wait for it to end, without swallowing a cancellation of the caller.
+
+    ``task.cancel(); with suppress(CancelledError): await task`` also eats a cancel aimed at the
+    task running this code (its stop would then carry on as if nothing happened).
+    """
+    if task is None or task.done():
+        return
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise
+    except Exception:
+        log.exception("task %s failed while being cancelled", task.get_name())
+
+
+def raise_if_cancelling() -> None:
+    """Re-raise a cancellation of the current task that an ``except OSError`` may have eaten.
+
+    A connect failing at the very moment its task is cancelled can surface as the OSError (or a
+    wrapper of it) instead of CancelledError; a retry loop that then carries on never stops.
+    """
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
+def describe_tasks(loop: asyncio.AbstractEventLoop) -> list[str]:
+    """One line per unfinished task of ``loop``: its name and where its coroutine is suspended."""
+    lines: list[str] = []
+    try:
+        tasks = list(asyncio.all_tasks(loop))
+    except RuntimeError:  # the set changed while another thread walked it
+        return ["(tasks could not be listed)"]
+    for task in tasks:
+        if task.done():
+            continue
+        where = ""
+        coro: Any = task.get_coro()
+        frame = getattr(coro, "cr_frame", None)
+        # follow the await chain to the innermost suspended coroutine
+        while coro is not None:
+            inner = getattr(coro, "cr_await", None)
+            if getattr(inner, "cr_frame", None) is None:
+                break
+            coro = inner
+            frame = getattr(coro, "cr_frame", None)
+        if frame is not None:
+            where = f" at {frame.f_code.co_qualname} ({frame.f_code.co_filename}:{frame.f_lineno})"
+        lines.append(f"{task.get_name()}{where}")
+    return sorted(lines)
+
+
+class GracefulShutdown:
+    """Signal handling of one service process: first signal = stop, second or grace over = exit.
+
+    ``requested`` is set by the first SIGTERM/SIGINT. From that moment a watchdog thread gives the
+    process ``grace`` seconds; :meth:`done` (called when the graceful stop finished) disarms it.
+    """
+
+    def __init__(
+        self,
+        grace: float,
+        *,
+        name: str,
+        exit_process: Callable[[int], Any] = os._exit,
+    ) -> None:
+        self.grace = grace
+        self.name = name
+        self.requested = asyncio.Event()
+        self._exit = exit_process
+        self._loop = asyncio.get_running_loop()
+        self._signals = 0
+        self._finished = threading.Event()
+        self._watchdog: threading.Thread | None = None
+
+    def install(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self._loop.add_signal_handler(sig, self._on_signal, sig)
+
+    def uninstall(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self._loop.remove_signal_handler(sig)
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        self._signals += 1
+        if self._signals == 1:
+            log.info(
+                "%s: %s received, stopping (at most %.1fs; a second signal forces exit)",
+                self.name,
+                sig.name,
+                self.grace,
+            )
+            self.request()
+            return
+        self.force(f"second {sig.name} received")
+
+    def request(self) -> None:
+        """Start the graceful stop (as a first signal does) and arm the grace watchdog."""
+        if self.requested.is_set():
+            return
+        self.requested.set()
+        self._watchdog = threading.Thread(
+            target=self._watch, name=f"{self.name}-shutdown-watchdog", daemon=True
+        )
+        self._watchdog.start()
+
+    def _watch(self) -> None:
+        if not self._finished.wait(self.grace):
+            self.force(f"graceful stop did not end within {self.grace:.1f}s")
+
+    def done(self) -> None:
+        """The graceful stop finished: the watchdog stands down."""
+        self._finished.set()
+
+    def force(self, reason: str) -> None:
+        """Log what was still running and leave the process at once (any thread)."""
+        if self._finished.is_set():
+            return
+        self._finished.set()
+        running = describe_tasks(self._loop)
+        main = sys._current_frames().get(threading.main_thread().ident or -1)
+        stack = "".join(traceback.format_stack(main, limit=4)) if main is not None else ""
+        log.error(
+            "%s: forcing exit (%s); still running: %s%s",
+            self.name,
+            reason,
+            "; ".join(running) or "no tasks",
+            f"\nmain thread at:\n{stack}" if stack else "",
+        )
+        for handler in logging.getLogger().handlers:
+            with contextlib.suppress(Exception):  # best effort on the way out
+                handler.flush()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self._exit(FORCED_EXIT_CODE)

@@ -175,6 +175,9 @@ class RegisterBrokerRequestHeader(Header):
     ha_server_addr: str | None = None
     compressed: bool = False
     body_crc32: int = 0
+    # ferrymq: the broker's brokerRole, so a NameServer can refuse a SLAVE claiming brokerId 0
+    # (upstream NameServers ignore the extra field; upstream brokers do not send it)
+    broker_role: str | None = None
 
 
 @dataclass(slots=True)
@@ -538,6 +541,8 @@ class CreateTopicRequestHeader(Header):
     topic_filter_type: str = "SINGLE_TAG"
     topic_sys_flag: int = 0
     order: bool = False
+    # upstream 5: "+key=value,-key" (ferrymq.broker.topic_attributes); None keeps the current ones
+    attributes: str | None = None
 
 
 @dataclass(slots=True)

@@ -4,9 +4,12 @@ The broker's ``topics.json``, ``consumerOffset.json``, ``subscriptionGroup.json`
 ``delayOffset.json`` managers use this, and :func:`write_bytes_atomic` is the one atomic-write
 helper of the project (broker.conf updates, ``ConfigFile``). A write never leaves a half-written file behind:
 
-1. the new content goes to ``<name>.tmp``, which is fsynced;
+1. the new content goes to a temp file unique to this write (``<name>.<random>.tmp``), fsynced;
 2. the current file, if any, is renamed to ``<name>.bak``;
-3. ``<name>.tmp`` is renamed to ``<name>`` and the directory is fsynced.
+3. the temp file is renamed to ``<name>`` and the directory is fsynced.
+
+Writes of one path are serialised in the process (a lock per path), so two writers never
+interleave their renames.
 
 Loading reads ``<name>``; when it is missing or does not parse, ``<name>.bak`` is used instead
 (and a warning logged), as upstream ``ConfigManager.load`` falls back to ``loadBak``.
@@ -19,6 +22,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +55,16 @@ def write_json(path: Path, data: Any) -> None:
     write_bytes_atomic(path, payload)
 
 
+_path_locks: dict[str, threading.Lock] = {}
+_path_locks_guard = threading.Lock()
+
+
+def _lock_for(path: Path) -> threading.Lock:
+    key = os.path.abspath(path)
+    with _path_locks_guard:
+        return _path_locks.setdefault(key, threading.Lock())
+
+
 def write_bytes_atomic(path: Path, payload: bytes, *, keep_backup: bool = True) -> None:
     """Replace ``path`` with ``payload`` so a crash leaves either the old or the new content.
 
@@ -57,26 +72,31 @@ def write_bytes_atomic(path: Path, payload: bytes, *, keep_backup: bool = True) 
     when the main one is torn); an existing file's permission bits carry over to the new one.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        mode = os.stat(path).st_mode & 0o7777
-    except FileNotFoundError:
-        mode = 0o644
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    try:
-        os.fchmod(fd, mode)  # O_CREAT's mode is masked by the umask; an existing tmp keeps its own
-        view = memoryview(payload)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    if keep_backup and path.exists():
-        # Keep the previous good version: a later torn disk write still leaves one to load.
-        os.replace(path, backup_path(path))
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    with _lock_for(path):
+        try:
+            mode = os.stat(path).st_mode & 0o7777
+        except FileNotFoundError:
+            mode = 0o644
+        fd, tmp_name = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+        tmp = Path(tmp_name)
+        try:
+            try:
+                os.fchmod(fd, mode)  # mkstemp creates 0600
+                view = memoryview(payload)
+                while view:
+                    written = os.write(fd, view)
+                    view = view[written:]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            if keep_backup and path.exists():
+                # Keep the previous good version: a later torn disk write still leaves one to load.
+                os.replace(path, backup_path(path))
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # a full disk must not also collect temp files
+            raise
+        _fsync_dir(path.parent)
 
 
 async def write_json_async(path: Path, data: Any) -> None:
@@ -89,7 +109,7 @@ class AtomicFileWriter:
 
     Cancelling the task that awaits a write cannot stop its thread (a periodic flusher stopped at
     shutdown, right before the final persist). The next write waits for that thread, so two
-    threads never share ``<name>.tmp`` and the last write asked for is the one left on disk.
+    threads never race on one file and the last write asked for is the one left on disk.
     """
 
     def __init__(self, path: Path, *, keep_backup: bool = True) -> None:

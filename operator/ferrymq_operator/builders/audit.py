@@ -61,7 +61,7 @@ def cronjob(
 ) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": "audit",
-        "image": audit.image or spec.image,
+        "image": audit.image,
         "imagePullPolicy": spec.image_pull_policy,
         "command": ["/bin/sh", "-c", script(namesrv_addr, audit)],
         "env": [

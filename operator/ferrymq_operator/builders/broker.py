@@ -3,18 +3,32 @@ Service for the whole Broker.
 
 Each group's ConfigMap holds one complete ``broker-<id>.conf`` per pod, in upstream property names,
 so ``kubectl get configmap -o yaml`` shows exactly what every broker runs with. The container picks
-its file by the ordinal at the end of its hostname (a StatefulSet pod's hostname is its name).
+its file by the ordinal at the end of its pod name (``POD_NAME``: on the host network the hostname
+is the node's).
+
+Ports: without host networking every pod listens on ``spec.listenPort`` (haListenPort + 1). With
+``spec.hostNetwork`` (or ``externalAccess.type: NodePort``) each pod has its own ports, derived from
+its global index (``BrokerSpec.pod_ports``) and written into its own ``broker-<id>.conf``; the probes
+read the port from that file, so one pod template serves every pod of the group.
+
+External access: the broker advertises ``brokerIP1:listenPort`` (ferrymq.broker.config). With host
+networking or NodePort, ``brokerIP1`` is the node address (``FERRYMQ_brokerIP1`` from the downward
+API's ``status.hostIP``); with NodePort the pod listens on its own nodePort, so the advertised
+``<node address>:<listenPort>`` is exactly what clients outside the cluster reach.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ferrymq_operator import models
 from ferrymq_operator.builders import names, pod
 from ferrymq_operator.builders.names import Owner
 from ferrymq_operator.models import BrokerSpec
 
 STORE_DIR = f"{pod.HOME}/store"
+# The broker reads FERRYMQ_<upstream key> from the environment over broker.conf (ferrymq.properties).
+BROKER_IP1_ENV = "FERRYMQ_brokerIP1"
 STORE_VOLUME = "store"
 # Recovery of a large store after a crash rebuilds queues from the CommitLog: give it up to
 # 30 minutes before liveness may restart the pod.
@@ -31,18 +45,46 @@ def broker_conf(
 ) -> dict[str, str]:
     """The broker.conf settings of one pod: the user's extras, then the operator-owned keys."""
     role = spec.broker_role if broker_id == 0 else "SLAVE"
+    listen, ha = spec.pod_ports(group, broker_id)
+    extra = dict(spec.config)
+    metrics = extra.get("metricsPort", "").strip()
+    if spec.per_pod_ports and metrics.isdigit() and int(metrics) > 0:
+        # Every port a pod opens differs per pod, so that pods sharing a node do not clash.
+        index = group * spec.replicas_per_group + broker_id
+        extra["metricsPort"] = str(int(metrics) + models.PORT_STRIDE * index)
     return {
-        **spec.config,
+        **extra,
         "brokerClusterName": cluster_name(owner, spec),
         "brokerName": names.broker_name(owner.name, group),
         "brokerId": str(broker_id),
         "brokerRole": role,
         "flushDiskType": spec.flush_disk_type,
         "namesrvAddr": namesrv_addr,
-        "listenPort": str(names.BROKER_PORT),
-        "haListenPort": str(names.BROKER_HA_PORT),
+        "listenPort": str(listen),
+        "haListenPort": str(ha),
         "storePathRootDir": STORE_DIR,
     }
+
+
+def pod_address(owner: Owner, spec: BrokerSpec, group: int, broker_id: int, domain: str) -> str:
+    """``host:listenPort`` of one broker pod by DNS, with the pod's own port."""
+    return names.broker_pod_address(
+        owner.name, owner.namespace, group, broker_id, domain, spec.pod_ports(group, broker_id)[0]
+    )
+
+
+def template_hash(owner: Owner, spec: BrokerSpec, group: int) -> str:
+    """The config hash on a group's pod template.
+
+    One template serves every pod of the group, so the hash must not change when a pod is added:
+    hashing the whole ConfigMap would restart the master whenever a slave is added. It covers the
+    master's own broker.conf: every other pod's file is derived from the same spec fields (brokerId,
+    role and ports follow from the ordinal), and the master's ports move whenever the layout moves
+    theirs. namesrvAddr is left out: NameServer scaling reaches running brokers through
+    UPDATE_BROKER_CONFIG (ferrymq_operator.lifecycle), without restarting them.
+    """
+    conf = broker_conf(owner, spec, "", group, broker_id=0)
+    return pod.config_hash({names.broker_conf_file(0): pod.properties_text(conf)})
 
 
 def configmap(owner: Owner, spec: BrokerSpec, namesrv_addr: str, group: int) -> dict[str, Any]:
@@ -76,69 +118,139 @@ def group_labels(owner: Owner, group: int) -> dict[str, str]:
     }
 
 
-def headless_service(owner: Owner) -> dict[str, Any]:
-    """Stable DNS per broker pod (the operator's admin calls; slaves finding masters)."""
+def _ports(spec: BrokerSpec) -> list[tuple[str, int]]:
+    return [
+        ("broker", spec.listen_port),
+        ("ha", spec.listen_port + 1),
+        ("fast", spec.listen_port - 2),
+    ]
+
+
+def headless_service(owner: Owner, spec: BrokerSpec) -> dict[str, Any]:
+    """Stable DNS per broker pod (the operator's admin calls; slaves finding masters).
+
+    With per-pod ports the containers declare no ports (on the host network a declared port is a
+    host port, and pods sharing a node would clash), so the targets are numbers: a named target
+    that no container declares would leave the pods out of the endpoints, and out of DNS.
+    """
     labels = names.common_labels(owner, names.COMPONENT_BROKER)
+    ports = [
+        pod.service_port(name, number, target=number if spec.per_pod_ports else None)
+        for name, number in _ports(spec)
+    ]
     return pod.service(
         names.metadata(owner, names.broker_headless_service(owner.name), labels),
         names.selector_labels(owner, names.COMPONENT_BROKER),
-        [
-            pod.service_port("broker", names.BROKER_PORT),
-            pod.service_port("ha", names.BROKER_HA_PORT),
-            pod.service_port("fast", names.BROKER_FAST_PORT),
-        ],
+        ports,
         headless=True,
     )
 
 
+def node_port_services(owner: Owner, spec: BrokerSpec) -> list[dict[str, Any]]:
+    """externalAccess NodePort: one Service per broker pod, its nodePort the pod's listenPort.
+
+    ``externalTrafficPolicy: Local``: the broker advertises its own node's address, so traffic
+    never needs a second hop (and clients' addresses are kept).
+    """
+    if spec.external_access is None or spec.external_access.type != "NodePort":
+        return []
+    out = []
+    for group in range(spec.groups):
+        labels = group_labels(owner, group)
+        for broker_id in range(spec.replicas_per_group):
+            pod_name = names.broker_pod(owner.name, group, broker_id)
+            listen, _ = spec.pod_ports(group, broker_id)
+            out.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Service",
+                    "metadata": names.metadata(
+                        owner, names.broker_external_service(owner.name, group, broker_id), labels
+                    ),
+                    "spec": {
+                        "type": "NodePort",
+                        "externalTrafficPolicy": "Local",
+                        "selector": {names.LABEL_POD_NAME: pod_name},
+                        "ports": [
+                            {
+                                "name": "broker",
+                                "port": listen,
+                                "targetPort": listen,
+                                "nodePort": listen,
+                                "protocol": "TCP",
+                            }
+                        ],
+                    },
+                }
+            )
+    return out
+
+
 def _command() -> list[str]:
-    # The ordinal after the last '-' of the hostname is the brokerId; exec keeps the broker PID 1
+    # The ordinal after the last '-' of the pod name is the brokerId; exec keeps the broker PID 1
     # so it receives SIGTERM and shuts down cleanly (normal recovery next start).
-    return [
-        "/bin/sh",
-        "-c",
-        f'exec ferrymq broker -c "{pod.CONFIG_DIR}/broker-${{HOSTNAME##*-}}.conf"',
-    ]
+    return ["/bin/sh", "-c", f'exec ferrymq broker -c "{_conf_path()}"']
+
+
+def _conf_path() -> str:
+    return f"{pod.CONFIG_DIR}/broker-{pod.SHELL_ORDINAL}.conf"
+
+
+def _env(spec: BrokerSpec) -> list[dict[str, Any]]:
+    env = pod.downward_env()
+    if spec.host_network or spec.external_access is not None:
+        # Clients outside the pod network reach the broker at the node's address.
+        env.append(pod.field_env(BROKER_IP1_ENV, "status.hostIP"))
+    return env
+
+
+def _probes(spec: BrokerSpec) -> dict[str, Any]:
+    port: int | str = pod.conf_port_expr(_conf_path()) if spec.per_pod_ports else spec.listen_port
+    startup = (
+        pod.exec_probe("broker", port, period=STARTUP_PERIOD, timeout=5, failures=STARTUP_FAILURES)
+        if spec.per_pod_ports
+        else pod.tcp_probe("broker", period=STARTUP_PERIOD, failures=STARTUP_FAILURES)
+    )
+    return {
+        "startupProbe": startup,
+        "readinessProbe": pod.exec_probe("broker", port, period=10, timeout=5, failures=3),
+        "livenessProbe": pod.exec_probe("broker", port, period=20, timeout=10, failures=6),
+    }
 
 
 def statefulset(owner: Owner, spec: BrokerSpec, namesrv_addr: str, group: int) -> dict[str, Any]:
     selector = group_selector(owner, group)
     labels = group_labels(owner, group)
-    # namesrvAddr is left out of the hash: NameServer scaling reaches running brokers through
-    # UPDATE_BROKER_CONFIG (ferrymq_operator.lifecycle), without restarting them.
-    conf_hash = pod.config_hash(configmap(owner, spec, "", group)["data"])
+    conf_hash = template_hash(owner, spec, group)
+    ports = (
+        []
+        if spec.per_pod_ports
+        else [
+            {"name": name, "containerPort": number, "protocol": "TCP"}
+            for name, number in _ports(spec)
+        ]
+    )
     container: dict[str, Any] = pod.with_resources(
         {
             "name": "broker",
             "image": spec.image,
             "imagePullPolicy": spec.image_pull_policy,
             "command": _command(),
-            "ports": [
-                {"name": "broker", "containerPort": names.BROKER_PORT, "protocol": "TCP"},
-                {"name": "ha", "containerPort": names.BROKER_HA_PORT, "protocol": "TCP"},
-                {"name": "fast", "containerPort": names.BROKER_FAST_PORT, "protocol": "TCP"},
-            ],
-            "env": pod.downward_env(),
-            "startupProbe": pod.tcp_probe(
-                "broker", period=STARTUP_PERIOD, failures=STARTUP_FAILURES
-            ),
-            "readinessProbe": pod.exec_probe(
-                "broker", names.BROKER_PORT, period=10, timeout=5, failures=3
-            ),
-            "livenessProbe": pod.exec_probe(
-                "broker", names.BROKER_PORT, period=20, timeout=10, failures=6
-            ),
+            **({"ports": ports} if ports else {}),
+            "env": _env(spec),
+            **_probes(spec),
             "securityContext": pod.container_security_context(),
             "volumeMounts": [
                 {"name": "config", "mountPath": pod.CONFIG_DIR, "readOnly": True},
                 {"name": STORE_VOLUME, "mountPath": STORE_DIR},
                 {"name": "logs", "mountPath": f"{pod.HOME}/logs"},
-                {"name": "tmp", "mountPath": "/tmp"},
+                {"name": "tmp", "mountPath": pod.TMP_DIR},
             ],
         },
         spec,
     )
     pod_spec: dict[str, Any] = {
+        **pod.host_network(spec.host_network),
         "securityContext": pod.pod_security_context(),
         # A clean shutdown flushes and removes the abort file; give it time before SIGKILL.
         "terminationGracePeriodSeconds": 60,
@@ -203,7 +315,7 @@ def desired(
 ) -> list[dict[str, Any]]:
     """Every child of a Broker, in apply order (Service, then each group's config before its pods)."""
     owner.check_name()
-    objects = [headless_service(owner)]
+    objects = [headless_service(owner, spec), *node_port_services(owner, spec)]
     for group in range(spec.groups):
         objects.extend(group_objects(owner, spec, namesrv_addr, group, pdb_api_version))
     return objects

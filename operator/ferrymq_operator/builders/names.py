@@ -14,10 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-NAMESRV_PORT = 9876
-BROKER_PORT = 10911  # listenPort
-BROKER_HA_PORT = 10912  # haListenPort (upstream: listenPort + 1)
-BROKER_FAST_PORT = 10909  # upstream "VIP channel": listenPort - 2
+from ferrymq_operator import models
+
+# Defaults of spec.listenPort / spec.port (the models own them).
+BROKER_PORT = models.DEFAULT_LISTEN_PORT
+NAMESRV_PORT = models.DEFAULT_NAMESRV_PORT
 
 LABEL_NAME = "app.kubernetes.io/name"
 LABEL_INSTANCE = "app.kubernetes.io/instance"
@@ -27,6 +28,8 @@ LABEL_PART_OF = "app.kubernetes.io/part-of"
 LABEL_GROUP = "ferrymq.io/broker-group"
 LABEL_GROUP_INDEX = "ferrymq.io/group-index"
 ANNOTATION_CONFIG_HASH = "ferrymq.io/config-hash"
+# Set by the StatefulSet controller on every pod it creates.
+LABEL_POD_NAME = "statefulset.kubernetes.io/pod-name"
 
 APP_NAME = "ferrymq"
 MANAGED_BY = "ferrymq-operator"
@@ -119,8 +122,16 @@ def namesrv_pdb(cr_name: str) -> str:
     return f"{cr_name}-namesrv"
 
 
-def namesrv_addresses(cr_name: str, namespace: str, replicas: int, cluster_domain: str) -> str:
-    """``namesrvAddr`` listing every NameServer pod by its stable DNS name.
+def namesrv_addresses(
+    cr_name: str,
+    namespace: str,
+    replicas: int,
+    cluster_domain: str,
+    port: int = NAMESRV_PORT,
+    per_pod: bool = False,
+) -> str:
+    """``namesrvAddr`` listing every NameServer pod by its stable DNS name and its own port
+    (``port + ordinal`` with ``per_pod``, i.e. on the host network).
 
     A broker registers with each address in the list, so the load-balanced client Service would be
     wrong here (a broker would reach one random NameServer per heartbeat); pod IPs would go stale.
@@ -128,7 +139,8 @@ def namesrv_addresses(cr_name: str, namespace: str, replicas: int, cluster_domai
     sts = namesrv_statefulset(cr_name)
     hs = namesrv_headless_service(cr_name)
     return ";".join(
-        f"{sts}-{i}.{hs}.{namespace}.svc.{cluster_domain}:{NAMESRV_PORT}" for i in range(replicas)
+        f"{sts}-{i}.{hs}.{namespace}.svc.{cluster_domain}:{port + i if per_pod else port}"
+        for i in range(replicas)
     )
 
 
@@ -160,17 +172,25 @@ def broker_pod(cr_name: str, group: int, broker_id: int) -> str:
     return f"{broker_statefulset(cr_name, group)}-{broker_id}"
 
 
+EXTERNAL_SUFFIX = "-external"
+
+
+def broker_external_service(cr_name: str, group: int, broker_id: int) -> str:
+    """NodePort Service of one broker pod (externalAccess NodePort)."""
+    return f"{broker_pod(cr_name, group, broker_id)}{EXTERNAL_SUFFIX}"
+
+
 def broker_conf_file(broker_id: int) -> str:
     """ConfigMap key (and file name) of one pod's broker.conf, chosen by the pod ordinal."""
     return f"broker-{broker_id}.conf"
 
 
 def broker_pod_address(
-    cr_name: str, namespace: str, group: int, broker_id: int, domain: str
+    cr_name: str, namespace: str, group: int, broker_id: int, domain: str, port: int = BROKER_PORT
 ) -> str:
     """``host:listenPort`` of one broker pod by DNS (used by the operator's admin calls)."""
     pod = broker_pod(cr_name, group, broker_id)
-    return f"{pod}.{broker_headless_service(cr_name)}.{namespace}.svc.{domain}:{BROKER_PORT}"
+    return f"{pod}.{broker_headless_service(cr_name)}.{namespace}.svc.{domain}:{port}"
 
 
 def group_of_statefulset(cr_name: str, sts_name: str) -> int | None:

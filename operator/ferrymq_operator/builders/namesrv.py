@@ -1,4 +1,9 @@
-"""NameServer spec -> StatefulSet, headless Service, client Service, ConfigMap, PodDisruptionBudget."""
+"""NameServer spec -> StatefulSet, headless Service, client Service, ConfigMap, PodDisruptionBudget.
+
+With ``spec.hostNetwork`` pod k listens on ``spec.port + k`` (so the replicas fit on one node): the
+ConfigMap's namesrv.conf holds the base port and the container sets ``FERRYMQ_listenPort`` (which
+ferrymq reads over the file) from its ordinal; the probes compute the same port.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +16,32 @@ from ferrymq_operator.models import NameServerSpec
 CONF_FILE = "namesrv.conf"
 
 
+# The NameServer reads FERRYMQ_<upstream key> from the environment over namesrv.conf.
+LISTEN_PORT_ENV = "FERRYMQ_listenPort"
+
+
 def namesrv_conf(spec: NameServerSpec) -> dict[str, str]:
-    """namesrv.conf settings: the user's extras plus the fixed port."""
-    return {**spec.config, "listenPort": str(names.NAMESRV_PORT)}
+    """namesrv.conf settings: the user's extras plus the (base) port."""
+    return {**spec.config, "listenPort": str(spec.port)}
+
+
+def _port_expr(spec: NameServerSpec) -> int | str:
+    """The pod's own port: a number, or on the host network a shell expression of the ordinal."""
+    return f"$(({spec.port} + {pod.SHELL_ORDINAL}))" if spec.host_network else spec.port
+
+
+def _command(spec: NameServerSpec) -> dict[str, Any]:
+    args = ["namesrv", "-c", f"{pod.CONFIG_DIR}/{CONF_FILE}"]
+    if not spec.host_network:
+        return {"args": args}
+    script = f'export {LISTEN_PORT_ENV}="{_port_expr(spec)}"; exec ferrymq {" ".join(args)}'
+    return {"command": ["/bin/sh", "-c", script]}
+
+
+def _service_ports(spec: NameServerSpec) -> list[dict[str, Any]]:
+    # Numeric target on the host network: the container declares no port (see broker.py).
+    target = spec.port if spec.host_network else None
+    return [pod.service_port("namesrv", spec.port, target=target)]
 
 
 def configmap(owner: Owner, spec: NameServerSpec) -> dict[str, Any]:
@@ -26,24 +54,25 @@ def configmap(owner: Owner, spec: NameServerSpec) -> dict[str, Any]:
     }
 
 
-def headless_service(owner: Owner) -> dict[str, Any]:
+def headless_service(owner: Owner, spec: NameServerSpec) -> dict[str, Any]:
     """Gives each pod a stable DNS name, the addresses brokers register with."""
     labels = names.common_labels(owner, names.COMPONENT_NAMESRV)
     return pod.service(
         names.metadata(owner, names.namesrv_headless_service(owner.name), labels),
         names.selector_labels(owner, names.COMPONENT_NAMESRV),
-        [pod.service_port("namesrv", names.NAMESRV_PORT)],
+        _service_ports(spec),
         headless=True,
     )
 
 
-def client_service(owner: Owner) -> dict[str, Any]:
-    """One stable address for clients' route lookups (any NameServer answers them)."""
+def client_service(owner: Owner, spec: NameServerSpec) -> dict[str, Any]:
+    """One stable address for clients' route lookups (any NameServer answers them). On the host
+    network only pod 0 listens on spec.port; clients there use status.addresses."""
     labels = names.common_labels(owner, names.COMPONENT_NAMESRV)
     return pod.service(
         names.metadata(owner, names.namesrv_service(owner.name), labels),
         names.selector_labels(owner, names.COMPONENT_NAMESRV),
-        [pod.service_port("namesrv", names.NAMESRV_PORT)],
+        _service_ports(spec),
         headless=False,
     )
 
@@ -57,25 +86,30 @@ def statefulset(owner: Owner, spec: NameServerSpec) -> dict[str, Any]:
             "name": "namesrv",
             "image": spec.image,
             "imagePullPolicy": spec.image_pull_policy,
-            "args": ["namesrv", "-c", f"{pod.CONFIG_DIR}/{CONF_FILE}"],
-            "ports": [{"name": "namesrv", "containerPort": names.NAMESRV_PORT, "protocol": "TCP"}],
+            **_command(spec),
+            **(
+                {}
+                if spec.host_network
+                else {"ports": [{"name": "namesrv", "containerPort": spec.port, "protocol": "TCP"}]}
+            ),
             "env": pod.downward_env(),
             "readinessProbe": pod.exec_probe(
-                "namesrv", names.NAMESRV_PORT, period=10, timeout=5, failures=3
+                "namesrv", _port_expr(spec), period=10, timeout=5, failures=3
             ),
             "livenessProbe": pod.exec_probe(
-                "namesrv", names.NAMESRV_PORT, period=20, timeout=10, failures=6, initial_delay=10
+                "namesrv", _port_expr(spec), period=20, timeout=10, failures=6, initial_delay=10
             ),
             "securityContext": pod.container_security_context(),
             "volumeMounts": [
                 {"name": "config", "mountPath": pod.CONFIG_DIR, "readOnly": True},
                 {"name": "home", "mountPath": pod.HOME},
-                {"name": "tmp", "mountPath": "/tmp"},
+                {"name": "tmp", "mountPath": pod.TMP_DIR},
             ],
         },
         spec,
     )
     pod_spec: dict[str, Any] = {
+        **pod.host_network(spec.host_network),
         "securityContext": pod.pod_security_context(),
         "terminationGracePeriodSeconds": 30,
         "containers": [container],
@@ -120,8 +154,8 @@ def desired(owner: Owner, spec: NameServerSpec, pdb_api_version: str) -> list[di
     owner.check_name()
     return [
         configmap(owner, spec),
-        headless_service(owner),
-        client_service(owner),
+        headless_service(owner, spec),
+        client_service(owner, spec),
         statefulset(owner, spec),
         pdb(owner, pdb_api_version),
     ]

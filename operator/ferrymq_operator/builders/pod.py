@@ -24,7 +24,13 @@ class StorageSpecLike(Protocol):
 # The image runs as this non-root user (broker_image/Dockerfile creates it); fsGroup makes the
 # persistent volume writable for it.
 RUN_AS_USER = 10001
+# The image user's home: root-owned on a read-only root filesystem, so only volumes mounted below
+# it (the broker's store and logs) are writable. Paths of those mounts hang off it.
 HOME = "/home/ferrymq"
+# $HOME of every container: tools that write under $HOME (Python's caches, PySpark's ivy and
+# spark-warehouse, shells' history) need a writable directory; /tmp is an emptyDir in every pod.
+WRITABLE_HOME = "/tmp"
+TMP_DIR = "/tmp"
 CONFIG_DIR = "/etc/ferrymq"
 HOSTNAME_TOPOLOGY = "kubernetes.io/hostname"
 
@@ -46,9 +52,14 @@ def config_hash(data: dict[str, str]) -> str:
     return digest.hexdigest()[:16]
 
 
-def service_port(name: str, port: int) -> dict[str, Any]:
-    """A TCP Service port targeting the container port of the same name."""
-    return {"name": name, "port": port, "targetPort": name, "protocol": "TCP"}
+def service_port(name: str, port: int, target: int | None = None) -> dict[str, Any]:
+    """A TCP Service port targeting the container port of the same name (or a port number)."""
+    return {
+        "name": name,
+        "port": port,
+        "targetPort": name if target is None else target,
+        "protocol": "TCP",
+    }
 
 
 def service(
@@ -160,14 +171,41 @@ def scheduling(spec: PodSpecCommon, match_labels: dict[str, str]) -> dict[str, A
     return out
 
 
+def host_network(enabled: bool) -> dict[str, Any]:
+    """Pod-spec fields that put a pod on the node's network, still resolving cluster DNS names."""
+    if not enabled:
+        return {}
+    return {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"}
+
+
+def field_env(name: str, field_path: str) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": field_path}}}
+
+
 def downward_env() -> list[dict[str, Any]]:
-    """Pod identity for the process (logs, and brokerIP1 overrides if a user wants them)."""
+    """Pod identity for the process. POD_NAME, not $HOSTNAME, names the pod: on the host network
+    the hostname is the node's."""
     return [
-        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
-        {"name": "HOME", "value": HOME},
+        field_env("POD_NAME", "metadata.name"),
+        field_env("POD_NAMESPACE", "metadata.namespace"),
+        field_env("POD_IP", "status.podIP"),
+        field_env("HOST_IP", "status.hostIP"),
+        {"name": "HOME", "value": WRITABLE_HOME},
     ]
+
+
+# The pod's ordinal in its StatefulSet, in a shell command (POD_NAME ends in "-<ordinal>").
+SHELL_ORDINAL = "${POD_NAME##*-}"
+
+
+def _sh_word(arg: str) -> str:
+    # Double quotes keep $(...) and ${...} expanding while keeping the word whole.
+    return f'"{arg}"' if any(c in arg for c in " $") else arg
+
+
+def conf_port_expr(conf_file: str, key: str = "listenPort") -> str:
+    """Shell expression for ``key`` in a properties file written by :func:`properties_text`."""
+    return f"$(sed -n 's/^{key}=//p' {conf_file})"
 
 
 def tcp_probe(port: str, period: int, failures: int, initial_delay: int = 0) -> dict[str, Any]:
@@ -183,27 +221,29 @@ def tcp_probe(port: str, period: int, failures: int, initial_delay: int = 0) -> 
 
 
 def exec_probe(
-    role: str, port: int, period: int, timeout: int, failures: int, initial_delay: int = 0
+    role: str,
+    port: int | str,
+    period: int,
+    timeout: int,
+    failures: int,
+    initial_delay: int = 0,
 ) -> dict[str, Any]:
     """A remoting round trip to the local server (``python -m ferrymq.cli.probe``).
 
     Unlike a TCP connect, which the kernel completes even when the event loop is stuck, this needs
     the server to answer; ``-m`` skips importing the whole CLI, keeping each probe cheap.
+    ``port`` is a number, or a shell expression (``$(...)``) when each pod of the StatefulSet has
+    its own port: the probe then runs through ``/bin/sh`` to work out the pod's own port.
     """
+    args = ["python", "-m", "ferrymq.cli.probe", "--role", role]
+    args += ["--addr", f"127.0.0.1:{port}", "--timeout", str(max(1, timeout - 1))]
+    command = (
+        args
+        if isinstance(port, int)
+        else ["/bin/sh", "-c", "exec " + " ".join(_sh_word(a) for a in args)]
+    )
     probe: dict[str, Any] = {
-        "exec": {
-            "command": [
-                "python",
-                "-m",
-                "ferrymq.cli.probe",
-                "--role",
-                role,
-                "--addr",
-                f"127.0.0.1:{port}",
-                "--timeout",
-                str(max(1, timeout - 1)),
-            ]
-        },
+        "exec": {"command": command},
         "periodSeconds": period,
         "timeoutSeconds": timeout,
         "failureThreshold": failures,

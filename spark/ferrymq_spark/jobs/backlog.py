@@ -226,6 +226,7 @@ def latest_queues(
             "samples",
             "owners",
             "liveOwner",
+            "lastTimestamp",
         )
     )
 
@@ -242,14 +243,24 @@ class BacklogSummary:
     topics: list[dict[str, Any]] = field(default_factory=list)
     topLagging: list[dict[str, Any]] = field(default_factory=list)
     laggingQueues: list[dict[str, Any]] = field(default_factory=list)
+    okLag: int = rules.DEFAULT_OK_LAG
+    healthyLaggingQueues: int = 0
 
 
 def summarize(
-    queues: pd.DataFrame, history: SnapshotHistory, window: int, top: int = 10
+    queues: pd.DataFrame,
+    history: SnapshotHistory,
+    window: int,
+    top: int = 10,
+    ok_lag: int = rules.DEFAULT_OK_LAG,
 ) -> BacklogSummary:
-    """Per group/topic and per group roll-up of the latest queue table (small: done in pandas)."""
+    """Per group/topic and per group roll-up of the latest queue table (small: done in pandas).
+
+    ``laggingQueues`` lists the queues that are not OK or lag more than ``ok_lag`` messages; the
+    small healthy lags of busy groups are only counted (``healthyLaggingQueues``).
+    """
     meta = history.latest
-    out = BacklogSummary(meta.snapshotId, meta.takenAt, len(history.metas), window)
+    out = BacklogSummary(meta.snapshotId, meta.takenAt, len(history.metas), window, okLag=ok_lag)
     if queues.empty:
         return out
 
@@ -288,7 +299,10 @@ def summarize(
         for g in ranked[:top]
         if g["lag"] > 0
     ]
-    lagging = queues[queues["lag"] > 0].sort_values(["lag", "group"], ascending=[False, True])
+    behind = queues[queues["lag"] > 0]
+    notable = (behind["status"] != rules.QueueStatus.OK.value) | (behind["lag"] > ok_lag)
+    out.healthyLaggingQueues = int((~notable).sum())
+    lagging = behind[notable].sort_values(["lag", "group"], ascending=[False, True])
     for row in lagging.itertuples(index=False):
         out.laggingQueues.append(
             {
@@ -297,6 +311,9 @@ def summarize(
                 "brokerName": row.brokerName,
                 "queueId": int(row.queueId),
                 "lag": int(row.lag),
+                "consumerOffset": int(row.consumerOffset),
+                "brokerOffset": int(row.brokerOffset),
+                "lastConsumedAt": _known_ms(row.lastTimestamp) or None,
                 "timeLagMs": None if pd.isna(row.timeLagMs) else int(row.timeLagMs),
                 "timeLagSource": row.timeLagSource,
                 "status": row.status,
@@ -368,11 +385,16 @@ def run(spark: SparkSession, args: BacklogArgs, progress: Progress | None = None
     queues_pdf = queues_df.toPandas()
     queues_df.write.mode("overwrite").parquet(str(args.out / "queues.parquet"))
     step("building lag history")
-    hist_df = lag_history(history, spark).select("snapshotId", "takenAt", *QUEUE_KEY, "lag").cache()
+    hist_df = (
+        lag_history(history, spark)
+        .withColumn("timeLagMs", _sample_time_lag())
+        .select("snapshotId", "takenAt", *QUEUE_KEY, "lag", "timeLagMs")
+        .cache()
+    )
     hist_df.write.mode("overwrite").parquet(str(args.out / "lag_history.parquet"))
     hist_pdf = hist_df.toPandas()
     step("writing summary and report")
-    summary = summarize(queues_pdf, history, args.window, args.top)
+    summary = summarize(queues_pdf, history, args.window, args.top, args.ok_lag)
     (args.out / "summary.json").write_bytes(
         orjson.dumps(asdict(summary), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
     )

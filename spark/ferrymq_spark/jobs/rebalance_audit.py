@@ -18,7 +18,7 @@ findings, churn across the history, what was audited, notes) and ``report.html``
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -293,6 +293,7 @@ class AuditSummary:
     churn: list[dict[str, Any]] = field(default_factory=list)
     audited: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    timeline: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _text(value: Any) -> str | None:
@@ -302,11 +303,43 @@ def _text(value: Any) -> str | None:
     return str(value)
 
 
-def summarize(rows: pd.DataFrame, history: SnapshotHistory) -> AuditSummary:
+def finding_timeline(rows: pd.DataFrame, latest_sid: str) -> list[dict[str, Any]]:
+    """Every finding of the whole history, once per (kind, severity, group, topic): when it was
+    first and last seen, in how many snapshots, and whether the latest snapshot still has it.
+
+    Findings that cleared stay visible here (an ORPHAN_QUEUE an hour ago is worth knowing).
+    """
+    found = rows[rows["record"] == "finding"]
+    out = []
+    keys = ["kind", "severity", "group", "topic"]
+    for key, part in found.groupby(keys, dropna=False, sort=False):
+        kind, severity, group, topic = key
+        out.append(
+            {
+                "kind": kind,
+                "severity": severity,
+                "group": group,
+                "topic": _text(topic),
+                "firstSeen": int(part["takenAt"].min()),
+                "lastSeen": int(part["takenAt"].max()),
+                "snapshots": int(part["snapshotId"].nunique()),
+                "current": bool((part["snapshotId"] == latest_sid).any()),
+                "detail": str(part.sort_values("takenAt")["detail"].iloc[-1]),
+            }
+        )
+    return sorted(out, key=lambda f: (-f["lastSeen"], f["group"], f["kind"], f["topic"] or ""))
+
+
+def summarize(
+    rows: pd.DataFrame, history: SnapshotHistory, offline_groups: Sequence[str] = ()
+) -> AuditSummary:
+    """``offline_groups``: groups of the latest snapshot with committed offsets but no client."""
     meta = history.latest
     out = AuditSummary(meta.snapshotId, meta.takenAt, len(history.metas))
+    out.audited = [_offline(g) for g in sorted(offline_groups)]
     if rows.empty:
         return out
+    out.timeline = finding_timeline(rows, meta.snapshotId)
     latest = rows[rows["snapshotId"] == meta.snapshotId]
     findings = latest[latest["record"] == "finding"].sort_values(
         ["group", "topic", "kind"], na_position="first"
@@ -346,10 +379,35 @@ def summarize(rows: pd.DataFrame, history: SnapshotHistory) -> AuditSummary:
                 "clients": int(r.nClients),
                 "queues": int(r.nQueues),
                 "findings": int(r.kind),
+                "note": None,
             }
         )
+    out.audited.sort(key=lambda a: (a["group"], a["topic"] or ""))
     out.notes = sorted(set(latest[latest["record"] == "note"]["detail"]))
     return out
+
+
+def _offline(group: str) -> dict[str, Any]:
+    return {
+        "group": group,
+        "topic": None,
+        "strategy": None,
+        "clients": 0,
+        "queues": 0,
+        "findings": 0,
+        "note": "no consumer online: nothing to audit, its queues wait for a consumer",
+    }
+
+
+def offline_groups(history: SnapshotHistory, spark: SparkSession) -> list[str]:
+    """Groups with offsets in the latest snapshot and no connected client there."""
+    sid = history.latest.snapshotId
+
+    def groups(table: str) -> set[str]:
+        frame = history.table(spark, table).where(F.col("snapshotId") == sid)
+        return {str(r.group) for r in frame.select("group").distinct().collect()}
+
+    return sorted(groups("offsets") - groups("clients"))
 
 
 def queue_shares(history: SnapshotHistory, spark: SparkSession) -> DataFrame:
@@ -390,7 +448,7 @@ def run(
     )
     findings.write.mode("overwrite").parquet(str(args.out / "findings.parquet"))
     step("writing summary and report")
-    summary = summarize(rows, history)
+    summary = summarize(rows, history, offline_groups(history, spark))
     (args.out / "summary.json").write_bytes(
         orjson.dumps(asdict(summary), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
     )

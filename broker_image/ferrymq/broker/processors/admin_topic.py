@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from ferrymq.broker import topic_attributes
 from ferrymq.broker.config import BrokerConfig
 from ferrymq.broker.consumer_offsets import ConsumerOffsetManager
 from ferrymq.broker.processors.common import guarded
@@ -90,6 +91,14 @@ class AdminTopicProcessor:
         reason = validate_create_topic(h, self.config.broker_cluster_name)
         if reason is not None:
             return request.response(ResponseCode.SYSTEM_ERROR, reason)
+        existing = self.topics.get(h.topic)
+        attributes = dict(existing.attributes) if existing is not None else {}
+        if h.attributes:
+            try:
+                operations = topic_attributes.parse_operations(h.attributes)
+                attributes = topic_attributes.alter(attributes, operations, create=existing is None)
+            except topic_attributes.AttributeRefused as error:
+                return request.response(ResponseCode.SYSTEM_ERROR, str(error))
         config = TopicConfig(
             topic_name=h.topic,
             read_queue_nums=h.read_queue_nums,
@@ -98,6 +107,7 @@ class AdminTopicProcessor:
             topic_filter_type=TopicFilterType[h.topic_filter_type],
             topic_sys_flag=h.topic_sys_flag,
             order=h.order,
+            attributes=attributes,
         )
         self.topics.update(config)
         log.info("topic %s created/updated by %s", h.topic, channel.remote_addr)
