@@ -423,5 +423,8 @@ async def test_get_path_never_serves_a_damaged_body(tmp_path: Path) -> None:
         mf.buffer[victim.wrote_offset - mf.file_from_offset + rec.BODY_POS + 1] ^= 0x5A
         served = all_records(store, queues=1)
         assert set(served) == {a.wrote_offset for a in appended} - {victim.wrote_offset}
+        # nor by offset id (VIEW_MESSAGE_BY_ID) or key (QUERY_MESSAGE)
+        assert store.look_message_by_offset(victim.wrote_offset) is None
+        assert store.look_message_by_offset(appended[0].wrote_offset) is not None
     finally:
         await store.shutdown()

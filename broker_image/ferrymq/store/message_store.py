@@ -706,11 +706,14 @@ class MessageStore:
         if sel is None:
             return None
         try:
-            return rec.decode_message_ext(sel.buffer, 0, size)
+            # CRC-checked, and the record must name its own offset: a damaged record (or an
+            # index entry pointing into the middle of one) is never served by id or key.
+            found = rec.decode_message_ext(sel.buffer, 0, size, check_crc=True)
         except ValueError:
             return None
         finally:
             sel.release()
+        return found if found.commit_log_offset == commit_log_offset else None
 
     def query_message(
         self, topic: str, key: str, max_num: int, begin: int, end: int
