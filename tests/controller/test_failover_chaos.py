@@ -138,6 +138,11 @@ async def run_failovers(cluster: ControllerLocalCluster, rounds: int, seed: int)
             info = await runtime_info(client, addr_of(cluster, master))
             assert info["controllerIsMaster"] == "false", info
             await verify_round(client, api, cluster, dict(rec.acks))
+    except BaseException:
+        # say how each process ended: a replica that died on its own is the story, not the check
+        for child in cluster.children:
+            print(f"{child.name}: pid {child.pid} exit {child.proc.poll()}")
+        raise
     finally:
         stop.set()
         with contextlib.suppress(Exception):
