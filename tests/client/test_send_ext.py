@@ -1,4 +1,4 @@
-"""The producer's per-queue SEND_MESSAGE_V2 ext template gives what a fresh header encodes."""
+"""The send pipeline's per-queue SEND_MESSAGE_V2 ext template gives what a fresh header encodes."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from ferrymq.message import Message
 def _fresh(
     producer: Producer, mq: MessageQueue, msg: Message, sys_flag: int, batch: bool
 ) -> dict[str, str]:
-    return v2_ext(producer._header(mq, msg, sys_flag, batch=batch))
+    return v2_ext(producer.pipeline.header(mq, msg, sys_flag, batch=batch))
 
 
 async def test_template_ext_matches_a_fresh_header() -> None:
@@ -25,14 +25,14 @@ async def test_template_ext_matches_a_fresh_header() -> None:
     for mq in mqs:
         for msg, sys_flag, batch in cases:
             before = int(time.time() * 1000)
-            got = producer._send_ext(mq, msg, sys_flag, batch)
+            got = producer.pipeline.send_ext(mq, msg, sys_flag, batch)
             want = _fresh(producer, mq, msg, sys_flag, batch)
             assert before <= int(got["g"]) <= int(time.time() * 1000)
             got["g"] = want["g"]
             assert list(got.items()) == list(want.items())  # same fields, same order
             # each send gets its own dict: changing it leaves the template alone
             got["i"] = "changed"
-            assert producer._send_ext(mq, msg, sys_flag, batch).get("i") == want.get("i")
+            assert producer.pipeline.send_ext(mq, msg, sys_flag, batch).get("i") == want.get("i")
     # a changed default_topic_queue_nums reaches the next send
     producer.default_topic_queue_nums = 16
-    assert producer._send_ext(mqs[0], plain, 0, False)["d"] == "16"
+    assert producer.pipeline.send_ext(mqs[0], plain, 0, False)["d"] == "16"
