@@ -35,10 +35,10 @@ def compute_not_available_duration(latency_ms: int) -> int:
     return 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FaultItem:
-    """One broker's entry; never changed in place (an update stores a new one), so a reader
-    without the table's lock always sees a latency and a timestamp that belong together."""
+    """One broker's entry. Changed in place under the table's lock; read without it only for
+    ``start_timestamp`` alone (``is_available``)."""
 
     name: str
     current_latency: int
@@ -59,9 +59,10 @@ class LatencyFaultTolerance:
     """The fault table (upstream LatencyFaultToleranceImpl's ConcurrentHashMap), shared by every
     thread that sends through one producer (``SyncProducer`` is used from many).
 
-    Writers and the ranking hold ``_lock``: the ranking iterates the table, which must not change
-    size meanwhile. ``is_available``, asked for every queue of every send, reads one dict entry
-    without it: a single ``dict.get`` of an immutable item is atomic.
+    Writers, the ranking and ``snapshot`` hold ``_lock``: an entry's latency and timestamp change
+    together, and the ranking iterates the table, which must not change size meanwhile.
+    ``is_available``, asked for every queue of every send, reads one field of one entry without
+    it (a single ``dict.get`` and attribute read are atomic).
     """
 
     items: dict[str, FaultItem] = field(default_factory=dict)
@@ -71,9 +72,14 @@ class LatencyFaultTolerance:
     def update(
         self, name: str, current_latency: int, not_available_duration: int, now: int
     ) -> None:
-        item = FaultItem(name, current_latency, now + not_available_duration)
+        start = now + not_available_duration
         with self._lock:
-            self.items[name] = item
+            item = self.items.get(name)
+            if item is None:
+                self.items[name] = FaultItem(name, current_latency, start)
+            else:
+                item.current_latency = current_latency
+                item.start_timestamp = start
 
     def is_available(self, name: str, now: int) -> bool:
         item = self.items.get(name)
@@ -84,9 +90,12 @@ class LatencyFaultTolerance:
             self.items.pop(name, None)
 
     def snapshot(self) -> dict[str, FaultItem]:
-        """A consistent copy of the table (for metrics and tests)."""
+        """A consistent copy of the table, entries copied too (for metrics and tests)."""
         with self._lock:
-            return dict(self.items)
+            return {
+                name: FaultItem(item.name, item.current_latency, item.start_timestamp)
+                for name, item in self.items.items()
+            }
 
     def pick_one_at_least(self, now: int) -> str | None:
         """Round-robin over the better half of the known brokers ("best first, then next best")."""
