@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from ferrymq.client import Producer
 from ferrymq.client.allocate import MessageQueue
 from ferrymq.client.broker_api import v2_ext
@@ -36,3 +37,17 @@ async def test_template_ext_matches_a_fresh_header() -> None:
     # a changed default_topic_queue_nums reaches the next send
     producer.default_topic_queue_nums = 16
     assert producer.pipeline.send_ext(mqs[0], plain, 0, False)["d"] == "16"
+
+
+def test_send_options_live_in_the_pipeline() -> None:
+    producer = Producer("pg", "127.0.0.1:9", send_msg_timeout=5.0, body_transform=None)
+    pipeline = producer.pipeline
+    assert pipeline.send_msg_timeout == 5.0 and pipeline.body_transform is None
+    assert producer.retry_times_when_send_failed == 2  # the pipeline's default
+    producer.retry_times_when_send_failed = 4
+    producer.send_msg_timeout = 1.5
+    assert (pipeline.retry_times_when_send_failed, pipeline.send_msg_timeout) == (4, 1.5)
+    assert producer.fault is pipeline.fault
+    # a misspelt option is named, with the options there are
+    with pytest.raises(TypeError, match=r"unknown option.*retry_times\b.*send_msg_timeout"):
+        Producer("pg", "127.0.0.1:9", retry_times=3)  # type: ignore[call-arg]

@@ -23,17 +23,17 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable, Sequence
-from typing import Generic, Self, TypeVar, cast, overload
+from typing import Generic, Self, TypeVar, Unpack, cast, overload
 
 from ferrymq.client.allocate import MessageQueue
 from ferrymq.client.broker_api import SendResult
-from ferrymq.client.compression import compress_body
 from ferrymq.client.instance import ClientInstance
 from ferrymq.client.latency_fault import MQFaultStrategy
 from ferrymq.client.lifecycle import ClientMember
 from ferrymq.client.send_pipeline import (
     DEFAULT_MAX_MESSAGE_SIZE,
     BodyTransform,
+    SendOptions,
     SendPipeline,
     check_message,
     check_topic,
@@ -95,30 +95,20 @@ class Producer(ClientMember):
         namesrv_addr: str | list[str] | None = None,
         *,
         instance: ClientInstance | None = None,
-        send_msg_timeout: float = 3.0,
-        retry_times_when_send_failed: int = 2,
-        retry_times_when_send_async_failed: int = 2,
-        retry_another_broker_when_not_store_ok: bool = False,
-        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
-        default_topic_queue_nums: int = 4,
-        send_latency_fault_enable: bool = False,
         client_async_semaphore: int = 65535,
-        # bodies over 4 KiB are deflated with COMPRESSED_FLAG, as upstream; None sends them as is
-        body_transform: BodyTransform | None = compress_body,
+        **send_options: Unpack[SendOptions],
     ) -> None:
+        """``send_options``: the send settings (``send_msg_timeout``, ``retry_times_when_send_failed``,
+        ``send_latency_fault_enable``, ``body_transform``, ...; see :class:`SendPipeline` for their
+        defaults); they stay readable and settable as attributes of the producer."""
+        unknown = send_options.keys() - SendOptions.__optional_keys__
+        if unknown:
+            raise TypeError(
+                f"Producer got unknown option(s) {', '.join(sorted(unknown))}; the send options "
+                f"are {', '.join(sorted(SendOptions.__optional_keys__))}"
+            )
         super().__init__(group, namesrv_addr, instance)
-        self.pipeline = SendPipeline(
-            group,
-            self.instance,
-            send_msg_timeout=send_msg_timeout,
-            retry_times_when_send_failed=retry_times_when_send_failed,
-            retry_times_when_send_async_failed=retry_times_when_send_async_failed,
-            retry_another_broker_when_not_store_ok=retry_another_broker_when_not_store_ok,
-            max_message_size=max_message_size,
-            default_topic_queue_nums=default_topic_queue_nums,
-            send_latency_fault_enable=send_latency_fault_enable,
-            body_transform=body_transform,
-        )
+        self.pipeline = SendPipeline(group, self.instance, **send_options)
         self._async_slots = asyncio.Semaphore(client_async_semaphore)
         self._async_tasks: set[asyncio.Task[SendResult]] = set()
 

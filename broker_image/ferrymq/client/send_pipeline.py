@@ -24,6 +24,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Sequence
+from typing import TypedDict
 
 from ferrymq.client.allocate import MessageQueue
 from ferrymq.client.broker_api import SendResult, v2_ext
@@ -78,6 +79,20 @@ def check_message(msg: Message, max_size: int, legal_topics: set[str] | None = N
         raise MessageValidationError(
             f"the message body size {len(msg.body)} exceeds the maximum {max_size} bytes"
         )
+
+
+class SendOptions(TypedDict, total=False):
+    """The send settings a producer takes as keywords (``Producer(..., send_msg_timeout=5)``);
+    their defaults and meaning are :class:`SendPipeline`'s."""
+
+    send_msg_timeout: float
+    retry_times_when_send_failed: int
+    retry_times_when_send_async_failed: int
+    retry_another_broker_when_not_store_ok: bool
+    max_message_size: int
+    default_topic_queue_nums: int
+    send_latency_fault_enable: bool
+    body_transform: BodyTransform | None
 
 
 class SendPipeline:
