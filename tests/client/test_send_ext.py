@@ -8,6 +8,7 @@ import pytest
 from ferrymq.client import Producer
 from ferrymq.client.allocate import MessageQueue
 from ferrymq.client.broker_api import v2_ext
+from ferrymq.client.errors import BrokerUnreachableError, SystemBusyError
 from ferrymq.message import Message
 
 
@@ -51,3 +52,27 @@ def test_send_options_live_in_the_pipeline() -> None:
     # a misspelt option is named, with the options there are
     with pytest.raises(TypeError, match=r"unknown option.*retry_times\b.*send_msg_timeout"):
         Producer("pg", "127.0.0.1:9", retry_times=3)  # type: ignore[call-arg]
+
+
+def test_the_retry_policy_of_sync_and_async_sends() -> None:
+    """Sync: 1 + retry_times_when_send_failed attempts, a lost connection retried; async:
+    1 + retry_times_when_send_async_failed, only a retriable broker answer retried (upstream)."""
+    producer = Producer(
+        "pg", "127.0.0.1:9", retry_times_when_send_failed=3, retry_times_when_send_async_failed=1
+    )
+    pipeline = producer.pipeline
+    mq = MessageQueue("T", "broker-a", 0)
+    lost = BrokerUnreachableError("127.0.0.1:9", "connection refused")
+    busy = SystemBusyError(2, "busy")
+
+    def spent(async_send: bool) -> int:
+        tries = pipeline.attempts("T", timeout=60.0, async_send=async_send)
+        n = 0
+        while tries.next() > 0:
+            n += 1
+        return n
+
+    assert (spent(False), spent(True)) == (4, 2)
+    assert pipeline.attempts("T").retry_after(mq, lost) is True
+    assert pipeline.attempts("T", async_send=True).retry_after(mq, lost) is False
+    assert pipeline.attempts("T", async_send=True).retry_after(mq, busy) is True

@@ -130,17 +130,9 @@ class Producer(ClientMember):
     async def send(self, msg: Message, timeout: float | None = None) -> SendResult:
         """Send and wait for the broker; retries on another broker as described above."""
         self.check_running()
-        pipeline = self.pipeline
-        body, sys_flag = pipeline.prepare(msg)
-        return await pipeline.send(
-            msg.topic,
-            [msg],
-            body,
-            sys_flag,
-            batch=False,
-            attempts=1 + pipeline.retry_times_when_send_failed,
-            timeout=timeout or pipeline.send_msg_timeout,
-            retry_transport=True,
+        body, sys_flag = self.pipeline.prepare(msg)
+        return await self.pipeline.send(
+            msg.topic, [msg], body, sys_flag, batch=False, timeout=timeout
         )
 
     def send_async(
@@ -169,18 +161,8 @@ class Producer(ClientMember):
     async def send_batch(self, msgs: Sequence[Message], timeout: float | None = None) -> SendResult:
         """Send messages of one topic in one request; the result's msg_id lists every UNIQ_KEY."""
         self.check_running()
-        pipeline = self.pipeline
-        topic, body = pipeline.prepare_batch(msgs)
-        return await pipeline.send(
-            topic,
-            list(msgs),
-            body,
-            0,
-            batch=True,
-            attempts=1 + pipeline.retry_times_when_send_failed,
-            timeout=timeout or pipeline.send_msg_timeout,
-            retry_transport=True,
-        )
+        topic, body = self.pipeline.prepare_batch(msgs)
+        return await self.pipeline.send(topic, list(msgs), body, 0, batch=True, timeout=timeout)
 
     def send_batch_async(
         self,
@@ -238,14 +220,6 @@ class Producer(ClientMember):
         timeout: float | None,
     ) -> SendResult:
         async with self._async_slots:
-            pipeline = self.pipeline
-            return await pipeline.send(
-                topic,
-                msgs,
-                body,
-                sys_flag,
-                batch=batch,
-                attempts=1 + pipeline.retry_times_when_send_async_failed,
-                timeout=timeout or pipeline.send_msg_timeout,
-                retry_transport=False,
+            return await self.pipeline.send(
+                topic, msgs, body, sys_flag, batch=batch, timeout=timeout, async_send=True
             )

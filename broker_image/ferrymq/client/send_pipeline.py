@@ -11,7 +11,9 @@ reaches into another's privates:
 - ``cached_route``: the topic's cached publish route, without a coroutine (the hot path);
 - ``select_queue``: one queue for a send that is never retried (oneway), via the fault strategy;
 - ``attempts``: the retry policy of one send (:class:`~ferrymq.client.send_attempts.SendAttempts`),
-  which also chooses each attempt's queue with latency-fault tolerance;
+  which also chooses each attempt's queue with latency-fault tolerance: a sync send is tried
+  ``1 + retry_times_when_send_failed`` times, also after a timeout or lost connection; an async
+  one ``1 + retry_times_when_send_async_failed`` times, only after a retriable broker answer;
 - ``header`` / ``send_ext``: the SEND_MESSAGE(_V2) request fields; reading the answer is
   ``broker_api.send_result`` (blocking) or ``BrokerApi.send_message_ext`` (asyncio);
 - ``send``: the asyncio retry loop (``Producer``, ``TransactionProducer``); ``SyncProducer``
@@ -208,15 +210,20 @@ class SendPipeline:
         return self.fault.select_queue(info.queues, info.next_index, None, now_ms())
 
     def attempts(
-        self, topic: str, *, attempts: int, timeout: float, retry_transport: bool
+        self, topic: str, *, timeout: float | None = None, async_send: bool = False
     ) -> SendAttempts:
-        """The retry policy of one send: ``attempts`` tries within ``timeout`` seconds; a lost
-        connection or timeout is retried only with ``retry_transport`` (sync sends)."""
+        """The attempts of one send within ``timeout`` seconds (``send_msg_timeout`` if None),
+        as upstream: a sync send is retried after any retriable failure, an async one (like
+        ``send_async``) only after a retriable broker answer, each up to its own retry count."""
+        if async_send:
+            attempts, retry_transport = 1 + self.retry_times_when_send_async_failed, False
+        else:
+            attempts, retry_transport = 1 + self.retry_times_when_send_failed, True
         return SendAttempts(
             topic,
             self.fault,
             attempts=attempts,
-            timeout=timeout,
+            timeout=timeout or self.send_msg_timeout,
             retry_transport=retry_transport,
             retry_another_broker_when_not_store_ok=self.retry_another_broker_when_not_store_ok,
         )
@@ -279,16 +286,13 @@ class SendPipeline:
         sys_flag: int,
         *,
         batch: bool,
-        attempts: int,
-        timeout: float,
-        retry_transport: bool,
+        timeout: float | None = None,
+        async_send: bool = False,
     ) -> SendResult:
         """Send prepared messages (``prepare``/``prepare_batch``), retrying on another broker
         as ``attempts`` decides; the result's msg_id is the client's UNIQ_KEY(s)."""
         instance = self.instance
-        tries = self.attempts(
-            topic, attempts=attempts, timeout=timeout, retry_transport=retry_transport
-        )
+        tries = self.attempts(topic, timeout=timeout, async_send=async_send)
         msg_id = client_msg_id(msgs)
         while (remaining := tries.next()) > 0:
             info = self.cached_route(topic)

@@ -158,12 +158,7 @@ class SyncProducer:
     ) -> SendResult:
         """``SendPipeline.send``'s loop with blocking I/O in the caller's thread."""
         pipeline = self._pipeline
-        tries = pipeline.attempts(
-            topic,
-            attempts=1 + pipeline.retry_times_when_send_failed,
-            timeout=timeout or pipeline.send_msg_timeout,
-            retry_transport=True,
-        )
+        tries = pipeline.attempts(topic, timeout=timeout)
         instance = pipeline.instance
         msg_id = client_msg_id(msgs)
         while (remaining := tries.next()) > 0:

@@ -146,16 +146,8 @@ class TransactionProducer:
         msg.properties[MessageConst.PROPERTY_PRODUCER_GROUP] = self.group
         pipeline.stamp(msg)
         body, sys_flag = pipeline.transform_body(msg.body)
-        result = await pipeline.send(
-            msg.topic,
-            [msg],
-            body,
-            sys_flag | MessageSysFlag.TRANSACTION_PREPARED_TYPE,
-            batch=False,
-            attempts=1 + pipeline.retry_times_when_send_failed,
-            timeout=pipeline.send_msg_timeout,
-            retry_transport=True,
-        )
+        prepared = sys_flag | MessageSysFlag.TRANSACTION_PREPARED_TYPE
+        result = await pipeline.send(msg.topic, [msg], body, prepared, batch=False)
         if result.status is SendStatus.SEND_OK:
             msg.transaction_id = result.msg_id
             state = await _run(callback, msg, arg)
