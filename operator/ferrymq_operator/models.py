@@ -184,6 +184,9 @@ BROKER_RESERVED_KEYS = frozenset(
     }
 )
 
+# Set by spec.acl (the broker loads every *.yml in aclFilePath).
+ACL_RESERVED_KEYS = frozenset({"aclEnable", "aclFilePath", "rocketmqHome"})
+
 
 def _refuse_reserved(config: dict[str, str], reserved: frozenset[str], hint: str) -> None:
     clash = sorted(set(config) & reserved)
@@ -311,6 +314,60 @@ class AuditSpec(CamelModel):
     resources: ResourceRequirements = Field(default_factory=ResourceRequirements)
 
 
+class AclSpec(CamelModel):
+    """ACL (upstream 4.x plain ACL): ``aclEnable=true`` and the accounts the brokers load."""
+
+    secret_name: DnsLabel | None = Field(
+        default=None,
+        description=(
+            "Secret holding the user's accounts under the key plain_acl.yml (upstream format); "
+            "mounted as a volume, so an edit reaches the brokers' file reload without a restart. "
+            "Without it only the operator's generated admin account exists."
+        ),
+    )
+
+
+class TlsSpec(CamelModel):
+    """TLS on the remoting port (upstream ``tls.server.*`` keys)."""
+
+    mode: Literal["permissive", "enforcing"] = Field(
+        default="permissive",
+        description=(
+            "tls.server.mode: permissive serves TLS and plaintext on one port; enforcing closes "
+            "plaintext connections (the probes and the broker's own calls then use TLS, so the "
+            "NameServer must accept TLS too)."
+        ),
+    )
+    secret_name: DnsLabel | None = Field(
+        default=None,
+        description=(
+            "Secret with tls.crt, tls.key and ca.crt to use; without it the operator issues a "
+            "server certificate from a cluster CA it creates and renews."
+        ),
+    )
+    validity_days: int = Field(
+        default=365, ge=2, le=3650, description="Validity of an operator-issued server certificate."
+    )
+    renew_before_days: int = Field(
+        default=30,
+        ge=1,
+        le=3649,
+        description="Renew an operator-issued certificate this many days before it expires.",
+    )
+    need_client_auth: Literal["none", "optional", "require"] = Field(
+        default="none", description="tls.server.need.client.auth (mutual TLS)."
+    )
+
+    @model_validator(mode="after")
+    def _renew_within_validity(self) -> TlsSpec:
+        if self.renew_before_days >= self.validity_days:
+            raise ValueError(
+                f"tls.renewBeforeDays ({self.renew_before_days}) must be smaller than "
+                f"tls.validityDays ({self.validity_days}), or every certificate is renewed at once"
+            )
+        return self
+
+
 class BrokerSpec(PodSpecCommon):
     """Desired state of a broker cluster: ``groups`` groups of one master and its slaves."""
 
@@ -344,6 +401,17 @@ class BrokerSpec(PodSpecCommon):
         default=None,
         description="Make each broker reachable (and advertised) for clients outside the cluster.",
     )
+    acl: AclSpec | None = Field(
+        default=None, description="Require signed requests (upstream ACL); accounts from Secrets."
+    )
+    tls: TlsSpec | None = Field(default=None, description="TLS on the brokers' remoting port.")
+    network_policy: bool = Field(
+        default=False,
+        description=(
+            "Create a NetworkPolicy admitting only the client port, the HA port from the group's "
+            "own pods and the metrics port."
+        ),
+    )
 
     @model_validator(mode="after")
     def _cross_field(self) -> BrokerSpec:
@@ -352,6 +420,11 @@ class BrokerSpec(PodSpecCommon):
             BROKER_RESERVED_KEYS,
             "derived from spec fields and the pod's ordinal",
         )
+        if self.acl is not None:
+            _refuse_reserved(self.config, ACL_RESERVED_KEYS, "spec.acl sets them")
+        if self.tls is not None:
+            tls_keys = frozenset(k for k in self.config if k.startswith("tls."))
+            _refuse_reserved(self.config, tls_keys, "spec.tls sets the tls.* keys")
         if self.external_access is not None:
             if self.external_access.type == "HostNetwork" and not self.host_network:
                 raise ValueError(
@@ -477,6 +550,15 @@ class UnmanagedObjects(CamelModel):
     groups: int = 0
 
 
+class CertificateStatus(CamelModel):
+    """One certificate the brokers use and when it expires."""
+
+    secret: str = Field(description="Secret holding it.")
+    subject: str = ""
+    not_after: str = Field(description="Expiry (RFC 3339, UTC).")
+    issued_by_operator: bool = False
+
+
 class BrokerStatus(ClusterStatus):
     name_server_addr: str | None = Field(default=None, description="namesrvAddr the brokers use.")
     topic_synced_groups: list[int] = Field(
@@ -488,6 +570,9 @@ class BrokerStatus(ClusterStatus):
     )
     drains: list[DrainStatus] = Field(
         default_factory=list, description="Broker groups being drained for a scale-in."
+    )
+    certificates: list[CertificateStatus] = Field(
+        default_factory=list, description="Certificates the brokers use and when they expire."
     )
     unmanaged: UnmanagedObjects | None = Field(
         default=None,

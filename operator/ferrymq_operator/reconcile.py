@@ -28,6 +28,8 @@ from ferrymq_operator.builders import names
 from ferrymq_operator.builders import namesrv as namesrv_builder
 from ferrymq_operator.builders.names import Owner
 from ferrymq_operator.claims import claims_to_delete
+from ferrymq_operator.security import netpol
+from ferrymq_operator.security import secrets as security_secrets
 from ferrymq_operator.settings import OperatorSettings
 from ferrymq_operator.status import Failure, WorkloadObservation, compute, observe_statefulset
 
@@ -60,8 +62,12 @@ class Result:
     events: list[tuple[str, str, str]] = field(default_factory=list)
 
 
+def _utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
 def now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _utcnow().strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def owner_of(body: Mapping[str, Any]) -> Owner:
@@ -520,6 +526,7 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
         return result
 
     failure: Failure | None = None
+    secured = security_secrets.SecurityOutcome()
     addr = await _namesrv_addr(ctx, owner, spec)
     if isinstance(addr, Failure):
         failure, result.retry = addr, ctx.settings.retry_delay_seconds
@@ -530,8 +537,14 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
         if failure is None:
             failure = port_conflict(ctx, body, host_ports.broker_ranges(spec))
         if failure is None:
+            domain = ctx.settings.cluster_domain
+            secured = await security_secrets.ensure(ctx.kube, owner, spec, domain, _utcnow())
+            result.events.extend(secured.events)
+            failure = secured.failure
+        if failure is None:
             objects = broker_builder.desired(owner, spec, addr, ctx.versions.pdb)
             objects += audit_builder.desired(owner, spec, addr, ctx.versions.cronjob)
+            objects += netpol.desired(owner, spec)
             failure = await _apply_all(ctx.kube, objects, result)
         if failure is None and spec.audit is None:
             await remove_audit(ctx, owner, result)
@@ -575,6 +588,9 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
     pending = "; ".join(notes) if notes else None
     status = compute(generation, workloads, previous, failure, now(), pending=pending)
     status["topicSyncedGroups"] = synced
+    security_secrets.decorate_status(
+        status, secured, spec, previous.conditions, generation, _utcnow(), now()
+    )
     status["drains"] = drains
     if not isinstance(addr, Failure):
         status["nameServerAddr"] = addr

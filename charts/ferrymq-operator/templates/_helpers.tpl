@@ -102,4 +102,13 @@ removed by the garbage collector through ownerReferences.
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create", "patch"]
+# spec.acl/spec.tls: read the user's Secrets; create and renew the operator's account, cluster CA
+# and broker certificate Secrets (garbage-collected with their Broker).
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "list", "create", "patch", "update"]
+# spec.networkPolicy: one NetworkPolicy per broker group.
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
+  verbs: ["get", "list", "create", "patch", "update", "delete"]
 {{- end -}}

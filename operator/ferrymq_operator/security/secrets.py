@@ -1,0 +1,136 @@
+"""Read the user's security Secrets and keep the operator's own ones (API calls; the decisions are
+in ``decisions``). Runs before the broker children are applied: a missing or broken Secret stops
+the pass with a ``ReconcileFailed`` condition instead of pods that cannot start."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ferrymq_operator import k8s
+from ferrymq_operator.builders.names import Owner
+from ferrymq_operator.models import BrokerSpec, Condition, TlsSpec
+from ferrymq_operator.security import builders, ca, decisions
+from ferrymq_operator.status import Failure, carry_transition_times
+
+TLS_SECRET_TYPE = "kubernetes.io/tls"
+
+
+@dataclass
+class SecurityOutcome:
+    failure: Failure | None = None
+    certificates: list[decisions.CertificateReport] = field(default_factory=list)
+    # (type, reason, message) Events, as reconcile.Result.events
+    events: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+async def _data(kube: k8s.Kube, namespace: str, name: str) -> dict[str, str] | None:
+    return decisions.decode(await kube.get("v1", "Secret", namespace, name))
+
+
+async def _write(kube: k8s.Kube, obj: dict[str, Any], why: str, outcome: SecurityOutcome) -> None:
+    await kube.apply(obj)
+    outcome.events.append(("Normal", "SecretWritten", f"{why}: Secret {obj['metadata']['name']}"))
+
+
+def _report(secret: str, cert_pem: str, ours: bool) -> decisions.CertificateReport:
+    info = ca.info(cert_pem)
+    return decisions.CertificateReport(secret, info.subject, info.not_after, ours)
+
+
+async def _operator_tls(
+    kube: k8s.Kube,
+    owner: Owner,
+    tls: TlsSpec,
+    domain: str,
+    now: datetime.datetime,
+    outcome: SecurityOutcome,
+) -> None:
+    ca_name = builders.ca_secret(owner.name)
+    ca_data = await _data(kube, owner.namespace, ca_name)
+    new_ca = decisions.plan_ca(ca_data, tls, owner.name, now)
+    if new_ca is not None:
+        data = {builders.CA_CERT_KEY: new_ca.cert_pem, builders.CA_KEY_KEY: new_ca.key_pem}
+        why = "created the cluster CA" if ca_data is None else "renewed the cluster CA"
+        await _write(kube, builders.secret_object(owner, ca_name, data), why, outcome)
+        authority = new_ca
+    else:
+        assert ca_data is not None  # plan_ca keeps only a usable CA
+        authority = ca.CertPair(ca_data[builders.CA_CERT_KEY], ca_data[builders.CA_KEY_KEY])
+    server_name = builders.server_cert_secret(owner.name)
+    server_data = await _data(kube, owner.namespace, server_name)
+    names = builders.server_names(owner, domain)
+    issued = decisions.plan_server_cert(server_data, authority, tls, owner.name, names, now)
+    if issued is not None:
+        why = "issued the brokers' certificate" if server_data is None else "renewed it"
+        obj = builders.secret_object(owner, server_name, issued, TLS_SECRET_TYPE)
+        await _write(kube, obj, why, outcome)
+        server_data = issued
+    assert server_data is not None
+    outcome.certificates.append(_report(ca_name, authority.cert_pem, True))
+    outcome.certificates.append(_report(server_name, server_data[builders.TLS_CERT_KEY], True))
+
+
+async def ensure(
+    kube: k8s.Kube, owner: Owner, spec: BrokerSpec, domain: str, now: datetime.datetime
+) -> SecurityOutcome:
+    """Check the user's Secrets, create/renew the operator's; what the status should say."""
+    outcome = SecurityOutcome()
+    ns = owner.namespace
+    try:
+        if spec.acl is not None:
+            if spec.acl.secret_name:
+                problem = decisions.check_user_acl(
+                    spec.acl.secret_name, await _data(kube, ns, spec.acl.secret_name)
+                )
+                if problem:
+                    outcome.failure = Failure("AclSecretInvalid", problem)
+                    return outcome
+            acl_name = builders.operator_acl_secret(owner.name)
+            current = await _data(kube, ns, acl_name)
+            planned = decisions.plan_operator_acl(current)
+            if planned is not None:
+                why = "generated the operator's ACL account"
+                await _write(kube, builders.secret_object(owner, acl_name, planned), why, outcome)
+        if spec.tls is not None:
+            if spec.tls.secret_name:
+                data = await _data(kube, ns, spec.tls.secret_name)
+                problem = decisions.check_user_tls(spec.tls.secret_name, data)
+                if problem:
+                    outcome.failure = Failure("TlsSecretInvalid", problem)
+                    return outcome
+                assert data is not None
+                cert = data[builders.TLS_CERT_KEY]
+                outcome.certificates.append(_report(spec.tls.secret_name, cert, False))
+            else:
+                await _operator_tls(kube, owner, spec.tls, domain, now, outcome)
+    except k8s.ApiError as error:
+        outcome.failure = Failure("SecretUnavailable", f"security Secrets: {error}")
+    return outcome
+
+
+def decorate_status(
+    status: dict[str, Any],
+    outcome: SecurityOutcome,
+    spec: BrokerSpec,
+    previous_conditions: Sequence[Condition],
+    generation: int,
+    now: datetime.datetime,
+    now_text: str,
+) -> None:
+    """status.certificates and the CertificateExpiring condition (only with spec.tls)."""
+    status["certificates"] = [r.status() for r in outcome.certificates]
+    if spec.tls is None or not outcome.certificates:
+        return
+    soon, message = decisions.expiring(outcome.certificates, now, spec.tls.renew_before_days)
+    reason = "WithinRenewalWindow" if soon else "Valid"
+    cond = Condition(
+        type=decisions.CERT_EXPIRING,
+        status="True" if soon else "False",
+        reason=reason,
+        message=message,
+    )
+    [carried] = carry_transition_times([cond], previous_conditions, generation, now_text)
+    status["conditions"].append(carried.model_dump(by_alias=True, exclude_none=True))
