@@ -1,0 +1,231 @@
+"""spec.acl / spec.tls / spec.networkPolicy against a real kube-apiserver 1.20 (operator in-process).
+
+* an ACL Secret and a TLS setting become broker configuration (broker.conf keys, Secret volumes,
+  the operator account's env), the cluster CA and the brokers' certificate Secrets are created and
+  the status says when each certificate expires; a NetworkPolicy per group;
+* editing the user's Secret changes no pod template (the kubelet updates mounted Secrets; the
+  broker reloads the files), while the operator keeps reconciling (it re-issues a deleted
+  certificate Secret);
+* bad input (missing Secret, Secret without the key, a user certificate near expiry) becomes a
+  clear status condition.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import functools
+from collections.abc import Iterator
+from typing import Any
+
+import javaproperties
+import pytest
+from ferrymq_operator.security import ca
+from kopf.testing import KopfRunner
+from kubernetes import client as k8s
+
+from k8s.control_plane import KubeApi
+from k8s.operator_env import Cluster, ferrymq_crds, operator, wait_for
+
+__all__ = ["ferrymq_crds", "operator"]
+
+ACL_V1 = "accounts:\n  - accessKey: app\n    secretKey: app-secret-1\n    defaultTopicPerm: PUB\n"
+ACL_V2 = "accounts:\n  - accessKey: app\n    secretKey: app-secret-2\n    defaultTopicPerm: PUB\n"
+
+
+@pytest.fixture
+def cluster(kube_api: KubeApi, k8s_namespace: str) -> Iterator[Cluster]:
+    with kube_api.api_client() as api_client:
+        yield Cluster(api_client, k8s_namespace)
+
+
+def put_secret(cluster: Cluster, name: str, data: dict[str, str]) -> None:
+    body = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name},
+        "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
+    }
+    try:
+        cluster.core.read_namespaced_secret(name, cluster.ns)
+    except k8s.ApiException as exc:
+        if exc.status != 404:
+            raise
+        cluster.core.create_namespaced_secret(cluster.ns, body)
+        return
+    cluster.core.replace_namespaced_secret(name, cluster.ns, body)
+
+
+def secret_data(cluster: Cluster, name: str) -> dict[str, str] | None:
+    try:
+        secret = cluster.core.read_namespaced_secret(name, cluster.ns)
+    except k8s.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}
+
+
+def broker_conf(cluster: Cluster, name: str) -> dict[str, str]:
+    cm = wait_for("the ConfigMap", lambda: cluster.configmap(f"{name}-broker-0-config"))
+    conf: dict[str, str] = javaproperties.loads(cm.data["broker-0.conf"])
+    return conf
+
+
+def status_of(cluster: Cluster, name: str) -> dict[str, Any]:
+    status: dict[str, Any] = (cluster.get("brokers", name) or {}).get("status") or {}
+    return status
+
+
+def network_policy(cluster: Cluster, name: str) -> dict[str, Any] | None:
+    api = k8s.NetworkingV1Api(cluster.api_client)
+    try:
+        policy: dict[str, Any] = cluster.api_client.sanitize_for_serialization(
+            api.read_namespaced_network_policy(name, cluster.ns)
+        )
+    except k8s.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return policy
+
+
+def test_acl_and_tls_become_broker_configuration_and_rotation_rolls_nothing(
+    cluster: Cluster, operator: KopfRunner
+) -> None:
+    cluster.create("nameservers", "routes", {"replicas": 1})
+    put_secret(cluster, "app-accounts", {"plain_acl.yml": ACL_V1})
+    cluster.create(
+        "brokers",
+        "secure",
+        {
+            "nameServerRef": {"name": "routes"},
+            "replicasPerGroup": 1,
+            "storage": {"size": "1Gi"},
+            "acl": {"secretName": "app-accounts"},
+            "tls": {"mode": "enforcing", "validityDays": 90, "renewBeforeDays": 10},
+            "networkPolicy": True,
+        },
+    )
+    sts = wait_for("the StatefulSet", functools.partial(cluster.statefulset, "secure-broker-0"))
+    conf = broker_conf(cluster, "secure")
+    assert conf["aclEnable"] == "true"
+    assert conf["aclFilePath"] == "/etc/ferrymq-acl"
+    assert conf["tls.server.mode"] == "enforcing"
+    assert conf["tls.server.certPath"] == "/etc/ferrymq-tls/tls.crt"
+    pod = sts.spec.template.spec
+    volumes = {v.name: v for v in pod.volumes}
+    assert volumes["tls"].secret.secret_name == "secure-broker-tls"
+    acl_sources = [s.secret.name for s in volumes["acl"].projected.sources]
+    assert acl_sources == ["secure-acl-operator", "app-accounts"]
+    env = {e.name: e for e in pod.containers[0].env}
+    assert env["FERRYMQ_ACCESS_KEY"].value_from.secret_key_ref.name == "secure-acl-operator"
+    assert env["FERRYMQ_TLS_ENABLE"].value == "true"
+
+    # the operator's Secrets: account, cluster CA, the brokers' certificate signed by it
+    account = wait_for("the operator account", lambda: secret_data(cluster, "secure-acl-operator"))
+    assert account["accessKey"] == "ferrymq-operator" and len(account["secretKey"]) >= 32
+    assert account["secretKey"] in account["operator_acl.yml"]
+    authority = wait_for("the cluster CA", lambda: secret_data(cluster, "secure-cluster-ca"))
+    server = wait_for("the certificate", lambda: secret_data(cluster, "secure-broker-tls"))
+    assert server["ca.crt"] == authority["ca.crt"]
+    assert ca.signed_by(server["tls.crt"], authority["ca.crt"])
+    info = ca.info(server["tls.crt"])
+    assert f"*.secure-broker-hs.{cluster.ns}.svc.cluster.local" in info.names
+    tls_type = cluster.core.read_namespaced_secret("secure-broker-tls", cluster.ns).type
+    assert tls_type == "kubernetes.io/tls"
+
+    # status: which certificate expires when, and not within the renewal window
+    certs = wait_for(
+        "status.certificates",
+        lambda: {c["secret"]: c for c in status_of(cluster, "secure").get("certificates") or []},
+    )
+    assert set(certs) == {"secure-cluster-ca", "secure-broker-tls"}
+    assert certs["secure-broker-tls"]["notAfter"] == info.not_after.strftime("%Y-%m-%dT%H:%M:%SZ")
+    cluster.wait_condition("brokers", "secure", "CertificateExpiring", "False", "Valid")
+
+    policy = wait_for("the NetworkPolicy", lambda: network_policy(cluster, "secure-broker-0"))
+    public, ha = policy["spec"]["ingress"]
+    assert sorted(p["port"] for p in public["ports"]) == [10909, 10911]
+    assert [p["port"] for p in ha["ports"]] == [10912] and ha["from"]
+
+    # rotation: the user's accounts change; the operator passes again (it re-issues the deleted
+    # certificate), yet no pod template changed, so nothing rolls
+    before = cluster.statefulset("secure-broker-0")
+    put_secret(cluster, "app-accounts", {"plain_acl.yml": ACL_V2})
+    cluster.core.delete_namespaced_secret("secure-broker-tls", cluster.ns)
+    reissued = wait_for(
+        "a re-issued certificate",
+        lambda: (secret_data(cluster, "secure-broker-tls") or {}).get("tls.crt"),
+    )
+    assert reissued != server["tls.crt"]
+    wait_for(
+        "status to show the re-issued certificate",
+        lambda: any(
+            c["secret"] == "secure-broker-tls"
+            and c["notAfter"] == ca.info(reissued).not_after.strftime("%Y-%m-%dT%H:%M:%SZ")
+            for c in status_of(cluster, "secure").get("certificates") or []
+        ),
+    )
+    after = cluster.statefulset("secure-broker-0")
+    assert after.metadata.generation == before.metadata.generation
+    assert after.spec.template == before.spec.template
+    assert secret_data(cluster, "secure-cluster-ca") == authority  # the CA was kept
+    assert secret_data(cluster, "secure-acl-operator") == account  # the account too
+
+
+def test_bad_security_secrets_become_conditions(cluster: Cluster, operator: KopfRunner) -> None:
+    cluster.create("nameservers", "routes", {"replicas": 1})
+    cluster.create(
+        "brokers",
+        "guarded",
+        {
+            "nameServerRef": {"name": "routes"},
+            "replicasPerGroup": 1,
+            "storage": {"size": "1Gi"},
+            "acl": {"secretName": "missing-accounts"},
+        },
+    )
+    cond = cluster.wait_condition(
+        "brokers", "guarded", "ReconcileFailed", "True", "AclSecretInvalid"
+    )
+    assert "'missing-accounts' does not exist" in cond["message"]
+    assert cluster.statefulset("guarded-broker-0") is None  # no pods that could not start
+
+    put_secret(cluster, "missing-accounts", {"acl.yaml": ACL_V1})
+    wait_for(
+        "the missing-key message",
+        lambda: (
+            "has no key plain_acl.yml"
+            in (cluster.condition("brokers", "guarded", "ReconcileFailed") or {}).get("message", "")
+        ),
+    )
+    put_secret(cluster, "missing-accounts", {"plain_acl.yml": ACL_V1})
+    wait_for("the StatefulSet", functools.partial(cluster.statefulset, "guarded-broker-0"))
+    cluster.wait_condition("brokers", "guarded", "ReconcileFailed", "False")
+
+    # a user certificate without its key, then a complete one that expires soon
+    cluster.patch_spec("brokers", "guarded", {"tls": {"secretName": "user-certs"}})
+    now = datetime.datetime.now(datetime.UTC)
+    authority = ca.new_ca("user CA", now, 30)
+    pair = ca.issue(authority, "user", ["localhost"], now, 5)
+    put_secret(cluster, "user-certs", {"tls.crt": pair.cert_pem})
+    cond = cluster.wait_condition(
+        "brokers", "guarded", "ReconcileFailed", "True", "TlsSecretInvalid"
+    )
+    assert "lacks tls.key, ca.crt" in cond["message"]
+    put_secret(
+        cluster,
+        "user-certs",
+        {"tls.crt": pair.cert_pem, "tls.key": pair.key_pem, "ca.crt": authority.cert_pem},
+    )
+    cond = cluster.wait_condition(
+        "brokers", "guarded", "CertificateExpiring", "True", "WithinRenewalWindow"
+    )
+    assert "user-certs" in cond["message"] and "renew it" in cond["message"]
+    [cert] = status_of(cluster, "guarded")["certificates"]
+    assert cert["secret"] == "user-certs" and cert["issuedByOperator"] is False
+    sts = cluster.statefulset("guarded-broker-0")
+    volumes = {v.name: v for v in sts.spec.template.spec.volumes}
+    assert volumes["tls"].secret.secret_name == "user-certs"
+    assert secret_data(cluster, "guarded-cluster-ca") is None  # no CA with a user's certificate
