@@ -215,6 +215,7 @@ async def reconcile_nameserver(ctx: Context, body: Mapping[str, Any]) -> Result:
     if _paused(body, previous, generation, result):
         return result
     failure: Failure | None = None
+    secured = security_secrets.SecurityOutcome()
     replicas = 0
     try:
         spec = models.parse_nameserver_spec(body.get("spec") or {})
@@ -228,9 +229,24 @@ async def reconcile_nameserver(ctx: Context, body: Mapping[str, Any]) -> Result:
         if failure is None:
             failure = port_conflict(ctx, body, host_ports.nameserver_ranges(spec))
         if failure is None:
+            secured = await security_secrets.ensure(
+                ctx.kube,
+                owner,
+                names.COMPONENT_NAMESRV,
+                spec,
+                ctx.settings.cluster_domain,
+                _utcnow(),
+            )
+            result.events.extend(secured.events)
+            failure = secured.failure
+        if failure is None:
             failure = await _apply_all(ctx.kube, objects, result)
     workloads = await observe_nameserver(ctx.kube, owner, replicas) if replicas else []
     status = compute(generation, workloads, previous, failure, now())
+    if replicas:
+        security_secrets.decorate_status(
+            status, secured, spec, previous.conditions, generation, _utcnow(), now()
+        )
     if replicas:
         status["addresses"] = names.namesrv_addresses(
             owner.name,
@@ -538,7 +554,9 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
             failure = port_conflict(ctx, body, host_ports.broker_ranges(spec))
         if failure is None:
             domain = ctx.settings.cluster_domain
-            secured = await security_secrets.ensure(ctx.kube, owner, spec, domain, _utcnow())
+            secured = await security_secrets.ensure(
+                ctx.kube, owner, names.COMPONENT_BROKER, spec, domain, _utcnow()
+            )
             result.events.extend(secured.events)
             failure = secured.failure
         if failure is None:

@@ -93,7 +93,8 @@ def network_policy(cluster: Cluster, name: str) -> dict[str, Any] | None:
 def test_acl_and_tls_become_broker_configuration_and_rotation_rolls_nothing(
     cluster: Cluster, operator: KopfRunner
 ) -> None:
-    cluster.create("nameservers", "routes", {"replicas": 1})
+    # the brokers' own calls use TLS in enforcing mode, so the NameServer serves TLS too
+    cluster.create("nameservers", "routes", {"replicas": 1, "tls": {}, "acl": {}})
     put_secret(cluster, "app-accounts", {"plain_acl.yml": ACL_V1})
     cluster.create(
         "brokers",
@@ -117,16 +118,18 @@ def test_acl_and_tls_become_broker_configuration_and_rotation_rolls_nothing(
     volumes = {v.name: v for v in pod.volumes}
     assert volumes["tls"].secret.secret_name == "secure-broker-tls"
     acl_sources = [s.secret.name for s in volumes["acl"].projected.sources]
-    assert acl_sources == ["secure-acl-operator", "app-accounts"]
+    assert acl_sources == ["secure-broker-acl-operator", "app-accounts"]
     env = {e.name: e for e in pod.containers[0].env}
-    assert env["FERRYMQ_ACCESS_KEY"].value_from.secret_key_ref.name == "secure-acl-operator"
+    assert env["FERRYMQ_ACCESS_KEY"].value_from.secret_key_ref.name == "secure-broker-acl-operator"
     assert env["FERRYMQ_TLS_ENABLE"].value == "true"
 
     # the operator's Secrets: account, cluster CA, the brokers' certificate signed by it
-    account = wait_for("the operator account", lambda: secret_data(cluster, "secure-acl-operator"))
+    account = wait_for(
+        "the operator account", lambda: secret_data(cluster, "secure-broker-acl-operator")
+    )
     assert account["accessKey"] == "ferrymq-operator" and len(account["secretKey"]) >= 32
     assert account["secretKey"] in account["operator_acl.yml"]
-    authority = wait_for("the cluster CA", lambda: secret_data(cluster, "secure-cluster-ca"))
+    authority = wait_for("the cluster CA", lambda: secret_data(cluster, "secure-broker-ca"))
     server = wait_for("the certificate", lambda: secret_data(cluster, "secure-broker-tls"))
     assert server["ca.crt"] == authority["ca.crt"]
     assert ca.signed_by(server["tls.crt"], authority["ca.crt"])
@@ -140,9 +143,33 @@ def test_acl_and_tls_become_broker_configuration_and_rotation_rolls_nothing(
         "status.certificates",
         lambda: {c["secret"]: c for c in status_of(cluster, "secure").get("certificates") or []},
     )
-    assert set(certs) == {"secure-cluster-ca", "secure-broker-tls"}
+    assert set(certs) == {"secure-broker-ca", "secure-broker-tls"}
     assert certs["secure-broker-tls"]["notAfter"] == info.not_after.strftime("%Y-%m-%dT%H:%M:%SZ")
     cluster.wait_condition("brokers", "secure", "CertificateExpiring", "False", "Valid")
+
+    # the NameServer: its own certificate (SANs of its Services), ACL keys, status
+    ns_cert = wait_for(
+        "the NameServer certificate", lambda: secret_data(cluster, "routes-namesrv-tls")
+    )
+    ns_ca = wait_for("the NameServer CA", lambda: secret_data(cluster, "routes-namesrv-ca"))
+    assert ca.signed_by(ns_cert["tls.crt"], ns_ca["ca.crt"])
+    assert f"routes-namesrv.{cluster.ns}.svc.cluster.local" in ca.info(ns_cert["tls.crt"]).names
+    ns_conf = javaproperties.loads(
+        wait_for("namesrv.conf", lambda: cluster.configmap("routes-namesrv-config")).data[
+            "namesrv.conf"
+        ]
+    )
+    assert ns_conf["tls.server.mode"] == "permissive" and ns_conf["aclEnable"] == "true"
+    wait_for(
+        "the NameServer's status.certificates",
+        lambda: (
+            len(
+                (cluster.get("nameservers", "routes") or {}).get("status", {}).get("certificates")
+                or []
+            )
+            == 2
+        ),
+    )
 
     policy = wait_for("the NetworkPolicy", lambda: network_policy(cluster, "secure-broker-0"))
     public, ha = policy["spec"]["ingress"]
@@ -170,8 +197,8 @@ def test_acl_and_tls_become_broker_configuration_and_rotation_rolls_nothing(
     after = cluster.statefulset("secure-broker-0")
     assert after.metadata.generation == before.metadata.generation
     assert after.spec.template == before.spec.template
-    assert secret_data(cluster, "secure-cluster-ca") == authority  # the CA was kept
-    assert secret_data(cluster, "secure-acl-operator") == account  # the account too
+    assert secret_data(cluster, "secure-broker-ca") == authority  # the CA was kept
+    assert secret_data(cluster, "secure-broker-acl-operator") == account  # the account too
 
 
 def test_bad_security_secrets_become_conditions(cluster: Cluster, operator: KopfRunner) -> None:
@@ -228,4 +255,4 @@ def test_bad_security_secrets_become_conditions(cluster: Cluster, operator: Kopf
     sts = cluster.statefulset("guarded-broker-0")
     volumes = {v.name: v for v in sts.spec.template.spec.volumes}
     assert volumes["tls"].secret.secret_name == "user-certs"
-    assert secret_data(cluster, "guarded-cluster-ca") is None  # no CA with a user's certificate
+    assert secret_data(cluster, "guarded-broker-ca") is None  # no CA with a user's certificate

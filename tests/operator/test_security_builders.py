@@ -11,9 +11,9 @@ import javaproperties
 import kubernetes_validate
 import pytest
 import yaml
-from ferrymq_operator.builders import broker
+from ferrymq_operator.builders import broker, namesrv
 from ferrymq_operator.builders.names import Owner
-from ferrymq_operator.models import InvalidSpec, parse_broker_spec
+from ferrymq_operator.models import InvalidSpec, parse_broker_spec, parse_nameserver_spec
 from ferrymq_operator.security import builders, ca, decisions, netpol
 
 ADDR = "routes-namesrv-0.routes-namesrv-hs.prod.svc.cluster.local:9876"
@@ -50,7 +50,7 @@ def test_acl_secret_becomes_acl_conf_and_a_projected_volume(broker_owner: Owner)
     sources = [s["secret"] for s in volume["projected"]["sources"]]
     assert sources == [
         {
-            "name": "orders-acl-operator",
+            "name": "orders-broker-acl-operator",
             "items": [{"key": "operator_acl.yml", "path": "operator_acl.yml"}],
         },
         {"name": "orders-accounts", "items": [{"key": "plain_acl.yml", "path": "plain_acl.yml"}]},
@@ -61,7 +61,7 @@ def test_acl_secret_becomes_acl_conf_and_a_projected_volume(broker_owner: Owner)
     ]
     env = {e["name"]: e for e in container["env"]}
     assert env["FERRYMQ_ACCESS_KEY"]["valueFrom"]["secretKeyRef"] == {
-        "name": "orders-acl-operator",
+        "name": "orders-broker-acl-operator",
         "key": "accessKey",
     }
     assert env["FERRYMQ_SECRET_KEY"]["valueFrom"]["secretKeyRef"]["key"] == "secretKey"
@@ -72,7 +72,9 @@ def test_acl_secret_becomes_acl_conf_and_a_projected_volume(broker_owner: Owner)
 def test_acl_without_user_secret_mounts_only_the_operator_account(broker_owner: Owner) -> None:
     objs = objects(broker_owner, acl={})
     [volume] = [v for v in pod_spec(objs)["volumes"] if v["name"] == builders.ACL_VOLUME]
-    assert [s["secret"]["name"] for s in volume["projected"]["sources"]] == ["orders-acl-operator"]
+    assert [s["secret"]["name"] for s in volume["projected"]["sources"]] == [
+        "orders-broker-acl-operator"
+    ]
 
 
 def test_tls_keys_and_secret_volume(broker_owner: Owner) -> None:
@@ -188,7 +190,7 @@ def test_user_secret_checks_name_the_secret_and_key() -> None:
 
 
 def test_secret_object_round_trips_through_decode(broker_owner: Owner) -> None:
-    obj = builders.secret_object(broker_owner, "s", {"a": "text\n"}, "Opaque")
+    obj = builders.secret_object(broker_owner, "broker", "s", {"a": "text\n"}, "Opaque")
     kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
     assert obj["data"] == {"a": base64.b64encode(b"text\n").decode()}
     assert decisions.decode(obj) == {"a": "text\n"}
@@ -205,3 +207,29 @@ def test_expiring_condition_names_the_certificates() -> None:
     assert soon and "b (2026-01-06T00:00:00Z)" in message and "renew it" in message
     assert near.status()["notAfter"] == "2026-01-06T00:00:00Z"
     assert ca.needs_renewal(near.not_after, now, 30)
+
+
+def test_nameserver_acl_and_tls(namesrv_owner: Owner) -> None:
+    spec = parse_nameserver_spec({"acl": {"secretName": "ops"}, "tls": {"mode": "enforcing"}})
+    built = {
+        (o["kind"], o["metadata"]["name"]): o
+        for o in namesrv.desired(namesrv_owner, spec, "policy/v1")
+    }
+    text = built[("ConfigMap", "routes-namesrv-config")]["data"]["namesrv.conf"]
+    c = javaproperties.loads(text)
+    assert c["aclEnable"] == "true" and c["tls.server.mode"] == "enforcing"
+    assert c["listenPort"] == "9876"
+    pod = built[("StatefulSet", "routes-namesrv")]["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["tls"]["secret"]["secretName"] == "routes-namesrv-tls"
+    sources = [s["secret"]["name"] for s in volumes["acl"]["projected"]["sources"]]
+    assert sources == ["routes-namesrv-acl-operator", "ops"]
+    env = {e["name"] for e in pod["containers"][0]["env"]}
+    assert {"FERRYMQ_ACCESS_KEY", "FERRYMQ_SECRET_KEY", "FERRYMQ_TLS_ENABLE"} <= env
+    for obj in built.values():
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+    sans = builders.server_names(
+        namesrv_owner, builders.service_names(namesrv_owner, "namesrv"), "cluster.local"
+    )
+    assert "routes-namesrv.prod.svc.cluster.local" in sans
+    assert "*.routes-namesrv-hs.prod.svc.cluster.local" in sans

@@ -26,7 +26,9 @@ def authority() -> ca.CertPair:
 def test_server_cert_is_signed_by_the_ca_and_names_the_services(
     authority: ca.CertPair, broker_owner: Owner
 ) -> None:
-    names = builders.server_names(broker_owner, "cluster.local")
+    names = builders.server_names(
+        broker_owner, builders.service_names(broker_owner, "broker"), "cluster.local"
+    )
     pair = ca.issue(authority, "orders broker", names, NOW, 365)
     info = ca.info(pair.cert_pem)
     assert "*.orders-broker-hs.prod.svc.cluster.local" in info.names

@@ -53,7 +53,7 @@ def broker_conf(
         extra["metricsPort"] = str(metrics)
     return {
         **extra,
-        **security.broker_conf_keys(spec),
+        **security.conf_keys(spec),
         "brokerClusterName": cluster_name(owner, spec),
         "brokerName": names.broker_name(owner.name, group),
         "brokerId": str(broker_id),
@@ -213,7 +213,7 @@ def _env(owner: Owner, spec: BrokerSpec) -> list[dict[str, Any]]:
     if spec.host_network or spec.external_access is not None:
         # Clients outside the pod network reach the broker at the node's address.
         env.append(pod.field_env(BROKER_IP1_ENV, "status.hostIP"))
-    return env + security.env(owner, spec)
+    return env + security.env(owner, names.COMPONENT_BROKER, spec)
 
 
 def _probes(spec: BrokerSpec) -> dict[str, Any]:
@@ -272,7 +272,7 @@ def statefulset(owner: Owner, spec: BrokerSpec, namesrv_addr: str, group: int) -
             {"name": "config", "configMap": {"name": names.broker_configmap(owner.name, group)}},
             {"name": "logs", "emptyDir": {}},
             {"name": "tmp", "emptyDir": {}},
-            *security.volumes(owner, spec),
+            *security.volumes(owner, names.COMPONENT_BROKER, spec),
         ],
         **pod.scheduling(spec, selector),
     }

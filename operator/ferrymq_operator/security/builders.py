@@ -1,4 +1,4 @@
-"""spec.acl / spec.tls -> broker.conf keys, pod volumes, mounts and environment (pure).
+"""spec.acl / spec.tls -> broker.conf / namesrv.conf keys, pod volumes, mounts, env (pure).
 
 Secret *content* never reaches the pod template: Secrets are mounted as volumes, which the kubelet
 updates in place, and the broker reloads ``plain_acl.yml`` and its certificate files when they
@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import base64
 import secrets
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
 from ferrymq_operator.builders import names
 from ferrymq_operator.builders.names import Owner
-from ferrymq_operator.models import AclSpec, BrokerSpec, TlsSpec
+from ferrymq_operator.models import AclSpec, TlsSpec
 
 # Mount points outside the ConfigMap's /etc/ferrymq: a mount inside a read-only configMap volume
 # needs a mount point the kubelet cannot create there.
@@ -54,25 +54,36 @@ ENV_TLS_CERT_PATH = "FERRYMQ_TLS_CERT_PATH"
 ENV_TLS_KEY_PATH = "FERRYMQ_TLS_KEY_PATH"
 
 
-def operator_acl_secret(cr_name: str) -> str:
-    return f"{cr_name}-acl-operator"
+class Secured(Protocol):
+    """A NameServer or Broker spec: both carry spec.acl and spec.tls."""
+
+    @property
+    def acl(self) -> AclSpec | None: ...
+
+    @property
+    def tls(self) -> TlsSpec | None: ...
 
 
-def ca_secret(cr_name: str) -> str:
-    return f"{cr_name}-cluster-ca"
+# Secret names carry the component: a NameServer and a Broker may share metadata.name.
+def operator_acl_secret(cr_name: str, component: str) -> str:
+    return f"{cr_name}-{component}-acl-operator"
 
 
-def server_cert_secret(cr_name: str) -> str:
-    return f"{cr_name}-broker-tls"
+def ca_secret(cr_name: str, component: str) -> str:
+    return f"{cr_name}-{component}-ca"
 
 
-def tls_secret_name(owner: Owner, tls: TlsSpec) -> str:
-    """The Secret whose tls.crt/tls.key/ca.crt the brokers mount."""
-    return tls.secret_name or server_cert_secret(owner.name)
+def server_cert_secret(cr_name: str, component: str) -> str:
+    return f"{cr_name}-{component}-tls"
 
 
-def broker_conf_keys(spec: BrokerSpec) -> dict[str, str]:
-    """broker.conf settings of spec.acl and spec.tls (upstream key names; paths only)."""
+def tls_secret_name(owner: Owner, component: str, tls: TlsSpec) -> str:
+    """The Secret whose tls.crt/tls.key/ca.crt the pods mount."""
+    return tls.secret_name or server_cert_secret(owner.name, component)
+
+
+def conf_keys(spec: Secured) -> dict[str, str]:
+    """broker.conf / namesrv.conf settings of spec.acl and spec.tls (upstream keys; paths only)."""
     conf: dict[str, str] = {}
     if spec.acl is not None:
         conf["aclEnable"] = "true"
@@ -86,18 +97,13 @@ def broker_conf_keys(spec: BrokerSpec) -> dict[str, str]:
     return conf
 
 
-def reserved_keys(spec: BrokerSpec) -> frozenset[str]:
-    """Keys spec.config may not set because spec.acl/spec.tls decide them."""
-    return frozenset(broker_conf_keys(spec))
-
-
-def _acl_volume(owner: Owner, acl: AclSpec) -> dict[str, Any]:
+def _acl_volume(owner: Owner, component: str, acl: AclSpec) -> dict[str, Any]:
     # One directory (aclFilePath) holding the operator's account file and the user's
     # plain_acl.yml; the broker loads every *.yml there.
     sources: list[dict[str, Any]] = [
         {
             "secret": {
-                "name": operator_acl_secret(owner.name),
+                "name": operator_acl_secret(owner.name, component),
                 "items": [{"key": OPERATOR_ACL_FILE, "path": OPERATOR_ACL_FILE}],
             }
         }
@@ -114,16 +120,17 @@ def _acl_volume(owner: Owner, acl: AclSpec) -> dict[str, Any]:
     return {"name": ACL_VOLUME, "projected": {"sources": sources}}
 
 
-def volumes(owner: Owner, spec: BrokerSpec) -> list[dict[str, Any]]:
+def volumes(owner: Owner, component: str, spec: Secured) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if spec.acl is not None:
-        out.append(_acl_volume(owner, spec.acl))
+        out.append(_acl_volume(owner, component, spec.acl))
     if spec.tls is not None:
-        out.append({"name": TLS_VOLUME, "secret": {"secretName": tls_secret_name(owner, spec.tls)}})
+        secret = tls_secret_name(owner, component, spec.tls)
+        out.append({"name": TLS_VOLUME, "secret": {"secretName": secret}})
     return out
 
 
-def mounts(spec: BrokerSpec) -> list[dict[str, Any]]:
+def mounts(spec: Secured) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if spec.acl is not None:
         out.append({"name": ACL_VOLUME, "mountPath": ACL_DIR, "readOnly": True})
@@ -136,7 +143,7 @@ def _secret_env(name: str, secret: str, key: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
 
 
-def env(owner: Owner, spec: BrokerSpec) -> list[dict[str, Any]]:
+def env(owner: Owner, component: str, spec: Secured) -> list[dict[str, Any]]:
     """Environment for the probes and the broker's own calls (credentials, client TLS).
 
     With ``enforcing`` a plaintext probe is refused, so the probe (and the broker's registration
@@ -146,7 +153,7 @@ def env(owner: Owner, spec: BrokerSpec) -> list[dict[str, Any]]:
     """
     out: list[dict[str, Any]] = []
     if spec.acl is not None:
-        secret = operator_acl_secret(owner.name)
+        secret = operator_acl_secret(owner.name, component)
         out.append(_secret_env(ENV_ACCESS_KEY, secret, ACCESS_KEY_KEY))
         out.append(_secret_env(ENV_SECRET_KEY, secret, SECRET_KEY_KEY))
     if spec.tls is not None and spec.tls.mode == "enforcing":
@@ -186,10 +193,10 @@ def operator_acl_data(secret_key: str) -> dict[str, str]:
 
 
 def secret_object(
-    owner: Owner, name: str, data: dict[str, str], secret_type: str = "Opaque"
+    owner: Owner, component: str, name: str, data: dict[str, str], secret_type: str = "Opaque"
 ) -> dict[str, Any]:
     """A Secret the operator owns (deleted with the custom resource)."""
-    labels = names.common_labels(owner, names.COMPONENT_BROKER)
+    labels = names.common_labels(owner, component)
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -199,17 +206,27 @@ def secret_object(
     }
 
 
-def server_names(owner: Owner, domain: str) -> list[str]:
-    """SANs of the brokers' server certificate: the headless Service, a wildcard for its pods
-    (``<pod>.<service>.<ns>.svc...``, what the operator and slaves dial) and localhost for the
-    probes. Independent of the number of pods, so scaling never re-issues the certificate."""
-    service = names.broker_headless_service(owner.name)
+def server_names(owner: Owner, services: list[str], domain: str) -> list[str]:
+    """SANs of a server certificate: each Service, a wildcard for the pods of the headless one
+    (``<pod>.<service>.<ns>.svc...``, what the operator, slaves and brokers dial) and localhost
+    for the probes. Independent of the number of pods, so scaling never re-issues it."""
     ns = owner.namespace
-    return [
-        f"{service}.{ns}.svc.{domain}",
-        f"*.{service}.{ns}.svc.{domain}",
-        f"{service}.{ns}.svc",
-        f"*.{service}.{ns}.svc",
-        "localhost",
-        "127.0.0.1",
-    ]
+    out: list[str] = []
+    for service in services:
+        out += [
+            f"{service}.{ns}.svc.{domain}",
+            f"*.{service}.{ns}.svc.{domain}",
+            f"{service}.{ns}.svc",
+            f"*.{service}.{ns}.svc",
+        ]
+    return [*out, "localhost", "127.0.0.1"]
+
+
+def service_names(owner: Owner, component: str) -> list[str]:
+    """The Services whose names a component's certificate carries."""
+    if component == names.COMPONENT_NAMESRV:
+        return [
+            names.namesrv_service(owner.name),
+            names.namesrv_headless_service(owner.name),
+        ]
+    return [names.broker_headless_service(owner.name)]

@@ -11,7 +11,7 @@ from typing import Any
 
 from ferrymq_operator import k8s
 from ferrymq_operator.builders.names import Owner
-from ferrymq_operator.models import BrokerSpec, Condition, TlsSpec
+from ferrymq_operator.models import Condition, TlsSpec
 from ferrymq_operator.security import builders, ca, decisions
 from ferrymq_operator.status import Failure, carry_transition_times
 
@@ -43,29 +43,31 @@ def _report(secret: str, cert_pem: str, ours: bool) -> decisions.CertificateRepo
 async def _operator_tls(
     kube: k8s.Kube,
     owner: Owner,
+    component: str,
     tls: TlsSpec,
     domain: str,
     now: datetime.datetime,
     outcome: SecurityOutcome,
 ) -> None:
-    ca_name = builders.ca_secret(owner.name)
+    ca_name = builders.ca_secret(owner.name, component)
     ca_data = await _data(kube, owner.namespace, ca_name)
     new_ca = decisions.plan_ca(ca_data, tls, owner.name, now)
     if new_ca is not None:
         data = {builders.CA_CERT_KEY: new_ca.cert_pem, builders.CA_KEY_KEY: new_ca.key_pem}
         why = "created the cluster CA" if ca_data is None else "renewed the cluster CA"
-        await _write(kube, builders.secret_object(owner, ca_name, data), why, outcome)
+        obj = builders.secret_object(owner, component, ca_name, data)
+        await _write(kube, obj, why, outcome)
         authority = new_ca
     else:
         assert ca_data is not None  # plan_ca keeps only a usable CA
         authority = ca.CertPair(ca_data[builders.CA_CERT_KEY], ca_data[builders.CA_KEY_KEY])
-    server_name = builders.server_cert_secret(owner.name)
+    server_name = builders.server_cert_secret(owner.name, component)
     server_data = await _data(kube, owner.namespace, server_name)
-    names = builders.server_names(owner, domain)
+    names = builders.server_names(owner, builders.service_names(owner, component), domain)
     issued = decisions.plan_server_cert(server_data, authority, tls, owner.name, names, now)
     if issued is not None:
-        why = "issued the brokers' certificate" if server_data is None else "renewed it"
-        obj = builders.secret_object(owner, server_name, issued, TLS_SECRET_TYPE)
+        why = "issued the server certificate" if server_data is None else "renewed it"
+        obj = builders.secret_object(owner, component, server_name, issued, TLS_SECRET_TYPE)
         await _write(kube, obj, why, outcome)
         server_data = issued
     assert server_data is not None
@@ -74,7 +76,12 @@ async def _operator_tls(
 
 
 async def ensure(
-    kube: k8s.Kube, owner: Owner, spec: BrokerSpec, domain: str, now: datetime.datetime
+    kube: k8s.Kube,
+    owner: Owner,
+    component: str,
+    spec: builders.Secured,
+    domain: str,
+    now: datetime.datetime,
 ) -> SecurityOutcome:
     """Check the user's Secrets, create/renew the operator's; what the status should say."""
     outcome = SecurityOutcome()
@@ -88,12 +95,13 @@ async def ensure(
                 if problem:
                     outcome.failure = Failure("AclSecretInvalid", problem)
                     return outcome
-            acl_name = builders.operator_acl_secret(owner.name)
+            acl_name = builders.operator_acl_secret(owner.name, component)
             current = await _data(kube, ns, acl_name)
             planned = decisions.plan_operator_acl(current)
             if planned is not None:
                 why = "generated the operator's ACL account"
-                await _write(kube, builders.secret_object(owner, acl_name, planned), why, outcome)
+                obj = builders.secret_object(owner, component, acl_name, planned)
+                await _write(kube, obj, why, outcome)
         if spec.tls is not None:
             if spec.tls.secret_name:
                 data = await _data(kube, ns, spec.tls.secret_name)
@@ -105,7 +113,7 @@ async def ensure(
                 cert = data[builders.TLS_CERT_KEY]
                 outcome.certificates.append(_report(spec.tls.secret_name, cert, False))
             else:
-                await _operator_tls(kube, owner, spec.tls, domain, now, outcome)
+                await _operator_tls(kube, owner, component, spec.tls, domain, now, outcome)
     except k8s.ApiError as error:
         outcome.failure = Failure("SecretUnavailable", f"security Secrets: {error}")
     return outcome
@@ -114,7 +122,7 @@ async def ensure(
 def decorate_status(
     status: dict[str, Any],
     outcome: SecurityOutcome,
-    spec: BrokerSpec,
+    spec: builders.Secured,
     previous_conditions: Sequence[Condition],
     generation: int,
     now: datetime.datetime,
