@@ -500,6 +500,21 @@ async def remove_stale_external_services(
             result.events.append(("Normal", "Deleted", f"deleted Service {name}"))
 
 
+async def remove_stale_network_policies(
+    ctx: Context, owner: Owner, spec: models.BrokerSpec, result: Result
+) -> None:
+    """NetworkPolicies of removed groups, or all of them once spec.networkPolicy is off."""
+    wanted = {p["metadata"]["name"] for p in netpol.desired(owner, spec)}
+    selector = _selector(names.selector_labels(owner, names.COMPONENT_BROKER))
+    kind = "NetworkPolicy"
+    for policy in await ctx.kube.list(netpol.API_VERSION, kind, owner.namespace, selector):
+        name = policy["metadata"]["name"]
+        if name not in wanted and await ctx.kube.delete(
+            netpol.API_VERSION, kind, owner.namespace, name
+        ):
+            result.events.append(("Normal", "Deleted", f"deleted {kind} {name}"))
+
+
 async def delete_removed_claims(
     ctx: Context, owner: Owner, spec: models.BrokerSpec, result: Result
 ) -> None:
@@ -568,6 +583,8 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
             await remove_audit(ctx, owner, result)
         if failure is None:
             await remove_stale_external_services(ctx, owner, spec, result)
+        if failure is None:
+            await remove_stale_network_policies(ctx, owner, spec, result)
 
     if failure is None and spec.storage.delete_claim_on_scale_down:
         await delete_removed_claims(ctx, owner, spec, result)

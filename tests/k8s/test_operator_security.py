@@ -90,6 +90,10 @@ def network_policy(cluster: Cluster, name: str) -> dict[str, Any] | None:
     return policy
 
 
+def policy_gone(cluster: Cluster, name: str) -> bool:
+    return network_policy(cluster, name) is None
+
+
 def test_acl_and_tls_become_broker_configuration_and_rotation_rolls_nothing(
     cluster: Cluster, operator: KopfRunner
 ) -> None:
@@ -256,3 +260,26 @@ def test_bad_security_secrets_become_conditions(cluster: Cluster, operator: Kopf
     volumes = {v.name: v for v in sts.spec.template.spec.volumes}
     assert volumes["tls"].secret.secret_name == "user-certs"
     assert secret_data(cluster, "guarded-broker-ca") is None  # no CA with a user's certificate
+
+
+def test_network_policy_follows_the_groups_and_the_switch(
+    cluster: Cluster, operator: KopfRunner
+) -> None:
+    cluster.create("nameservers", "routes", {"replicas": 1})
+    spec = {
+        "nameServerRef": {"name": "routes"},
+        "groups": 2,
+        "replicasPerGroup": 1,
+        "storage": {"size": "1Gi", "deleteClaimOnScaleDown": True},
+        "networkPolicy": True,
+    }
+    cluster.create("brokers", "fenced", spec)
+    for group in range(2):
+        wait_for(
+            f"policy {group}", functools.partial(network_policy, cluster, f"fenced-broker-{group}")
+        )
+    cluster.patch_spec("brokers", "fenced", {"networkPolicy": False})
+    for group in range(2):
+        name = f"fenced-broker-{group}"
+        wait_for(f"{name} to be deleted", functools.partial(policy_gone, cluster, name))
+    cluster.wait_event("fenced", "Deleted")
