@@ -3,9 +3,8 @@
 * an ACL Secret and a TLS setting become broker configuration (broker.conf keys, Secret volumes,
   the operator account's env), the cluster CA and the brokers' certificate Secrets are created and
   the status says when each certificate expires; a NetworkPolicy per group;
-* editing the user's Secret changes no pod template (the kubelet updates mounted Secrets; the
-  broker reloads the files), while the operator keeps reconciling (it re-issues a deleted
-  certificate Secret);
+* editing the user's Secret and renewing a certificate near expiry change no pod template (the
+  kubelet updates mounted Secrets; the broker reloads the files);
 * bad input (missing Secret, Secret without the key, a user certificate near expiry) becomes a
   clear status condition.
 """
@@ -53,7 +52,8 @@ def put_secret(cluster: Cluster, name: str, data: dict[str, str]) -> None:
             raise
         cluster.core.create_namespaced_secret(cluster.ns, body)
         return
-    cluster.core.replace_namespaced_secret(name, cluster.ns, body)
+    # patch the data only: the type of an existing Secret is immutable
+    cluster.core.patch_namespaced_secret(name, cluster.ns, {"data": body["data"]})
 
 
 def secret_data(cluster: Cluster, name: str) -> dict[str, str] | None:
@@ -180,24 +180,41 @@ def test_acl_and_tls_become_broker_configuration_and_rotation_rolls_nothing(
     assert sorted(p["port"] for p in public["ports"]) == [10909, 10911]
     assert [p["port"] for p in ha["ports"]] == [10912] and ha["from"]
 
-    # rotation: the user's accounts change; the operator passes again (it re-issues the deleted
-    # certificate), yet no pod template changed, so nothing rolls
+    # rotation: the user's accounts change, and the brokers' certificate is 5 days from expiry
+    # (renewBeforeDays 10): the operator renews it, yet no pod template changes, so nothing rolls
     before = cluster.statefulset("secure-broker-0")
     put_secret(cluster, "app-accounts", {"plain_acl.yml": ACL_V2})
-    cluster.core.delete_namespaced_secret("secure-broker-tls", cluster.ns)
-    reissued = wait_for(
-        "a re-issued certificate",
-        lambda: (secret_data(cluster, "secure-broker-tls") or {}).get("tls.crt"),
+    signer = ca.CertPair(authority["ca.crt"], authority["ca.key"])
+    now = datetime.datetime.now(datetime.UTC)
+    short = ca.issue(signer, "short", list(info.names), now, 5)
+    put_secret(
+        cluster,
+        "secure-broker-tls",
+        {"tls.crt": short.cert_pem, "tls.key": short.key_pem, "ca.crt": authority["ca.crt"]},
     )
-    assert reissued != server["tls.crt"]
+    renewed = wait_for(
+        "a renewed certificate",
+        lambda: (
+            (secret_data(cluster, "secure-broker-tls") or {}).get("tls.crt")
+            not in (
+                None,
+                short.cert_pem,
+            )
+            and secret_data(cluster, "secure-broker-tls")
+        ),
+    )
+    renewed_info = ca.info(renewed["tls.crt"])
+    assert renewed_info.not_after - now > datetime.timedelta(days=80)
+    assert ca.signed_by(renewed["tls.crt"], authority["ca.crt"])
     wait_for(
-        "status to show the re-issued certificate",
+        "status to show the renewed certificate",
         lambda: any(
             c["secret"] == "secure-broker-tls"
-            and c["notAfter"] == ca.info(reissued).not_after.strftime("%Y-%m-%dT%H:%M:%SZ")
+            and c["notAfter"] == renewed_info.not_after.strftime("%Y-%m-%dT%H:%M:%SZ")
             for c in status_of(cluster, "secure").get("certificates") or []
         ),
     )
+    cluster.wait_event("secure", "SecretWritten")
     after = cluster.statefulset("secure-broker-0")
     assert after.metadata.generation == before.metadata.generation
     assert after.spec.template == before.spec.template
