@@ -219,10 +219,11 @@ def other_broker_conf_models() -> tuple[type[BaseModel], ...]:
     """The other settings models read from the same broker.conf (loaded by their own services):
     their keys are known, so they are not reported as unknown. Add a new one here."""
     # imported here: these modules import broker code that imports this module
+    from ferrymq.broker.lag.config import LagConfig
     from ferrymq.broker.semantics import SemanticsConfig
     from ferrymq.ha.config import HASettings
 
-    return (HASettings, SemanticsConfig)
+    return (HASettings, SemanticsConfig, LagConfig)
 
 
 def role_problem(broker_id: int, broker_role: str) -> str | None:
