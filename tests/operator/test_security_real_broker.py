@@ -10,7 +10,8 @@ and the environment of the pod template. Shown:
 * a user account from the ACL Secret produces over TLS; rotating that Secret in place (new
   secretKey) reaches the running broker without a restart: the old key is refused, the new one
   accepted, the broker PID unchanged;
-* certificates issued by the operator's CA serve the broker's TLS port.
+* certificates issued by the operator's CA serve the broker's TLS port, and a renewed one written
+  into the volume is served to new connections by the same process.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import queue
 import re
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -36,12 +38,16 @@ from ferrymq_operator.builders import broker as broker_builder
 from ferrymq_operator.builders import namesrv as namesrv_builder
 from ferrymq_operator.builders.names import Owner
 from ferrymq_operator.models import parse_broker_spec, parse_nameserver_spec
-from ferrymq_operator.security import builders, decisions
+from ferrymq_operator.security import builders, ca, decisions
 from subprocess_helpers import popen
 
 FERRYMQ = [sys.executable, "-m", "ferrymq.cli.main"]
 NOW = datetime.datetime.now(datetime.UTC)
 APP_ACL = "accounts:\n  - accessKey: appKey0001\n    secretKey: {sk}\n    defaultTopicPerm: PUB\n"
+
+
+def _der(pem: str) -> bytes:
+    return ssl.PEM_cert_to_DER_cert(pem)
 
 
 def free_port() -> int:
@@ -159,6 +165,7 @@ def test_operator_configuration_runs_secured_brokers(tmp_path: Path) -> None:
     )
     # the Secrets the operator makes (and the user's)
     secrets: dict[str, dict[str, str]] = {}
+    ca_keys: dict[str, str] = {}
     for who, component in ((ns_owner, "namesrv"), (owner, "broker")):
         account = decisions.plan_operator_acl(None)
         assert account is not None
@@ -171,6 +178,7 @@ def test_operator_configuration_runs_secured_brokers(tmp_path: Path) -> None:
         issued = decisions.plan_server_cert(None, authority, tls, who.name, sans, NOW)
         assert issued is not None
         secrets[builders.server_cert_secret(who.name, component)] = issued
+        ca_keys[f"{who.name}-{component}"] = authority.key_pem
     secrets["app-accounts"] = {"plain_acl.yml": APP_ACL.format(sk="appSecret-1")}
 
     def volumes(root: Path, volume_list: list[dict[str, Any]]) -> None:
@@ -261,6 +269,27 @@ def test_operator_configuration_runs_secured_brokers(tmp_path: Path) -> None:
             assert time.monotonic() < deadline, "the old secretKey is still accepted after 30s"
         second = produce("appSecret-2")
         assert second.returncode == 0 and "sent 2/2" in second.stdout, second.stdout
+        assert broker.proc.poll() is None and broker.proc.pid == pid
+
+        # certificate renewal: the operator writes a new certificate into the Secret; new
+        # connections get it, same process
+        served = ssl.get_server_certificate(("127.0.0.1", int(port)), timeout=10)
+        old_cert = secrets["orders-broker-tls"]["tls.crt"]
+        assert _der(served) == _der(old_cert)
+        tls = spec.tls
+        assert tls is not None
+        authority = ca.CertPair(secrets["orders-broker-tls"]["ca.crt"], ca_keys["orders-broker"])
+        sans = builders.server_names(owner, builders.service_names(owner, "broker"), "local")
+        renewed = decisions.plan_server_cert(None, authority, tls, "orders", sans, NOW)
+        assert renewed is not None
+        secrets["orders-broker-tls"] = renewed
+        volumes(root, sts["volumes"])
+        deadline = time.monotonic() + 30
+        while _der(ssl.get_server_certificate(("127.0.0.1", int(port)), timeout=10)) != _der(
+            renewed["tls.crt"]
+        ):
+            assert time.monotonic() < deadline, "the renewed certificate is not served after 30s"
+        assert run(probe, env).returncode == 0
         assert broker.proc.poll() is None and broker.proc.pid == pid
     finally:
         if broker is not None:
