@@ -14,7 +14,9 @@ from __future__ import annotations
 import base64
 import datetime
 import functools
+import logging
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import javaproperties
@@ -25,8 +27,9 @@ from kubernetes import client as k8s
 
 from k8s.control_plane import KubeApi
 from k8s.operator_env import Cluster, ferrymq_crds, operator, wait_for
+from k8s.test_operator_rbac import service_account_kubeconfig
 
-__all__ = ["ferrymq_crds", "operator"]
+__all__ = ["ferrymq_crds", "operator", "service_account_kubeconfig"]
 
 ACL_V1 = "accounts:\n  - accessKey: app\n    secretKey: app-secret-1\n    defaultTopicPerm: PUB\n"
 ACL_V2 = "accounts:\n  - accessKey: app\n    secretKey: app-secret-2\n    defaultTopicPerm: PUB\n"
@@ -300,3 +303,49 @@ def test_network_policy_follows_the_groups_and_the_switch(
         name = f"fenced-broker-{group}"
         wait_for(f"{name} to be deleted", functools.partial(policy_gone, cluster, name))
     cluster.wait_event("fenced", "Deleted")
+
+
+def test_chart_rbac_covers_secrets_and_network_policies(
+    kube_api: KubeApi,
+    ferrymq_crds: list[str],
+    k8s_namespace: str,
+    service_account_kubeconfig: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The operator with only the chart's RBAC creates and renews its Secrets, reads the user's,
+    and creates and deletes NetworkPolicies."""
+    caplog.set_level(logging.INFO)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KUBECONFIG", str(service_account_kubeconfig))
+        mp.setenv("FERRYMQ_OPERATOR_RETRY_DELAY_SECONDS", "2")
+        mp.setenv("FERRYMQ_OPERATOR_RESYNC_SECONDS", "5")
+        args = ["run", "--standalone", "--all-namespaces", "-m", "ferrymq_operator.handlers"]
+        with kube_api.api_client() as admin_client, KopfRunner(args, timeout=180) as runner:
+            cluster = Cluster(admin_client, k8s_namespace)
+            put_secret(cluster, "accounts", {"plain_acl.yml": ACL_V1})
+            cluster.create("nameservers", "routes", {"replicas": 1, "tls": {}, "acl": {}})
+            cluster.create(
+                "brokers",
+                "held",
+                {
+                    "nameServerRef": {"name": "routes"},
+                    "replicasPerGroup": 1,
+                    "storage": {"size": "1Gi"},
+                    "acl": {"secretName": "accounts"},
+                    "tls": {},
+                    "networkPolicy": True,
+                },
+            )
+            for name in ("routes-namesrv-tls", "held-broker-tls", "held-broker-acl-operator"):
+                wait_for(name, functools.partial(secret_data, cluster, name))
+            wait_for("the policy", functools.partial(network_policy, cluster, "held-broker-0"))
+            wait_for("the StatefulSet", functools.partial(cluster.statefulset, "held-broker-0"))
+            cluster.patch_spec("brokers", "held", {"networkPolicy": False})
+            wait_for("the policy deleted", functools.partial(policy_gone, cluster, "held-broker-0"))
+    assert runner.exception is None
+    denied = [
+        r.getMessage()
+        for r in caplog.records
+        if "forbidden" in r.getMessage().lower() and "system:serviceaccount" in r.getMessage()
+    ]
+    assert not denied, denied
