@@ -244,8 +244,8 @@ async def reconcile_nameserver(ctx: Context, body: Mapping[str, Any]) -> Result:
     workloads = await observe_nameserver(ctx.kube, owner, replicas) if replicas else []
     status = compute(generation, workloads, previous, failure, now())
     if replicas:
-        security_secrets.decorate_status(
-            status, secured, spec, previous.conditions, generation, _utcnow(), now()
+        result.events += security_secrets.decorate_status(
+            status, secured, spec, previous, generation, _utcnow(), now()
         )
     if replicas:
         status["addresses"] = names.namesrv_addresses(
@@ -623,8 +623,8 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
     pending = "; ".join(notes) if notes else None
     status = compute(generation, workloads, previous, failure, now(), pending=pending)
     status["topicSyncedGroups"] = synced
-    security_secrets.decorate_status(
-        status, secured, spec, previous.conditions, generation, _utcnow(), now()
+    result.events += security_secrets.decorate_status(
+        status, secured, spec, previous, generation, _utcnow(), now()
     )
     status["drains"] = drains
     if not isinstance(addr, Failure):

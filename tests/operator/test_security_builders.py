@@ -13,8 +13,13 @@ import pytest
 import yaml
 from ferrymq_operator.builders import broker, namesrv
 from ferrymq_operator.builders.names import Owner
-from ferrymq_operator.models import InvalidSpec, parse_broker_spec, parse_nameserver_spec
-from ferrymq_operator.security import builders, ca, decisions, netpol
+from ferrymq_operator.models import (
+    BrokerStatus,
+    InvalidSpec,
+    parse_broker_spec,
+    parse_nameserver_spec,
+)
+from ferrymq_operator.security import builders, ca, decisions, netpol, secrets
 
 ADDR = "routes-namesrv-0.routes-namesrv-hs.prod.svc.cluster.local:9876"
 REF = {"nameServerRef": {"name": "routes"}}
@@ -233,3 +238,43 @@ def test_nameserver_acl_and_tls(namesrv_owner: Owner) -> None:
     )
     assert "routes-namesrv.prod.svc.cluster.local" in sans
     assert "*.routes-namesrv-hs.prod.svc.cluster.local" in sans
+
+
+def test_user_tls_secret_with_a_key_of_another_certificate_is_refused() -> None:
+    now = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    authority = ca.new_ca("user CA", now, 30)
+    first = ca.issue(authority, "a", ["localhost"], now, 10)
+    second = ca.issue(authority, "b", ["localhost"], now, 10)
+    good = {"tls.crt": first.cert_pem, "tls.key": first.key_pem, "ca.crt": authority.cert_pem}
+    assert decisions.check_user_tls("certs", good) is None
+    swapped = decisions.check_user_tls("certs", {**good, "tls.key": second.key_pem})
+    assert swapped is not None and "is not the key of tls.crt" in swapped
+    garbage = decisions.check_user_tls("certs", {**good, "tls.key": "-----BEGIN nothing"})
+    assert garbage is not None and "not an unencrypted PEM private key" in garbage
+
+
+def test_status_certificates_condition_and_warning_event_once() -> None:
+    now = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    spec = parse_broker_spec({**REF, "tls": {"secretName": "certs", "renewBeforeDays": 30}})
+    near = decisions.CertificateReport("certs", "CN=b", now + datetime.timedelta(days=5), False)
+    outcome = secrets.SecurityOutcome(checked=True, certificates=[near])
+    status: dict[str, Any] = {"conditions": []}
+    events = secrets.decorate_status(status, outcome, spec, BrokerStatus(), 1, now, "t0")
+    assert events == [("Warning", "CertificateExpiring", status["conditions"][0]["message"])]
+    assert status["certificates"] == [
+        {
+            "secret": "certs",
+            "subject": "CN=b",
+            "notAfter": "2026-01-06T00:00:00Z",
+            "issuedByOperator": False,
+        }
+    ]
+    previous = BrokerStatus.model_validate(status)
+    again: dict[str, Any] = {"conditions": []}
+    assert secrets.decorate_status(again, outcome, spec, previous, 1, now, "t1") == []
+    assert again["conditions"][0]["lastTransitionTime"] == "t0"  # no flip: time kept
+    # a pass that failed before checking the Secrets keeps what the last one found
+    kept: dict[str, Any] = {"conditions": []}
+    secrets.decorate_status(kept, secrets.SecurityOutcome(), spec, previous, 2, now, "t2")
+    assert kept["certificates"] == status["certificates"]
+    assert [c["type"] for c in kept["conditions"]] == ["CertificateExpiring"]

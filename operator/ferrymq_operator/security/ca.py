@@ -165,6 +165,22 @@ def signed_by(cert_pem: str, ca_pem: str) -> bool:
     return True
 
 
+def key_matches(cert_pem: str, key_pem: str) -> bool:
+    """Is ``key_pem`` (PEM, unencrypted) the private key of ``cert_pem``? ValueError when the
+    key cannot be read."""
+    cert = x509.load_pem_x509_certificate(cert_pem.encode())
+    try:
+        key = serialization.load_pem_private_key(key_pem.encode(), password=None)
+    except TypeError as error:  # encrypted: the broker would need tls.server.keyPassword
+        raise ValueError(f"the key is encrypted ({error})") from None
+    public = serialization.PublicFormat.SubjectPublicKeyInfo
+    encoding = serialization.Encoding.DER
+    return bool(
+        key.public_key().public_bytes(encoding, public)
+        == cert.public_key().public_bytes(encoding, public)
+    )
+
+
 def needs_renewal(not_after: datetime.datetime, now: datetime.datetime, renew_days: int) -> bool:
     """Inside the renewal window (or expired)."""
     return not_after - now <= datetime.timedelta(days=renew_days)

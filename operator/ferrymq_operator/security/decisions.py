@@ -86,6 +86,18 @@ def check_user_tls(name: str, data: Mapping[str, str] | None) -> str | None:
         ca.info(data[builders.TLS_CERT_KEY])
     except ValueError as error:
         return f"Secret {name!r} key {builders.TLS_CERT_KEY} is not a PEM certificate: {error}"
+    try:
+        matches = ca.key_matches(data[builders.TLS_CERT_KEY], data[builders.TLS_KEY_KEY])
+    except ValueError as error:
+        return (
+            f"Secret {name!r} key {builders.TLS_KEY_KEY} is not an unencrypted PEM private key: "
+            f"{error}"
+        )
+    if not matches:
+        return (
+            f"Secret {name!r}: {builders.TLS_KEY_KEY} is not the key of {builders.TLS_CERT_KEY}; "
+            f"put the matching pair in the Secret"
+        )
     return None
 
 

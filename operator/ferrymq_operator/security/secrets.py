@@ -5,13 +5,12 @@ the pass with a ``ReconcileFailed`` condition instead of pods that cannot start.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ferrymq_operator import k8s
 from ferrymq_operator.builders.names import Owner
-from ferrymq_operator.models import Condition, TlsSpec
+from ferrymq_operator.models import ClusterStatus, Condition, TlsSpec
 from ferrymq_operator.security import builders, ca, decisions
 from ferrymq_operator.status import Failure, carry_transition_times
 
@@ -21,6 +20,8 @@ TLS_SECRET_TYPE = "kubernetes.io/tls"
 @dataclass
 class SecurityOutcome:
     failure: Failure | None = None
+    # ensure() ran to the end (else the status keeps the previous pass's certificates)
+    checked: bool = False
     certificates: list[decisions.CertificateReport] = field(default_factory=list)
     # (type, reason, message) Events, as reconcile.Result.events
     events: list[tuple[str, str, str]] = field(default_factory=list)
@@ -116,6 +117,8 @@ async def ensure(
                 await _operator_tls(kube, owner, component, spec.tls, domain, now, outcome)
     except k8s.ApiError as error:
         outcome.failure = Failure("SecretUnavailable", f"security Secrets: {error}")
+        return outcome
+    outcome.checked = True
     return outcome
 
 
@@ -123,15 +126,23 @@ def decorate_status(
     status: dict[str, Any],
     outcome: SecurityOutcome,
     spec: builders.Secured,
-    previous_conditions: Sequence[Condition],
+    previous: ClusterStatus,
     generation: int,
     now: datetime.datetime,
     now_text: str,
-) -> None:
-    """status.certificates and the CertificateExpiring condition (only with spec.tls)."""
+) -> list[tuple[str, str, str]]:
+    """status.certificates and the CertificateExpiring condition (only with spec.tls); a Warning
+    event when a certificate enters the renewal window. A pass that did not get to check the
+    Secrets (a failure before) keeps what the previous pass found."""
+    if not outcome.checked:
+        status["certificates"] = [c.model_dump(by_alias=True) for c in previous.certificates]
+        kept = [c for c in previous.conditions if c.type == decisions.CERT_EXPIRING]
+        if spec.tls is not None:
+            status["conditions"] += [c.model_dump(by_alias=True, exclude_none=True) for c in kept]
+        return []
     status["certificates"] = [r.status() for r in outcome.certificates]
     if spec.tls is None or not outcome.certificates:
-        return
+        return []
     soon, message = decisions.expiring(outcome.certificates, now, spec.tls.renew_before_days)
     reason = "WithinRenewalWindow" if soon else "Valid"
     cond = Condition(
@@ -140,5 +151,9 @@ def decorate_status(
         reason=reason,
         message=message,
     )
-    [carried] = carry_transition_times([cond], previous_conditions, generation, now_text)
+    [carried] = carry_transition_times([cond], previous.conditions, generation, now_text)
     status["conditions"].append(carried.model_dump(by_alias=True, exclude_none=True))
+    before = next((c for c in previous.conditions if c.type == decisions.CERT_EXPIRING), None)
+    if soon and (before is None or before.status != "True"):
+        return [("Warning", "CertificateExpiring", message)]
+    return []
