@@ -135,3 +135,22 @@ def test_issued_certificate_serves_tls_with_hostname_check(
         ):
             wrong.wrap_socket(raw, server_hostname="elsewhere.example")
         thread.join(timeout=10)
+
+
+def test_ca_renewal_keeps_the_key_so_old_and_new_certificates_stay_trusted(
+    authority: ca.CertPair,
+) -> None:
+    tls = TlsSpec(validity_days=365, renew_before_days=30)
+    data = {builders.CA_CERT_KEY: authority.cert_pem, builders.CA_KEY_KEY: authority.key_pem}
+    before = ca.issue(authority, "b", ["localhost"], NOW, 365)
+    renewed = decisions.plan_ca(data, tls, "orders", NOW + 710 * DAY)
+    assert renewed is not None and renewed.key_pem == authority.key_pem
+    assert ca.info(renewed.cert_pem).not_after > ca.info(authority.cert_pem).not_after
+    after = ca.issue(renewed, "b", ["localhost"], NOW + 710 * DAY, 365)
+    assert ca.signed_by(before.cert_pem, renewed.cert_pem)  # issued before, trusted after
+    assert ca.signed_by(after.cert_pem, authority.cert_pem)  # old trust accepts the new one
+    # the broker's certificate is still re-issued, to carry the renewed CA in ca.crt
+    issued = decisions.plan_server_cert(None, authority, tls, "orders", ["localhost"], NOW)
+    assert issued is not None
+    again = decisions.plan_server_cert(issued, renewed, tls, "orders", ["localhost"], NOW)
+    assert again is not None and again[builders.TLS_CA_KEY] == renewed.cert_pem

@@ -52,6 +52,13 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> str:
     ).decode()
 
 
+def _load_ec_key(key_pem: str) -> ec.EllipticCurvePrivateKey:
+    key = serialization.load_pem_private_key(key_pem.encode(), password=None)
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise ValueError("the CA key is not an EC key made by this operator")
+    return key
+
+
 def _name(common_name: str) -> x509.Name:
     return x509.Name(
         [
@@ -61,9 +68,16 @@ def _name(common_name: str) -> x509.Name:
     )
 
 
-def new_ca(common_name: str, now: datetime.datetime, days: int) -> CertPair:
-    """A self-signed CA certificate valid for ``days`` from ``now``."""
-    key = _key()
+def new_ca(
+    common_name: str, now: datetime.datetime, days: int, key_pem: str | None = None
+) -> CertPair:
+    """A self-signed CA certificate valid for ``days`` from ``now``.
+
+    With ``key_pem`` (renewal) the CA keeps its key and subject, as Strimzi renews its CA
+    certificates: certificates issued before still chain to the renewed CA certificate, and
+    clients that still trust the old CA certificate accept certificates issued after.
+    """
+    key = _load_ec_key(key_pem) if key_pem is not None else _key()
     name = _name(common_name)
     cert = (
         x509.CertificateBuilder()
@@ -112,9 +126,7 @@ def issue(
     if not names:
         raise ValueError("a server certificate needs at least one DNS name")
     ca_cert = x509.load_pem_x509_certificate(ca.cert_pem.encode())
-    ca_key = serialization.load_pem_private_key(ca.key_pem.encode(), password=None)
-    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
-        raise ValueError("the CA key is not an EC key made by this operator")
+    ca_key = _load_ec_key(ca.key_pem)
     key = _key()
     not_after = min(now + datetime.timedelta(days=days), ca_cert.not_valid_after_utc)
     cert = (

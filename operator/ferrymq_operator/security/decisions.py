@@ -121,7 +121,13 @@ def plan_ca(
     ):
         return None
     days = tls.validity_days * ca.CA_VALIDITY_FACTOR
-    return ca.new_ca(f"{cr_name} ferrymq cluster CA", now, days)
+    name = f"{cr_name} ferrymq cluster CA"
+    if current is not None:
+        try:  # renew the certificate, keep the key: what was issued stays trusted
+            return ca.new_ca(name, now, days, key_pem=current.key_pem)
+        except ValueError:
+            pass  # a key this operator did not make: start a new CA
+    return ca.new_ca(name, now, days)
 
 
 def plan_server_cert(
