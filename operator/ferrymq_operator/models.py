@@ -218,6 +218,14 @@ class AclSpec(CamelModel):
     )
 
 
+class IssuerRef(CamelModel):
+    """A cert-manager Issuer or ClusterIssuer."""
+
+    name: str = Field(min_length=1, description="metadata.name of the issuer.")
+    kind: Literal["Issuer", "ClusterIssuer"] = "Issuer"
+    group: str = Field(default="cert-manager.io", description="API group of the issuer.")
+
+
 class TlsSpec(CamelModel):
     """TLS on the remoting port (upstream ``tls.server.*`` keys)."""
 
@@ -236,6 +244,14 @@ class TlsSpec(CamelModel):
             "server certificate from a cluster CA it creates and renews."
         ),
     )
+    issuer_ref: IssuerRef | None = Field(
+        default=None,
+        description=(
+            "Let cert-manager (installed in the cluster) issue and renew the certificate: the "
+            "operator creates a cert-manager.io/v1 Certificate for this issuer instead of its "
+            "own CA."
+        ),
+    )
     validity_days: int = Field(
         default=365, ge=2, le=3650, description="Validity of an operator-issued server certificate."
     )
@@ -251,6 +267,11 @@ class TlsSpec(CamelModel):
 
     @model_validator(mode="after")
     def _renew_within_validity(self) -> TlsSpec:
+        if self.secret_name and self.issuer_ref is not None:
+            raise ValueError(
+                "tls.secretName and tls.issuerRef both name where the certificate comes from; "
+                "keep one"
+            )
         if self.renew_before_days >= self.validity_days:
             raise ValueError(
                 f"tls.renewBeforeDays ({self.renew_before_days}) must be smaller than "

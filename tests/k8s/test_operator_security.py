@@ -349,3 +349,103 @@ def test_chart_rbac_covers_secrets_and_network_policies(
         if "forbidden" in r.getMessage().lower() and "system:serviceaccount" in r.getMessage()
     ]
     assert not denied, denied
+
+
+# Stand-in for cert-manager's Certificate CRD: cert-manager itself (its controller, webhook and
+# images) cannot run here, so the test plays cert-manager by writing the Secret it would write.
+CERT_MANAGER_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "certificates.cert-manager.io"},
+    "spec": {
+        "group": "cert-manager.io",
+        "scope": "Namespaced",
+        "names": {"plural": "certificates", "singular": "certificate", "kind": "Certificate"},
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "x-kubernetes-preserve-unknown-fields": True,
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+def test_cert_manager_certificate_then_its_secret(cluster: Cluster, operator: KopfRunner) -> None:
+    ext = k8s.ApiextensionsV1Api(cluster.api_client)
+    custom = k8s.CustomObjectsApi(cluster.api_client)
+    cluster.create("nameservers", "routes", {"replicas": 1})
+    spec = {
+        "nameServerRef": {"name": "routes"},
+        "replicasPerGroup": 1,
+        "storage": {"size": "1Gi"},
+        "tls": {"issuerRef": {"name": "corp-ca", "kind": "ClusterIssuer"}},
+    }
+    installed = False
+    try:
+        ext.read_custom_resource_definition(CERT_MANAGER_CRD["metadata"]["name"])  # type: ignore[index]
+        installed = True
+    except k8s.ApiException as exc:
+        if exc.status != 404:
+            raise
+    if not installed:
+        # without cert-manager: a condition says so, nothing is created
+        cluster.create("brokers", "issued", spec)
+        cond = cluster.wait_condition(
+            "brokers", "issued", "ReconcileFailed", "True", "CertManagerMissing"
+        )
+        assert "install cert-manager" in cond["message"]
+        ext.create_custom_resource_definition(CERT_MANAGER_CRD)
+    else:
+        cluster.create("brokers", "issued", spec)
+    try:
+
+        def certificate() -> dict[str, Any] | None:
+            try:
+                got: dict[str, Any] = custom.get_namespaced_custom_object(
+                    "cert-manager.io", "v1", cluster.ns, "certificates", "issued-broker-tls"
+                )
+            except k8s.ApiException as exc:
+                if exc.status == 404:
+                    return None
+                raise
+            return got
+
+        cert = wait_for("the Certificate", certificate, timeout=120)
+        assert cert["spec"]["issuerRef"]["kind"] == "ClusterIssuer"
+        assert cert["spec"]["secretName"] == "issued-broker-tls"
+        cond = cluster.wait_condition(
+            "brokers", "issued", "ReconcileFailed", "True", "CertificatePending"
+        )
+        assert "issued-broker-tls" in cond["message"]
+        assert cluster.statefulset("issued-broker-0") is None  # pods would wait for the Secret
+
+        # cert-manager's part: the Secret with the issued certificate
+        now = datetime.datetime.now(datetime.UTC)
+        authority = ca.new_ca("corp CA", now, 400)
+        pair = ca.issue(authority, "issued", cert["spec"]["dnsNames"], now, 90)
+        put_secret(
+            cluster,
+            "issued-broker-tls",
+            {"tls.crt": pair.cert_pem, "tls.key": pair.key_pem, "ca.crt": authority.cert_pem},
+        )
+        sts = wait_for("the StatefulSet", functools.partial(cluster.statefulset, "issued-broker-0"))
+        volumes = {v.name: v for v in sts.spec.template.spec.volumes}
+        assert volumes["tls"].secret.secret_name == "issued-broker-tls"
+        cluster.wait_condition("brokers", "issued", "ReconcileFailed", "False")
+        [reported] = wait_for(
+            "status.certificates", lambda: status_of(cluster, "issued").get("certificates")
+        )
+        assert reported["secret"] == "issued-broker-tls"
+        assert reported["notAfter"] == ca.info(pair.cert_pem).not_after.strftime(
+            "%Y-%m-%dT%H:%M:%SZ"
+        )
+    finally:
+        cluster.delete("brokers", "issued")

@@ -278,3 +278,31 @@ def test_status_certificates_condition_and_warning_event_once() -> None:
     secrets.decorate_status(kept, secrets.SecurityOutcome(), spec, previous, 2, now, "t2")
     assert kept["certificates"] == status["certificates"]
     assert [c["type"] for c in kept["conditions"]] == ["CertificateExpiring"]
+
+
+def test_cert_manager_certificate(broker_owner: Owner) -> None:
+    spec = parse_broker_spec(
+        {**REF, "tls": {"issuerRef": {"name": "corp-ca", "kind": "ClusterIssuer"}}}
+    )
+    assert spec.tls is not None
+    sans = builders.server_names(
+        broker_owner, builders.service_names(broker_owner, "broker"), "cluster.local"
+    )
+    cert = builders.certificate_object(broker_owner, "broker", spec.tls, sans)
+    assert cert["apiVersion"] == "cert-manager.io/v1"
+    assert cert["spec"]["secretName"] == "orders-broker-tls"
+    assert cert["spec"]["issuerRef"] == {
+        "name": "corp-ca",
+        "kind": "ClusterIssuer",
+        "group": "cert-manager.io",
+    }
+    assert "*.orders-broker-hs.prod.svc.cluster.local" in cert["spec"]["dnsNames"]
+    assert cert["spec"]["ipAddresses"] == ["127.0.0.1"]
+    assert (cert["spec"]["duration"], cert["spec"]["renewBefore"]) == ("8760h", "720h")
+    # the pods mount the Secret cert-manager writes
+    objs = objects(broker_owner, tls={"issuerRef": {"name": "corp-ca"}})
+    assert {"name": "tls", "secret": {"secretName": "orders-broker-tls"}} in pod_spec(objs)[
+        "volumes"
+    ]
+    with pytest.raises(InvalidSpec, match="keep one"):
+        parse_broker_spec({**REF, "tls": {"secretName": "x", "issuerRef": {"name": "y"}}})

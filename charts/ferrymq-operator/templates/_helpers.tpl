@@ -107,6 +107,10 @@ removed by the garbage collector through ownerReferences.
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "list", "create", "patch", "update"]
+# spec.tls.issuerRef: a cert-manager Certificate per NameServer/Broker (when cert-manager is used).
+- apiGroups: ["cert-manager.io"]
+  resources: ["certificates"]
+  verbs: ["get", "list", "create", "patch", "update"]
 # spec.networkPolicy: one NetworkPolicy per broker group.
 - apiGroups: ["networking.k8s.io"]
   resources: ["networkpolicies"]

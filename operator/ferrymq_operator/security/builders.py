@@ -230,3 +230,33 @@ def service_names(owner: Owner, component: str) -> list[str]:
             names.namesrv_headless_service(owner.name),
         ]
     return [names.broker_headless_service(owner.name)]
+
+
+CERT_MANAGER_API = "cert-manager.io/v1"
+
+
+def certificate_object(
+    owner: Owner, component: str, tls: TlsSpec, dns_names: list[str]
+) -> dict[str, Any]:
+    """A cert-manager Certificate writing the server certificate Secret the pods mount
+    (tls.crt, tls.key and, from CA issuers, ca.crt); cert-manager renews it in place."""
+    assert tls.issuer_ref is not None
+    name = server_cert_secret(owner.name, component)
+    hosts = [n for n in dns_names if not n[0].isdigit()]
+    ips = [n for n in dns_names if n[0].isdigit()]
+    return {
+        "apiVersion": CERT_MANAGER_API,
+        "kind": "Certificate",
+        "metadata": names.metadata(owner, name, names.common_labels(owner, component)),
+        "spec": {
+            "secretName": name,
+            "commonName": f"{owner.name}-{component}"[:64],
+            "dnsNames": hosts,
+            "ipAddresses": ips,
+            "duration": f"{tls.validity_days * 24}h",
+            "renewBefore": f"{tls.renew_before_days * 24}h",
+            "privateKey": {"algorithm": "ECDSA", "size": 256, "encoding": "PKCS8"},
+            "usages": ["server auth", "client auth"],
+            "issuerRef": tls.issuer_ref.model_dump(by_alias=True),
+        },
+    }

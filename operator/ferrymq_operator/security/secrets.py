@@ -76,6 +76,38 @@ async def _operator_tls(
     outcome.certificates.append(_report(server_name, server_data[builders.TLS_CERT_KEY], True))
 
 
+async def _cert_manager_tls(
+    kube: k8s.Kube,
+    owner: Owner,
+    component: str,
+    tls: TlsSpec,
+    domain: str,
+    outcome: SecurityOutcome,
+) -> None:
+    """Apply the Certificate; until cert-manager wrote its Secret the pods could not start."""
+    if not await kube.serves(builders.CERT_MANAGER_API, "Certificate"):
+        outcome.failure = Failure(
+            "CertManagerMissing",
+            "spec.tls.issuerRef needs cert-manager (cert-manager.io/v1 Certificate is not served "
+            "by this cluster); install cert-manager or remove issuerRef",
+        )
+        return
+    names = builders.server_names(owner, builders.service_names(owner, component), domain)
+    certificate = builders.certificate_object(owner, component, tls, names)
+    await kube.apply(certificate)
+    secret = certificate["spec"]["secretName"]
+    data = await _data(kube, owner.namespace, secret)
+    if data is None or not data.get(builders.TLS_CERT_KEY):
+        outcome.failure = Failure(
+            "CertificatePending",
+            f"waiting for cert-manager to issue Certificate {secret} "
+            f"({tls.issuer_ref.kind if tls.issuer_ref else ''} "
+            f"{tls.issuer_ref.name if tls.issuer_ref else ''}); see its status",
+        )
+        return
+    outcome.certificates.append(_report(secret, data[builders.TLS_CERT_KEY], False))
+
+
 async def ensure(
     kube: k8s.Kube,
     owner: Owner,
@@ -113,6 +145,10 @@ async def ensure(
                 assert data is not None
                 cert = data[builders.TLS_CERT_KEY]
                 outcome.certificates.append(_report(spec.tls.secret_name, cert, False))
+            elif spec.tls.issuer_ref is not None:
+                await _cert_manager_tls(kube, owner, component, spec.tls, domain, outcome)
+                if outcome.failure is not None:
+                    return outcome
             else:
                 await _operator_tls(kube, owner, component, spec.tls, domain, now, outcome)
     except k8s.ApiError as error:
