@@ -139,8 +139,11 @@ def load_config(
     path: Path | None = None,
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, str] | None = None,
+    also_read_by: tuple[type[BaseModel], ...] = (),
 ) -> LoadedConfig[M]:
-    """Defaults <- NAMESRV_ADDR <- file <- FERRYMQ_* <- ``overrides`` (e.g. CLI options)."""
+    """Defaults <- NAMESRV_ADDR <- file <- FERRYMQ_* <- ``overrides`` (e.g. CLI options).
+
+    ``also_read_by``: other models read from the same file; their keys are not unknown."""
     file_values = load_properties(path) if path is not None else {}
     values, origins, unknown = collect_values(
         model_cls, file_values, env, source=str(path) if path else "properties"
@@ -153,6 +156,11 @@ def load_config(
             continue
         values[alias] = value
         origins[alias] = "command line"
+    source = str(path) if path else "properties"
+    for other in also_read_by:
+        if unknown:
+            others = set(collect_values(other, file_values, env, source=source)[2])
+            unknown = [key for key in unknown if key in others]
     if unknown:
         log.warning("ignoring unknown configuration keys: %s", ", ".join(unknown))
     model = build_model(model_cls, values, origins)

@@ -14,6 +14,9 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from ferrymq.acl.metrics import SecurityCollector
+from ferrymq.acl.service import AclService
+from ferrymq.acl.settings import AclSettings
 from ferrymq.broker.client_registry import ConsumerManager, ProducerManager
 from ferrymq.broker.config import BrokerConfig, config_dir, role_problem
 from ferrymq.broker.config_file import ConfigFile
@@ -45,6 +48,7 @@ from ferrymq.broker.semantics import SemanticsConfig, SemanticsServices, load_se
 from ferrymq.broker.stats_manager import BrokerStatsManager
 from ferrymq.broker.subscription_groups import SubscriptionGroupManager
 from ferrymq.broker.topic_config import TopicConfigManager
+from ferrymq.client.credentials import ClientSecurity
 from ferrymq.ha.broker_ha import BrokerHA, ManagerSyncTargets
 from ferrymq.ha.config import HASettings, Role
 from ferrymq.ha.metrics import HACollector, ha_figures
@@ -52,6 +56,7 @@ from ferrymq.remoting.bodies import PERM_READ, TopicConfig
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.eventloop import GracefulShutdown, cancel_and_wait
 from ferrymq.remoting.server import RemotingServer
+from ferrymq.remoting.tls import ServerTls, TlsSettings, ha_contexts
 from ferrymq.store.config import BrokerRole, MessageStoreConfig
 from ferrymq.store.message_store import MessageStore
 
@@ -65,6 +70,8 @@ class BrokerApp:
         store_config: MessageStoreConfig,
         semantics_config: SemanticsConfig | None = None,
         ha_settings: HASettings | None = None,
+        acl_settings: AclSettings | None = None,
+        tls_settings: TlsSettings | None = None,
         lag_config: LagConfig | None = None,
     ) -> None:
         self.config = config
@@ -73,6 +80,19 @@ class BrokerApp:
         self.lag: ConsumerLagSampler | None = None
         self.inflow = TopicInCounter()
         self.stats_manager: BrokerStatsManager | None = None
+        # security (issue 22): ACL guard on every request; TLS on the remoting port(s)
+        self.acl = (
+            AclService(
+                acl_settings.files,
+                name="broker",
+                check_interval=acl_settings.acl_reload_interval,
+            )
+            if acl_settings is not None and acl_settings.acl_enable
+            else None
+        )
+        tls_settings = tls_settings or TlsSettings()
+        self.server_tls = ServerTls(tls_settings) if tls_settings.server_enabled else None
+        self.ha_tls = ha_contexts(tls_settings)
         # haListenPort defaults to the configured listenPort + 1 (upstream BrokerStartup)
         self.ha_settings = (ha_settings or HASettings()).with_default_port(config.listen_port)
         self.ha: BrokerHA | None = None
@@ -85,7 +105,11 @@ class BrokerApp:
             raise ValueError(problem)
         limits = config.server_limits()
         self.server = RemotingServer(
-            config.bind_address, config.listen_port, name="broker", limits=limits
+            config.bind_address,
+            config.listen_port,
+            name="broker",
+            limits=limits,
+            tls=self.server_tls,
         )
         # the VIP channel serves the very same processor table on listenPort - 2
         fast_port = config.fast_listen_port
@@ -96,6 +120,7 @@ class BrokerApp:
                 processors=self.server.processors,
                 name="broker-fast",
                 limits=limits,
+                tls=self.server_tls,
             )
             if fast_port is not None
             else None
@@ -121,7 +146,15 @@ class BrokerApp:
         )
         self.producers = ProducerManager(channel_expired_ms=config.channel_expired_timeout)
         self.hold = PullRequestHoldService()
-        self.client = RemotingClient(name="broker-outer")
+        # the broker's own calls (NameServer registration, slave sync) sign with the
+        # FERRYMQ_ACCESS_KEY/_SECRET_KEY credentials and use tls.enable/tls.client.* when set
+        outer = ClientSecurity.from_env()
+        client_tls = tls_settings.client_tls() or outer.tls
+        self.client = RemotingClient(
+            name="broker-outer",
+            rpc_hook=outer.rpc_hook(),
+            ssl_context=client_tls.context() if client_tls is not None else None,
+        )
         self.registration = BrokerRegistration(
             config,
             self.client,
@@ -178,6 +211,9 @@ class BrokerApp:
         every processor is registered; a connect before that is refused by the kernel.
         """
         self._persisting = asyncio.Lock()
+        if self.acl is not None:
+            await asyncio.to_thread(self.acl.load)  # AclConfigError: refuse to start
+            self.server.processors.set_guard(self.acl.guard)
         self.server.bind()
         if self.fast_server is not None:
             try:
@@ -214,6 +250,8 @@ class BrokerApp:
         self.stats_manager.start()
         self._wire_monitoring(self.store, self.stats_manager)
         await self._start_ha(self.store)
+        if self.acl is not None:
+            self.acl.start()
         await self.server.start()
         if self.fast_server is not None:
             await self.fast_server.start()
@@ -350,6 +388,7 @@ class BrokerApp:
             bind_host=self.config.bind_address,
             advertised_ip=self.config.broker_ip1,
             client=self.client,
+            tls=self.ha_tls,
             targets=ManagerSyncTargets(
                 topics=self.topics,
                 offsets=self.offsets,
@@ -511,6 +550,8 @@ class BrokerApp:
                 lambda: store_config.disk_max_used_space_ratio / 100,
             )
         )
+        if self.acl is not None or self.server_tls is not None:
+            self.metrics.registry.register(SecurityCollector(labels, self.acl, self.server_tls))
         self.metrics.start()
 
     # --- shutdown ---------------------------------------------------------------------------
@@ -553,6 +594,8 @@ class BrokerApp:
             await self.store.shutdown()
         if self.metrics is not None:
             self.metrics.stop()
+        if self.acl is not None:
+            await self.acl.stop()
         await self.client.close()
         log.info("broker %s stopped", self.config.broker_name)
 
@@ -562,6 +605,8 @@ async def serve(
     store_config: MessageStoreConfig,
     ha_settings: HASettings | None = None,
     semantics_config: SemanticsConfig | None = None,
+    acl_settings: AclSettings | None = None,
+    tls_settings: TlsSettings | None = None,
 ) -> None:
     """Run a broker until SIGTERM or SIGINT, then shut it down gracefully.
 
@@ -571,7 +616,12 @@ async def serve(
     forces it out with a log line naming what was still running (see GracefulShutdown).
     """
     app = BrokerApp(
-        config, store_config, semantics_config=semantics_config, ha_settings=ha_settings
+        config,
+        store_config,
+        semantics_config=semantics_config,
+        ha_settings=ha_settings,
+        acl_settings=acl_settings,
+        tls_settings=tls_settings,
     )
     shutdown = GracefulShutdown(config.shutdown_grace_seconds, name=f"broker {config.broker_name}")
     shutdown.install()

@@ -173,11 +173,13 @@ def load_broker_configs(
     path: Path | None,
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, str] | None = None,
+    also_read_by: tuple[type[BaseModel], ...] = (),
 ) -> tuple[BrokerConfig, MessageStoreConfig]:
     """One broker.conf (+ NAMESRV_ADDR / FERRYMQ_* environment + overrides) -> both models.
 
-    Keys known to neither model are logged and ignored, as RocketMQ does; a bad value raises
-    ConfigError naming the key, the value, its source and the reason.
+    Keys known to neither model (nor to ``also_read_by``, the other models the caller reads from
+    the same file: HA, semantics, ACL, TLS) are logged and ignored, as RocketMQ does; a bad value
+    raises ConfigError naming the key, the value, its source and the reason.
     """
     file_values = load_properties(path) if path is not None else {}
     source = str(path) if path is not None else "properties"
@@ -202,6 +204,9 @@ def load_broker_configs(
         unknown_everywhere = (
             unknown_set if unknown_everywhere is None else unknown_everywhere & unknown_set
         )
+    for other in also_read_by:
+        if unknown_everywhere:
+            unknown_everywhere &= set(collect_values(other, file_values, env, source=source)[2])
     if unknown_everywhere:
         log.warning(
             "ignoring unknown configuration keys: %s", ", ".join(sorted(unknown_everywhere))

@@ -160,6 +160,9 @@ class BrokerRegistration:
             except Exception:
                 log.exception("registration round failed")
             period = max(10_000, min(60_000, self.config.register_name_server_period)) / 1000
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancel that
+            # arrives as the kick fires (a topic created just before shutdown), and stop() hung
+            # for a whole period
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(period):
                     await self._kick.wait()

@@ -8,12 +8,17 @@ from typing import Annotated
 
 import typer
 
+from ferrymq.acl.plain_config import AclConfigError
+from ferrymq.acl.settings import AclSettings, load_acl_settings
 from ferrymq.broker.app import serve
 from ferrymq.broker.config import load_broker_configs
-from ferrymq.broker.semantics import load_semantics_config
-from ferrymq.ha.config import load_ha_settings
+from ferrymq.broker.lag.config import LagConfig
+from ferrymq.broker.semantics import SemanticsConfig, load_semantics_config
+from ferrymq.client.credentials import ClientSecurity
+from ferrymq.ha.config import HASettings, load_ha_settings
 from ferrymq.properties import ConfigError
 from ferrymq.remoting.eventloop import run
+from ferrymq.remoting.tls import TlsSettings, load_tls_settings
 
 
 def broker(
@@ -34,11 +39,20 @@ def broker(
     )
     overrides = {"namesrvAddr": namesrv_addr} if namesrv_addr else {}
     try:
-        broker_cfg, store_cfg = load_broker_configs(config, overrides=overrides)
+        broker_cfg, store_cfg = load_broker_configs(
+            config,
+            overrides=overrides,
+            also_read_by=(HASettings, SemanticsConfig, LagConfig, AclSettings, TlsSettings),
+        )
         ha_settings = load_ha_settings(config)
         # transactionCheckInterval, transactionTimeOut, transactionCheckMax, flushDelayOffsetInterval
         semantics_cfg = load_semantics_config(config, overrides=overrides)
-    except ConfigError as exc:
+        # aclEnable/aclFilePath and tls.server.* / tls.config.file (issue 22)
+        acl_cfg = load_acl_settings(config)
+        tls_cfg = load_tls_settings(config)
+        # the broker's own calls sign/encrypt with FERRYMQ_ACCESS_KEY/_SECRET_KEY/_TLS_*
+        ClientSecurity.from_env()
+    except ValueError as exc:  # ConfigError, or an incomplete FERRYMQ_* credential pair
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     if not broker_cfg.namesrv_addrs:
@@ -46,7 +60,10 @@ def broker(
             "warning: no namesrvAddr (or NAMESRV_ADDR): clients cannot find this broker", err=True
         )
     try:
-        run(serve(broker_cfg, store_cfg, ha_settings, semantics_cfg))
+        run(serve(broker_cfg, store_cfg, ha_settings, semantics_cfg, acl_cfg, tls_cfg))
+    except (AclConfigError, ConfigError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     except OSError as exc:
         typer.echo(f"error: cannot start the broker: {exc}", err=True)
         raise typer.Exit(1) from None

@@ -9,7 +9,16 @@ from __future__ import annotations
 import typer
 
 from ferrymq.cli import admin as admin_cli
-from ferrymq.cli import bench_cluster, bench_store, broker, consume, local_cluster, namesrv, produce
+from ferrymq.cli import (
+    bench_cluster,
+    bench_store,
+    broker,
+    client_common,
+    consume,
+    local_cluster,
+    namesrv,
+    produce,
+)
 from ferrymq.cli import probe as probe_cli
 from ferrymq.cli import report as report_cli
 from ferrymq.cli import snapshot as snapshot_cli
@@ -26,6 +35,7 @@ bench_app = typer.Typer(
 app.add_typer(bench_app, name="bench")
 
 # --- registrations: one line each, e.g. app.command("namesrv")(namesrv.namesrv) ---
+app.callback()(client_common.security_options)
 app.command("produce")(produce.produce)
 app.command("consume")(consume.consume)
 app.add_typer(admin_cli.admin_app, name="admin")

@@ -19,6 +19,7 @@ from typing import Annotated
 
 import typer
 
+from ferrymq.client.credentials import ClientSecurity
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode
 from ferrymq.remoting.command import RemotingCommand
@@ -38,7 +39,15 @@ REQUEST_OF_ROLE = {
 
 async def round_trip(addr: str, role: Role, timeout: float) -> int:
     """Send one read-only request; the response code (raises on no answer within ``timeout``)."""
-    client = RemotingClient(ProcessorTable(), name="probe")
+    # TLS (and credentials) from FERRYMQ_TLS_* / FERRYMQ_ACCESS_KEY...: a server in
+    # tls.server.mode=enforcing refuses a plaintext probe
+    security = ClientSecurity.from_env()
+    client = RemotingClient(
+        ProcessorTable(),
+        name="probe",
+        rpc_hook=security.rpc_hook(),
+        ssl_context=security.ssl_context(),
+    )
     try:
         request = RemotingCommand.request(REQUEST_OF_ROLE[role])
         response = await asyncio.wait_for(client.invoke(addr, request, timeout), timeout)

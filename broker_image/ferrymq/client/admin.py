@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ferrymq.client.allocate import MessageQueue
+from ferrymq.client.credentials import ClientSecurity
 from ferrymq.client.errors import MQClientError, NoRouteError
 from ferrymq.client.instance import ClientInstance
 from ferrymq.client.lifecycle import InstanceUser
@@ -47,9 +48,10 @@ class AdminClient(MonitoringAdmin, InstanceUser):
         namesrv_addr: str | list[str] | None = None,
         *,
         instance: ClientInstance | None = None,
+        security: ClientSecurity | None = None,
         timeout: float = 5.0,
     ) -> None:
-        super().__init__(namesrv_addr, instance, timeout=timeout)
+        super().__init__(namesrv_addr, instance, timeout=timeout, security=security)
 
     async def start(self) -> None:
         await self.instance.start()

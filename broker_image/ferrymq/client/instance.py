@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from ferrymq.client import admin_handlers
 from ferrymq.client.broker_api import BrokerApi
+from ferrymq.client.credentials import ClientSecurity
 from ferrymq.client.errors import ClientStateError, MQClientError, NoRouteError
 from ferrymq.client.namesrv_api import NamesrvApi, parse_namesrv_addr
 from ferrymq.client.route_cache import RouteCache, TopicPublishInfo, publish_queues
@@ -89,6 +90,7 @@ class ClientInstance:
         heartbeat_interval: float = HEARTBEAT_BROKER_INTERVAL_S,
         persist_offset_interval: float = PERSIST_CONSUMER_OFFSET_INTERVAL_S,
         rebalance_interval: float = REBALANCE_INTERVAL_S,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.namesrv_addrs = parse_namesrv_addr(namesrv_addr)
         self.ip = local_ip(self.namesrv_addrs[0])
@@ -97,7 +99,14 @@ class ClientInstance:
         self.instance_name = instance_name or f"{os.getpid()}#{time.monotonic_ns()}"
         self.client_id = f"{self.ip}@{self.instance_name}"
         self.processors = ProcessorTable()
-        self.remoting = RemotingClient(self.processors, name=f"client {self.client_id}")
+        # credentials and TLS: given, or from FERRYMQ_ACCESS_KEY/..._SECRET_KEY/..._TLS_* (CLI)
+        self.security = security if security is not None else ClientSecurity.from_env()
+        self.remoting = RemotingClient(
+            self.processors,
+            name=f"client {self.client_id}",
+            rpc_hook=self.security.rpc_hook(),
+            ssl_context=self.security.ssl_context(),
+        )
         self.namesrv = NamesrvApi(self.remoting, self.namesrv_addrs, timeout)
         self.broker = BrokerApi(self.remoting, timeout)
         self.routes = RouteCache()

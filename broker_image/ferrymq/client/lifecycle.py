@@ -11,6 +11,7 @@ from __future__ import annotations
 from types import TracebackType
 from typing import ClassVar, Self
 
+from ferrymq.client.credentials import ClientSecurity
 from ferrymq.client.errors import ClientStateError
 from ferrymq.client.instance import ClientInstance
 
@@ -27,6 +28,7 @@ class InstanceUser:
         instance: ClientInstance | None,
         *,
         timeout: float | None = None,
+        security: ClientSecurity | None = None,
     ) -> None:
         if instance is None and namesrv_addr is None:
             article = "an" if self.role[0] in "aeiou" else "a"
@@ -34,10 +36,13 @@ class InstanceUser:
                 f"{article} {self.role} needs namesrv_addr (or a shared ClientInstance)"
             )
         self._own_instance = instance is None
+        if instance is not None and security is not None:
+            raise ValueError("give security to the shared ClientInstance, not to its members")
+        # security None: FERRYMQ_ACCESS_KEY/_SECRET_KEY/_TLS_* from the environment
         if instance is None and timeout is not None:
-            instance = ClientInstance(namesrv_addr or [], timeout=timeout)
+            instance = ClientInstance(namesrv_addr or [], timeout=timeout, security=security)
         elif instance is None:
-            instance = ClientInstance(namesrv_addr or [])
+            instance = ClientInstance(namesrv_addr or [], security=security)
         self.instance = instance
 
     async def start(self) -> None:
@@ -58,11 +63,15 @@ class InstanceUser:
 
 class ClientMember(InstanceUser):
     def __init__(
-        self, group: str, namesrv_addr: str | list[str] | None, instance: ClientInstance | None
+        self,
+        group: str,
+        namesrv_addr: str | list[str] | None,
+        instance: ClientInstance | None,
+        security: ClientSecurity | None = None,
     ) -> None:
         if not group:
             raise ValueError(f"{self.role} group is empty")
-        super().__init__(namesrv_addr, instance)
+        super().__init__(namesrv_addr, instance, security=security)
         self.group = group
         self._state = "created"
 

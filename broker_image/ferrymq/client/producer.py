@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from ferrymq.client.allocate import MessageQueue
 from ferrymq.client.broker_api import SendResult, v2_ext
 from ferrymq.client.compression import compress_body
+from ferrymq.client.credentials import ClientSecurity
 from ferrymq.client.errors import MessageValidationError, MQClientError
 from ferrymq.client.instance import DEFAULT_TOPIC, ClientInstance
 from ferrymq.client.latency_fault import MQFaultStrategy
@@ -90,6 +91,7 @@ class Producer(ClientMember):
         namesrv_addr: str | list[str] | None = None,
         *,
         instance: ClientInstance | None = None,
+        security: ClientSecurity | None = None,
         send_msg_timeout: float = 3.0,
         retry_times_when_send_failed: int = 2,
         retry_times_when_send_async_failed: int = 2,
@@ -101,7 +103,7 @@ class Producer(ClientMember):
         # bodies over 4 KiB are deflated with COMPRESSED_FLAG, as upstream; None sends them as is
         body_transform: BodyTransform | None = compress_body,
     ) -> None:
-        super().__init__(group, namesrv_addr, instance)
+        super().__init__(group, namesrv_addr, instance, security)
         self.send_msg_timeout = send_msg_timeout
         self.retry_times_when_send_failed = retry_times_when_send_failed
         self.retry_times_when_send_async_failed = retry_times_when_send_async_failed

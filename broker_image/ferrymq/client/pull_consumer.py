@@ -14,6 +14,7 @@ from typing import Any
 
 from ferrymq.client.allocate import MessageQueue
 from ferrymq.client.broker_api import PullResult
+from ferrymq.client.credentials import ClientSecurity
 from ferrymq.client.errors import NoRouteError
 from ferrymq.client.instance import ClientInstance
 from ferrymq.client.lifecycle import ClientMember
@@ -32,10 +33,11 @@ class PullConsumer(ClientMember):
         namesrv_addr: str | list[str] | None = None,
         *,
         instance: ClientInstance | None = None,
+        security: ClientSecurity | None = None,
         suspend_timeout: float = 15.0,
         timeout: float = 3.0,
     ) -> None:
-        super().__init__(group, namesrv_addr, instance)
+        super().__init__(group, namesrv_addr, instance, security)
         self.suspend_timeout = suspend_timeout
         self.timeout = timeout
         self.offset_store = OffsetStore(BrokerOffsetBackend(self.instance, group))

@@ -28,6 +28,7 @@ from ferrymq.client.consume_service import (
     Listener,
     result_status,
 )
+from ferrymq.client.credentials import ClientSecurity
 from ferrymq.client.errors import ClientStateError, MQClientError
 from ferrymq.client.instance import ClientInstance
 from ferrymq.client.lifecycle import ClientMember
@@ -106,6 +107,7 @@ class PushConsumer(ClientMember):
         namesrv_addr: str | list[str] | None = None,
         *,
         instance: ClientInstance | None = None,
+        security: ClientSecurity | None = None,
         message_model: MessageModel = MessageModel.CLUSTERING,
         consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
         consume_timestamp: str | None = None,
@@ -120,7 +122,7 @@ class PushConsumer(ClientMember):
         run_sync_listener_in_thread: bool = True,
         offsets_dir: Path | None = None,
     ) -> None:
-        super().__init__(group, namesrv_addr, instance)
+        super().__init__(group, namesrv_addr, instance, security)
         self.message_model = message_model
         self.consume_from_where = consume_from_where
         self.consume_timestamp_ms = (

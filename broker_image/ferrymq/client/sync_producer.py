@@ -49,7 +49,12 @@ class SyncProducer:
         ``retry_times_when_send_failed``, ``send_latency_fault_enable``, ...)."""
         self._producer = Producer(group, namesrv_addr, **options)
         self._loop = LoopThread(f"ferrymq-producer-{group}")
-        self._pool = BlockingPool(connect_timeout=connect_timeout)
+        security = self._producer.instance.security
+        self._pool = BlockingPool(
+            connect_timeout=connect_timeout,
+            rpc_hook=security.rpc_hook(),
+            ssl_context=security.ssl_context(),
+        )
 
     @property
     def group(self) -> str:

@@ -13,7 +13,9 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import ssl
 from collections.abc import Callable
 from typing import Any
 
@@ -103,6 +105,7 @@ class BrokerHA:
         advertised_ip: str,
         client: RemotingClient,
         targets: ManagerSyncTargets,
+        tls: tuple[ssl.SSLContext, ssl.SSLContext] | None = None,
     ) -> None:
         self.config = ha_config_for(
             settings,
@@ -110,6 +113,8 @@ class BrokerHA:
             sync_flush_timeout_ms=sync_flush_timeout_ms,
             listen_host=bind_host,
         )
+        if tls is not None:  # (server, client) contexts of the HA link (tls.ha.enable)
+            self.config = dataclasses.replace(self.config, server_ssl=tls[0], client_ssl=tls[1])
         self._store = store
         self._targets = targets
         self._advertised_ip = advertised_ip

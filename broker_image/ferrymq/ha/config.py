@@ -9,6 +9,7 @@ reaching into a big settings object on every turn of a loop.
 from __future__ import annotations
 
 import enum
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +59,9 @@ class HAConfig:
     slave_sync_interval_s: float = DEFAULT_SLAVE_SYNC_INTERVAL_MS / 1000
     # The slave's HA client retries a lost or refused connection after this long (seed: 5 s).
     reconnect_interval_s: float = 5.0
+    # TLS on the HA link (tls.ha.enable): the master's listener and the slave's connection
+    server_ssl: ssl.SSLContext | None = None
+    client_ssl: ssl.SSLContext | None = None
 
     def __post_init__(self) -> None:
         checks: list[tuple[str, bool, str]] = [

@@ -256,7 +256,11 @@ class HAMaster:
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(
-            self._accept, self._config.listen_host, self._config.listen_port, limit=READ_CHUNK
+            self._accept,
+            self._config.listen_host,
+            self._config.listen_port,
+            limit=READ_CHUNK,
+            ssl=self._config.server_ssl,
         )
 
     @property

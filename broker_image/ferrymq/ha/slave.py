@@ -118,7 +118,13 @@ class HAClient:
         if not host or not port.isdigit():
             raise HAProtocolError(f"master HA address {address!r} is not host:port")
         reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(host.strip("[]"), int(port), limit=READ_CHUNK),
+            asyncio.open_connection(
+                host.strip("[]"),
+                int(port),
+                limit=READ_CHUNK,
+                ssl=self._config.client_ssl,
+                server_hostname=host.strip("[]") if self._config.client_ssl else None,
+            ),
             CONNECT_TIMEOUT_S,
         )
         self._writer = writer

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from ferrymq.acl.service import AclService
+from ferrymq.acl.settings import AclSettings
 from ferrymq.namesrv.admin_processor import NamesrvAdminProcessor
 from ferrymq.namesrv.config import NamesrvConfig
 from ferrymq.namesrv.housekeeping import Housekeeping
@@ -13,18 +15,43 @@ from ferrymq.namesrv.processor import NamesrvProcessor
 from ferrymq.namesrv.route_table import RouteTable
 from ferrymq.remoting.eventloop import GracefulShutdown
 from ferrymq.remoting.server import RemotingServer
+from ferrymq.remoting.tls import ServerTls, TlsSettings
 
 log = logging.getLogger(__name__)
 
 
 class NamesrvApp:
-    def __init__(self, config: NamesrvConfig) -> None:
+    def __init__(
+        self,
+        config: NamesrvConfig,
+        acl_settings: AclSettings | None = None,
+        tls_settings: TlsSettings | None = None,
+    ) -> None:
         self.config = config
+        # security (issue 22): admin codes checked against plain_acl.yml; TLS on the port
+        self.acl = (
+            AclService(
+                acl_settings.files,
+                name="namesrv",
+                check_interval=acl_settings.acl_reload_interval,
+            )
+            if acl_settings is not None and acl_settings.acl_enable
+            else None
+        )
+        self.server_tls = (
+            ServerTls(tls_settings)
+            if tls_settings is not None and tls_settings.server_enabled
+            else None
+        )
         self.routes = RouteTable()
         self.kv = KVConfigManager(config.kv_config_file)
         self.processor = NamesrvProcessor(self.routes, self.kv)
         self.server = RemotingServer(
-            config.bind_address, config.listen_port, name="namesrv", limits=config.server_limits()
+            config.bind_address,
+            config.listen_port,
+            name="namesrv",
+            limits=config.server_limits(),
+            tls=self.server_tls,
         )
         self.processor.register_to(self.server)
         self.housekeeping = Housekeeping(
@@ -52,9 +79,14 @@ class NamesrvApp:
         return f"{host}:{self.port}"
 
     async def start(self) -> None:
+        if self.acl is not None:
+            await asyncio.to_thread(self.acl.load)  # AclConfigError: refuse to start
+            self.server.processors.set_guard(self.acl.admin_guard)
         # the port is taken first (a clash fails fast) but listened on once the KV table is loaded
         self.server.bind()
         await asyncio.to_thread(self.kv.load)
+        if self.acl is not None:
+            self.acl.start()
         await self.server.start()
         self.housekeeping.start()
         log.info("NameServer started on %s:%d", self.config.bind_address, self.server.port)
@@ -65,13 +97,20 @@ class NamesrvApp:
         await self.server.stop()
         # the last KV write asked for is on disk before the process goes
         await self.kv.flush()
+        if self.acl is not None:
+            await self.acl.stop()
         log.info("NameServer stopped")
 
 
-async def serve(config: NamesrvConfig, ready: asyncio.Future[NamesrvApp] | None = None) -> None:
+async def serve(
+    config: NamesrvConfig,
+    ready: asyncio.Future[NamesrvApp] | None = None,
+    acl_settings: AclSettings | None = None,
+    tls_settings: TlsSettings | None = None,
+) -> None:
     """Run a NameServer until SIGTERM or SIGINT; the stop is bounded by shutdownGraceSeconds
     (a second signal or the grace running out forces the exit, see GracefulShutdown)."""
-    app = NamesrvApp(config)
+    app = NamesrvApp(config, acl_settings, tls_settings)
     shutdown = GracefulShutdown(config.shutdown_grace_seconds, name="namesrv")
     shutdown.install()
     try:

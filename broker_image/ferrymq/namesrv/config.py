@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from pydantic import ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from ferrymq.properties import load_config
@@ -36,6 +36,9 @@ def load_namesrv_config(
     path: Path | None,
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, str] | None = None,
+    also_read_by: tuple[type[BaseModel], ...] = (),
 ) -> NamesrvConfig:
-    """namesrv.conf (+ FERRYMQ_* environment + overrides) -> NamesrvConfig; ConfigError on bad values."""
-    return load_config(NamesrvConfig, path, env, overrides).model
+    """namesrv.conf (+ FERRYMQ_* environment + overrides) -> NamesrvConfig; ConfigError on bad values.
+
+    ``also_read_by``: the other models read from namesrv.conf (ACL, TLS), whose keys are known."""
+    return load_config(NamesrvConfig, path, env, overrides, also_read_by).model

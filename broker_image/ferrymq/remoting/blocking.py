@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import logging
 import socket
+import ssl
 import threading
 import time
 
+from ferrymq.remoting.channel import RpcHook
 from ferrymq.remoting.client import split_addr
 from ferrymq.remoting.command import (
     ONEWAY_FLAG,
@@ -50,9 +52,13 @@ class BlockingConnection:
         *,
         connect_timeout: float = 3.0,
         max_frame_size: int = MAX_FRAME_SIZE,
+        rpc_hook: RpcHook | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.addr = addr
         self.connect_timeout = connect_timeout
+        self.rpc_hook = rpc_hook
+        self.ssl_context = ssl_context
         self._max_frame_size = max_frame_size
         self._sock: socket.socket | None = None
         self._decoder = FrameDecoder(max_frame_size)
@@ -71,6 +77,15 @@ class BlockingConnection:
                 f"cannot connect to {self.addr}: {exc or 'timeout'}"
             ) from None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.ssl_context is not None:
+            try:
+                sock = self.ssl_context.wrap_socket(sock, server_hostname=host)
+            except (OSError, ssl.SSLError) as exc:
+                sock.close()
+                raise RemotingConnectError(
+                    f"TLS handshake with {self.addr} failed: {exc} (is TLS enabled on the "
+                    "server, tls.server.mode?)"
+                ) from None
         self._sock = sock
         self._decoder = FrameDecoder(self._max_frame_size)
         self._frames = []
@@ -89,6 +104,8 @@ class BlockingConnection:
                 f"no time left for code {request.code} to {self.addr} (timeout {timeout:.3f}s)"
             )
         deadline = time.monotonic() + timeout
+        if self.rpc_hook is not None:
+            self.rpc_hook(request)
         sock = self._sock if self._sock is not None else self._connect()
         try:
             sock.settimeout(timeout)
@@ -117,6 +134,8 @@ class BlockingConnection:
     def invoke_oneway(self, request: RemotingCommand) -> None:
         """Write a oneway request; a write that cannot complete within the connect timeout fails."""
         request.flag |= ONEWAY_FLAG
+        if self.rpc_hook is not None:
+            self.rpc_hook(request)
         sock = self._sock if self._sock is not None else self._connect()
         try:
             sock.settimeout(self.connect_timeout)
@@ -157,8 +176,16 @@ class BlockingConnection:
 class BlockingPool:
     """Connections per address, one per calling thread at a time; closed together by ``close``."""
 
-    def __init__(self, *, connect_timeout: float = 3.0) -> None:
+    def __init__(
+        self,
+        *,
+        connect_timeout: float = 3.0,
+        rpc_hook: RpcHook | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         self.connect_timeout = connect_timeout
+        self.rpc_hook = rpc_hook
+        self.ssl_context = ssl_context
         self._idle: dict[str, list[BlockingConnection]] = {}
         self._lock = threading.Lock()
         self._closed = False
@@ -184,7 +211,12 @@ class BlockingPool:
             idle = self._idle.get(addr)
             if idle:
                 return idle.pop()
-            return BlockingConnection(addr, connect_timeout=self.connect_timeout)
+            return BlockingConnection(
+                addr,
+                connect_timeout=self.connect_timeout,
+                rpc_hook=self.rpc_hook,
+                ssl_context=self.ssl_context,
+            )
 
     def _release(self, conn: BlockingConnection) -> None:
         with self._lock:

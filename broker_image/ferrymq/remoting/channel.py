@@ -29,6 +29,9 @@ from ferrymq.remoting.processor import ProcessorTable
 
 log = logging.getLogger(__name__)
 
+# changes a request in place just before it is written (e.g. adds AccessKey and Signature)
+RpcHook = Callable[[RemotingCommand], None]
+
 
 class BufferBudget:
     """Bytes that the connections of one server hold for frames not yet complete, and the cap on
@@ -50,8 +53,11 @@ class Channel(asyncio.Protocol):
         on_close: Callable[[Channel], None] | None = None,
         max_frame_size: int = MAX_FRAME_SIZE,
         budget: BufferBudget | None = None,
+        rpc_hook: RpcHook | None = None,
     ) -> None:
         self.processors = processors
+        # applied to every request this side sends (upstream RPCHook.doBeforeRequest: signing)
+        self.rpc_hook = rpc_hook
         self.name = name
         self._on_close = on_close
         self._decoder = FrameDecoder(max_frame_size)
@@ -176,6 +182,13 @@ class Channel(asyncio.Protocol):
 
     # --- requests from the peer -----------------------------------------------------------
     def _dispatch(self, request: RemotingCommand) -> None:
+        guard = self.processors.guard
+        if guard is not None:
+            # a refusal (ACL) is answered like any response: the connection stays open
+            refusal = guard(self, request)
+            if refusal is not None:
+                self._answer(request, refusal)
+                return
         handler = self.processors.lookup(request.code)
         try:
             result = handler(self, request)
@@ -234,6 +247,8 @@ class Channel(asyncio.Protocol):
         loop = self._loop
         fut: asyncio.Future[RemotingCommand] = loop.create_future()
         opaque = request.opaque
+        if self.rpc_hook is not None:
+            self.rpc_hook(request)
         self._pending[opaque] = fut
         if not self.send(request):
             self._pending.pop(opaque, None)
@@ -285,6 +300,8 @@ class Channel(asyncio.Protocol):
 
     def invoke_oneway(self, request: RemotingCommand) -> None:
         request.flag |= ONEWAY_FLAG
+        if self.rpc_hook is not None:
+            self.rpc_hook(request)
         if not self.send(request):
             raise RemotingSendRequestError(f"connection to {self.remote_addr} is closed")
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 
-from ferrymq.remoting.channel import Channel
+from ferrymq.remoting.channel import Channel, RpcHook
 from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.errors import RemotingConnectError
 from ferrymq.remoting.eventloop import raise_if_cancelling
@@ -29,8 +30,13 @@ class RemotingClient:
         *,
         connect_timeout: float = 3.0,
         name: str = "client",
+        rpc_hook: RpcHook | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.processors = processors or ProcessorTable()
+        # credentials (signing hook) and TLS apply to every connection this client opens
+        self.rpc_hook = rpc_hook
+        self.ssl_context = ssl_context
         self.connect_timeout = connect_timeout
         self.name = name
         self._channels: dict[str, Channel] = {}
@@ -47,21 +53,40 @@ class RemotingClient:
                 return channel
             host, port = split_addr(addr)
             loop = asyncio.get_running_loop()
+            ctx = self.ssl_context
             try:
                 # asyncio.timeout, not wait_for: on 3.11 wait_for returns the inner result (or
                 # raises its OSError) when a cancel arrives as the connect completes, and the
                 # cancel is lost (a registration loop then never stopped on SIGTERM)
                 async with asyncio.timeout(self.connect_timeout):
                     _, proto = await loop.create_connection(
-                        lambda: Channel(self.processors, name=self.name, on_close=self._forget),
+                        lambda: Channel(
+                            self.processors,
+                            name=self.name,
+                            on_close=self._forget,
+                            rpc_hook=self.rpc_hook,
+                        ),
                         host,
                         port,
+                        ssl=ctx,
+                        server_hostname=host if ctx is not None else None,
+                        ssl_handshake_timeout=self.connect_timeout if ctx is not None else None,
                     )
-            except (OSError, TimeoutError) as exc:
+            except ssl.SSLError as exc:
                 raise_if_cancelling()
                 raise RemotingConnectError(
-                    f"cannot connect to {addr}: {exc or 'timeout'}"
+                    f"TLS handshake with {addr} failed: {exc} (does the server speak TLS, "
+                    "tls.server.mode, and trust this client?)"
                 ) from None
+            except (OSError, TimeoutError) as exc:
+                raise_if_cancelling()
+                hint = (
+                    " (TLS was requested: is TLS enabled on the server, tls.server.mode?)"
+                    if ctx is not None
+                    else ""
+                )
+                reason = str(exc) or ("timeout" if isinstance(exc, TimeoutError) else repr(exc))
+                raise RemotingConnectError(f"cannot connect to {addr}: {reason}{hint}") from None
             proto.attrs["addr"] = addr
             self._channels[addr] = proto
             return proto

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 
 HandlerResult = Union["RemotingCommand", None, Awaitable[Union["RemotingCommand", None]]]
 Handler = Callable[["Channel", "RemotingCommand"], HandlerResult]
+# runs before every handler (upstream's server RPC hook, e.g. the ACL check): a response to send
+# instead of handling the request, or None to go on
+Guard = Callable[["Channel", "RemotingCommand"], Union["RemotingCommand", None]]
 AsyncHandler = Callable[
     ["Channel", "RemotingCommand"], Coroutine[Any, Any, Union["RemotingCommand", None]]
 ]
@@ -108,6 +111,11 @@ class ProcessorTable:
     def __init__(self) -> None:
         self._handlers: dict[int, Handler] = {}
         self._default: Handler = not_supported
+        self.guard: Guard | None = None
+
+    def set_guard(self, guard: Guard | None) -> None:
+        """Check every request with ``guard`` before its handler (one guard per table)."""
+        self.guard = guard
 
     def register(self, code: int, handler: Handler) -> None:
         self._handlers[int(code)] = handler

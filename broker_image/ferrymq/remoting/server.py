@@ -5,7 +5,8 @@ Two steps, so a service listens only once it can serve (upstream starts its Nett
 still initialising; a connect meanwhile is refused by the kernel, nothing answers "busy"), and
 :meth:`start` listens. Connections idle longer than ``channel_max_idle_seconds`` are closed, and
 all connections together may hold at most ``max_unfinished_frame_bytes`` for frames not yet
-complete (see ServerLimits).
+complete (see ServerLimits). With TLS (``tls.server.mode`` permissive/enforcing) the bound socket
+is served by a :class:`TlsAcceptor` instead of a plain asyncio server.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from ferrymq.remoting.eventloop import cancel_and_wait
 from ferrymq.remoting.frame import MAX_FRAME_SIZE
 from ferrymq.remoting.processor import Handler, ProcessorTable
 from ferrymq.remoting.settings import ServerLimits
+from ferrymq.remoting.tls import ServerTls
+from ferrymq.remoting.tls_acceptor import TlsAcceptor
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +41,7 @@ class RemotingServer:
         name: str = "server",
         max_frame_size: int = MAX_FRAME_SIZE,
         limits: ServerLimits | None = None,
+        tls: ServerTls | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -48,7 +52,9 @@ class RemotingServer:
         self._max_frame_size = min(max_frame_size, self.limits.max_frame_size)
         self.budget = BufferBudget(self.limits.max_unfinished_frame_bytes)
         self._sock: socket.socket | None = None
-        self._server: asyncio.Server | None = None
+        self._server: asyncio.Server | TlsAcceptor | None = None
+        # TLS modes permissive/enforcing (tls.server.mode); None or disabled: plain TCP
+        self.tls = tls
         self._idle_task: asyncio.Task[None] | None = None
         self.idle_closed = 0
 
@@ -94,8 +100,15 @@ class RemotingServer:
         self.bind()
         assert self._sock is not None
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._new_channel, sock=self._sock, backlog=1024)
-        self._sock = None  # owned by the asyncio server from here on
+        if self.tls is not None and self.tls.settings.server_enabled:
+            acceptor = TlsAcceptor(self._new_channel, self.tls, name=self.name)
+            acceptor.start(self._sock, backlog=1024)
+            self._server = acceptor
+        else:
+            self._server = await loop.create_server(
+                self._new_channel, sock=self._sock, backlog=1024
+            )
+        self._sock = None  # owned by the asyncio server (or the TLS acceptor) from here on
         if self.limits.channel_max_idle_seconds > 0:
             self._idle_task = loop.create_task(self._close_idle(), name=f"{self.name}-idle-scan")
         log.info("%s listening on %s:%d", self.name, self.host, self.port)
