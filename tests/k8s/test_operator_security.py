@@ -125,15 +125,13 @@ def test_acl_and_tls_become_broker_configuration_and_rotation_rolls_nothing(
     volumes = {v.name: v for v in pod.volumes}
     assert volumes["tls"].secret.secret_name == "secure-broker-tls"
     acl_sources = [s.secret.name for s in volumes["acl"].projected.sources]
-    assert acl_sources == ["secure-broker-acl-operator", "app-accounts"]
+    assert acl_sources == ["ferrymq-operator-acl", "app-accounts"]
     env = {e.name: e for e in pod.containers[0].env}
-    assert env["FERRYMQ_ACCESS_KEY"].value_from.secret_key_ref.name == "secure-broker-acl-operator"
+    assert env["FERRYMQ_ACCESS_KEY"].value_from.secret_key_ref.name == "ferrymq-operator-acl"
     assert env["FERRYMQ_TLS_ENABLE"].value == "true"
 
     # the operator's Secrets: account, cluster CA, the brokers' certificate signed by it
-    account = wait_for(
-        "the operator account", lambda: secret_data(cluster, "secure-broker-acl-operator")
-    )
+    account = wait_for("the operator account", lambda: secret_data(cluster, "ferrymq-operator-acl"))
     assert account["accessKey"] == "ferrymq-operator" and len(account["secretKey"]) >= 32
     assert account["secretKey"] in account["operator_acl.yml"]
     authority = wait_for("the cluster CA", lambda: secret_data(cluster, "secure-broker-ca"))
@@ -222,7 +220,7 @@ def test_acl_and_tls_become_broker_configuration_and_rotation_rolls_nothing(
     assert after.metadata.generation == before.metadata.generation
     assert after.spec.template == before.spec.template
     assert secret_data(cluster, "secure-broker-ca") == authority  # the CA was kept
-    assert secret_data(cluster, "secure-broker-acl-operator") == account  # the account too
+    assert secret_data(cluster, "ferrymq-operator-acl") == account  # the account too
 
 
 def test_bad_security_secrets_become_conditions(cluster: Cluster, operator: KopfRunner) -> None:
@@ -336,7 +334,7 @@ def test_chart_rbac_covers_secrets_and_network_policies(
                     "networkPolicy": True,
                 },
             )
-            for name in ("routes-namesrv-tls", "held-broker-tls", "held-broker-acl-operator"):
+            for name in ("routes-namesrv-tls", "held-broker-tls", "ferrymq-operator-acl"):
                 wait_for(name, functools.partial(secret_data, cluster, name))
             wait_for("the policy", functools.partial(network_policy, cluster, "held-broker-0"))
             wait_for("the StatefulSet", functools.partial(cluster.statefulset, "held-broker-0"))

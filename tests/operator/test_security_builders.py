@@ -55,7 +55,7 @@ def test_acl_secret_becomes_acl_conf_and_a_projected_volume(broker_owner: Owner)
     sources = [s["secret"] for s in volume["projected"]["sources"]]
     assert sources == [
         {
-            "name": "orders-broker-acl-operator",
+            "name": "ferrymq-operator-acl",
             "items": [{"key": "operator_acl.yml", "path": "operator_acl.yml"}],
         },
         {"name": "orders-accounts", "items": [{"key": "plain_acl.yml", "path": "plain_acl.yml"}]},
@@ -66,7 +66,7 @@ def test_acl_secret_becomes_acl_conf_and_a_projected_volume(broker_owner: Owner)
     ]
     env = {e["name"]: e for e in container["env"]}
     assert env["FERRYMQ_ACCESS_KEY"]["valueFrom"]["secretKeyRef"] == {
-        "name": "orders-broker-acl-operator",
+        "name": "ferrymq-operator-acl",
         "key": "accessKey",
     }
     assert env["FERRYMQ_SECRET_KEY"]["valueFrom"]["secretKeyRef"]["key"] == "secretKey"
@@ -77,9 +77,7 @@ def test_acl_secret_becomes_acl_conf_and_a_projected_volume(broker_owner: Owner)
 def test_acl_without_user_secret_mounts_only_the_operator_account(broker_owner: Owner) -> None:
     objs = objects(broker_owner, acl={})
     [volume] = [v for v in pod_spec(objs)["volumes"] if v["name"] == builders.ACL_VOLUME]
-    assert [s["secret"]["name"] for s in volume["projected"]["sources"]] == [
-        "orders-broker-acl-operator"
-    ]
+    assert [s["secret"]["name"] for s in volume["projected"]["sources"]] == ["ferrymq-operator-acl"]
 
 
 def test_tls_keys_and_secret_volume(broker_owner: Owner) -> None:
@@ -228,7 +226,7 @@ def test_nameserver_acl_and_tls(namesrv_owner: Owner) -> None:
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["tls"]["secret"]["secretName"] == "routes-namesrv-tls"
     sources = [s["secret"]["name"] for s in volumes["acl"]["projected"]["sources"]]
-    assert sources == ["routes-namesrv-acl-operator", "ops"]
+    assert sources == ["ferrymq-operator-acl", "ops"]
     env = {e["name"] for e in pod["containers"][0]["env"]}
     assert {"FERRYMQ_ACCESS_KEY", "FERRYMQ_SECRET_KEY", "FERRYMQ_TLS_ENABLE"} <= env
     for obj in built.values():

@@ -166,10 +166,10 @@ def test_operator_configuration_runs_secured_brokers(tmp_path: Path) -> None:
     # the Secrets the operator makes (and the user's)
     secrets: dict[str, dict[str, str]] = {}
     ca_keys: dict[str, str] = {}
+    account = decisions.plan_operator_acl(None)
+    assert account is not None
+    secrets[builders.OPERATOR_ACL_SECRET] = account  # one per namespace
     for who, component in ((ns_owner, "namesrv"), (owner, "broker")):
-        account = decisions.plan_operator_acl(None)
-        assert account is not None
-        secrets[builders.operator_acl_secret(who.name, component)] = account
         tls = spec.tls
         assert tls is not None
         authority = decisions.plan_ca(None, tls, who.name, NOW)

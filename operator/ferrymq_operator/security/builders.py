@@ -65,8 +65,9 @@ class Secured(Protocol):
 
 
 # Secret names carry the component: a NameServer and a Broker may share metadata.name.
-def operator_acl_secret(cr_name: str, component: str) -> str:
-    return f"{cr_name}-{component}-acl-operator"
+# The operator's account is one per namespace: its admin calls reach the NameServers and the
+# brokers of a namespace with one signature. No owner: it outlives any one custom resource.
+OPERATOR_ACL_SECRET = "ferrymq-operator-acl"
 
 
 def ca_secret(cr_name: str, component: str) -> str:
@@ -103,7 +104,7 @@ def _acl_volume(owner: Owner, component: str, acl: AclSpec) -> dict[str, Any]:
     sources: list[dict[str, Any]] = [
         {
             "secret": {
-                "name": operator_acl_secret(owner.name, component),
+                "name": OPERATOR_ACL_SECRET,
                 "items": [{"key": OPERATOR_ACL_FILE, "path": OPERATOR_ACL_FILE}],
             }
         }
@@ -153,7 +154,7 @@ def env(owner: Owner, component: str, spec: Secured) -> list[dict[str, Any]]:
     """
     out: list[dict[str, Any]] = []
     if spec.acl is not None:
-        secret = operator_acl_secret(owner.name, component)
+        secret = OPERATOR_ACL_SECRET
         out.append(_secret_env(ENV_ACCESS_KEY, secret, ACCESS_KEY_KEY))
         out.append(_secret_env(ENV_SECRET_KEY, secret, SECRET_KEY_KEY))
     if spec.tls is not None and spec.tls.mode == "enforcing":
@@ -202,6 +203,24 @@ def secret_object(
         "kind": "Secret",
         "metadata": names.metadata(owner, name, labels),
         "type": secret_type,
+        "data": {k: base64.b64encode(v.encode()).decode() for k, v in sorted(data.items())},
+    }
+
+
+def shared_secret_object(namespace: str, name: str, data: dict[str, str]) -> dict[str, Any]:
+    """A Secret the operator keeps for every custom resource of a namespace (no owner)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {
+                names.LABEL_MANAGED_BY: names.MANAGED_BY,
+                names.LABEL_PART_OF: names.APP_NAME,
+            },
+        },
+        "type": "Opaque",
         "data": {k: base64.b64encode(v.encode()).decode() for k, v in sorted(data.items())},
     }
 

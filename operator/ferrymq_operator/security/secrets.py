@@ -128,13 +128,22 @@ async def ensure(
                 if problem:
                     outcome.failure = Failure("AclSecretInvalid", problem)
                     return outcome
-            acl_name = builders.operator_acl_secret(owner.name, component)
+            acl_name = builders.OPERATOR_ACL_SECRET
             current = await _data(kube, ns, acl_name)
             planned = decisions.plan_operator_acl(current)
             if planned is not None:
-                why = "generated the operator's ACL account"
-                obj = builders.secret_object(owner, component, acl_name, planned)
-                await _write(kube, obj, why, outcome)
+                obj = builders.shared_secret_object(ns, acl_name, planned)
+                # create-only when absent: two custom resources reconciled at once must not
+                # each write their own random key (pods read it at start)
+                written = await kube.create(obj) if current is None else bool(await kube.apply(obj))
+                if written:
+                    outcome.events.append(
+                        (
+                            "Normal",
+                            "SecretWritten",
+                            f"the operator's ACL account: Secret {acl_name}",
+                        )
+                    )
         if spec.tls is not None:
             if spec.tls.secret_name:
                 data = await _data(kube, ns, spec.tls.secret_name)
