@@ -30,6 +30,7 @@ from ferrymq_operator.builders.names import Owner
 from ferrymq_operator.claims import claims_to_delete
 from ferrymq_operator.security import netpol
 from ferrymq_operator.security import secrets as security_secrets
+from ferrymq_operator.security import session as security_session
 from ferrymq_operator.settings import OperatorSettings
 from ferrymq_operator.status import Failure, WorkloadObservation, compute, observe_statefulset
 
@@ -558,6 +559,7 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
 
     failure: Failure | None = None
     secured = security_secrets.SecurityOutcome()
+    security_session.use(None)  # set below for this cluster once its Secrets are read
     addr = await _namesrv_addr(ctx, owner, spec)
     if isinstance(addr, Failure):
         failure, result.retry = addr, ctx.settings.retry_delay_seconds
@@ -574,6 +576,7 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
             )
             result.events.extend(secured.events)
             failure = secured.failure
+            security_session.use(security_session.for_cluster(spec, secured.account))
         if failure is None:
             objects = broker_builder.desired(owner, spec, addr, ctx.versions.pdb)
             objects += audit_builder.desired(owner, spec, addr, ctx.versions.cronjob)

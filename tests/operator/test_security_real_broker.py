@@ -5,6 +5,8 @@ The NameServer and the broker start from the namesrv.conf / broker.conf the oper
 the Secret volumes laid out as the kubelet does (``..data`` symlink swapped atomically on update)
 and the environment of the pod template. Shown:
 
+* the operator's own admin calls (GET_BROKER_RUNTIME_INFO of the roll-out, the topic copy) sign
+  with the namespace's account and use TLS, and are refused without;
 * the probe the pod runs (``python -m ferrymq.cli.probe``) passes with the pod's environment (the
   operator account, TLS) and fails without it (enforcing refuses plaintext, ACL refuses unsigned);
 * a user account from the ACL Secret produces over TLS; rotating that Secret in place (new
@@ -16,6 +18,7 @@ and the environment of the pod template. Shown:
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import os
 import queue
@@ -34,11 +37,13 @@ import pytest
 
 pytest.importorskip("ferrymq.acl.settings", reason="the broker's ACL/TLS (branch security)")
 
+from ferrymq.client.credentials import ClientSecurity
+from ferrymq_operator import broker_admin, lifecycle
 from ferrymq_operator.builders import broker as broker_builder
 from ferrymq_operator.builders import namesrv as namesrv_builder
 from ferrymq_operator.builders.names import Owner
 from ferrymq_operator.models import parse_broker_spec, parse_nameserver_spec
-from ferrymq_operator.security import builders, ca, decisions
+from ferrymq_operator.security import builders, ca, decisions, session
 from subprocess_helpers import popen
 
 FERRYMQ = [sys.executable, "-m", "ferrymq.cli.main"]
@@ -250,6 +255,26 @@ def test_operator_configuration_runs_secured_brokers(tmp_path: Path) -> None:
         assert run(probe, bare).returncode != 0  # plaintext, unsigned: refused
         no_tls = {k: v for k, v in env.items() if k != "FERRYMQ_TLS_ENABLE"}
         assert run(probe, no_tls).returncode != 0  # enforcing refuses plaintext
+
+        # the operator's own admin calls (roll-out checks, topic copy) sign with the account
+        async def runtime_info(security: ClientSecurity | None) -> dict[str, str]:
+            session.use(security)
+            return await lifecycle.remoting_runtime_info(ns_addr, 5)(addr)
+
+        async def topics(security: ClientSecurity | None) -> list[str]:
+            session.use(security)
+            found = await broker_admin.RemotingTopicAdmin(5).topics(addr)
+            return [t.topic_name for t in found]
+
+        operator_security = session.for_cluster(spec, account)
+        assert operator_security is not None
+        assert "commitLogMaxOffset" in asyncio.run(runtime_info(operator_security))
+        assert asyncio.run(topics(operator_security))
+        with pytest.raises(Exception, match="closed"):
+            asyncio.run(runtime_info(None))  # plaintext: enforcing closes the connection
+        unsigned = ClientSecurity(None, operator_security.tls)
+        with pytest.raises(Exception, match=r"NO_PERMISSION|\(16\)|AccessKey"):
+            asyncio.run(runtime_info(unsigned))  # TLS but unsigned: refused by the ACL
 
         def produce(secret_key: str) -> subprocess.CompletedProcess[str]:
             args = ["-m", "ferrymq.cli.main", "--access-key", "appKey0001"]

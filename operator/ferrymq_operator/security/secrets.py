@@ -22,6 +22,8 @@ class SecurityOutcome:
     failure: Failure | None = None
     # ensure() ran to the end (else the status keeps the previous pass's certificates)
     checked: bool = False
+    # the namespace's operator account (accessKey, secretKey, ...) with spec.acl
+    account: dict[str, str] | None = None
     certificates: list[decisions.CertificateReport] = field(default_factory=list)
     # (type, reason, message) Events, as reconcile.Result.events
     events: list[tuple[str, str, str]] = field(default_factory=list)
@@ -144,6 +146,10 @@ async def ensure(
                             f"the operator's ACL account: Secret {acl_name}",
                         )
                     )
+                    current = planned
+                else:
+                    current = await _data(kube, ns, acl_name)  # another pass created it first
+            outcome.account = current
         if spec.tls is not None:
             if spec.tls.secret_name:
                 data = await _data(kube, ns, spec.tls.secret_name)
