@@ -423,6 +423,17 @@ class BrokerSpec(PodSpecCommon):
     audit: AuditSpec | None = Field(
         default=None, description="Scheduled snapshot collection and lag/rebalance reports."
     )
+    acl: AclSpec | None = Field(
+        default=None, description="Require signed requests (upstream ACL); accounts from Secrets."
+    )
+    tls: TlsSpec | None = Field(default=None, description="TLS on the brokers' remoting port.")
+    network_policy: bool = Field(
+        default=False,
+        description=(
+            "Create a NetworkPolicy admitting only the client port, the HA port from the group's "
+            "own pods and the metrics port."
+        ),
+    )
     listen_port: int = Field(
         default=DEFAULT_LISTEN_PORT,
         ge=3,
@@ -436,17 +447,6 @@ class BrokerSpec(PodSpecCommon):
     external_access: ExternalAccess | None = Field(
         default=None,
         description="Make each broker reachable (and advertised) for clients outside the cluster.",
-    )
-    acl: AclSpec | None = Field(
-        default=None, description="Require signed requests (upstream ACL); accounts from Secrets."
-    )
-    tls: TlsSpec | None = Field(default=None, description="TLS on the brokers' remoting port.")
-    network_policy: bool = Field(
-        default=False,
-        description=(
-            "Create a NetworkPolicy admitting only the client port, the HA port from the group's "
-            "own pods and the metrics port."
-        ),
     )
 
     @model_validator(mode="after")
