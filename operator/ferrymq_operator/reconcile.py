@@ -564,19 +564,18 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
     if isinstance(addr, Failure):
         failure, result.retry = addr, ctx.settings.retry_delay_seconds
     else:
+        # spec.acl/spec.tls Secrets first: a missing one stops the pass before any pod exists
+        domain = ctx.settings.cluster_domain
+        secured = await security_secrets.ensure(
+            ctx.kube, owner, names.COMPONENT_BROKER, spec, domain, _utcnow()
+        )
+        result.events.extend(secured.events)
+        security_session.use(security_session.for_cluster(spec, secured.account))
         conf = broker_builder.broker_conf(owner, spec, addr, group=0, broker_id=0)
         report = conf_check.check_broker(conf, list(spec.config))
-        failure = _conf_failure(report, previous, generation, result)
+        failure = secured.failure or _conf_failure(report, previous, generation, result)
         if failure is None:
             failure = port_conflict(ctx, body, host_ports.broker_ranges(spec))
-        if failure is None:
-            domain = ctx.settings.cluster_domain
-            secured = await security_secrets.ensure(
-                ctx.kube, owner, names.COMPONENT_BROKER, spec, domain, _utcnow()
-            )
-            result.events.extend(secured.events)
-            failure = secured.failure
-            security_session.use(security_session.for_cluster(spec, secured.account))
         if failure is None:
             objects = broker_builder.desired(owner, spec, addr, ctx.versions.pdb)
             objects += audit_builder.desired(owner, spec, addr, ctx.versions.cronjob)
