@@ -308,14 +308,14 @@ async def test_file_change_is_reloaded_within_seconds(
     assert broker.acl is not None
     reloads = broker.acl.reloads
     acl_file.write_text(PLAIN_ACL.replace("subOnly=SUB", "subOnly=PUB|SUB"))
-    await wait_for(lambda: broker.acl is not None and broker.acl.reloads > reloads, 10, "reload")
+    await wait_for(lambda: broker.acl is not None and broker.acl.reloads > reloads, 20, "reload")
     allowed = await client.invoke(broker.addr, signed(send_v2("subOnly")))
     assert allowed.code == ResponseCode.SUCCESS, allowed.remark
 
     # a broken file keeps the accounts in force and is counted
     failures = broker.acl.reload_failures
     acl_file.write_text("accounts: [")
-    await wait_for(lambda: broker.acl is not None and broker.acl.reload_failures > failures, 10)
+    await wait_for(lambda: broker.acl is not None and broker.acl.reload_failures > failures, 20)
     still = await client.invoke(broker.addr, signed(send_v2("subOnly")))
     assert still.code == ResponseCode.SUCCESS, still.remark
 

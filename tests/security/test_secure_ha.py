@@ -116,7 +116,7 @@ async def test_replication_and_metadata_sync_over_tls_with_acl(
 ) -> None:
     namesrv, master, slave, pki = secure_pair
     await wait_for(
-        lambda: master.ha is not None and master.ha.service.connection_count == 1, 15, "slave"
+        lambda: master.ha is not None and master.ha.service.connection_count == 1, 30, "slave"
     )
     instance = ClientInstance(
         namesrv.addr,
@@ -146,13 +146,13 @@ async def test_replication_and_metadata_sync_over_tls_with_acl(
             and master.store is not None
             and slave.store.max_phy_offset == master.store.max_phy_offset
         ),
-        10,
+        30,
         "replica",
     )
     assert digest(slave.store.config.commit_log_dir) == digest(master.store.config.commit_log_dir)
     # the slave copied the topic (created on the master by the first send) through the
     # signed TLS outer client
-    await wait_for(lambda: "allowed" in slave.topics.table, 15, "slave metadata sync")
+    await wait_for(lambda: "allowed" in slave.topics.table, 30, "slave metadata sync")
 
     # the HA port speaks TLS only: a plaintext peer gets no replication stream
     ha_port = master.ha.service.master.port if master.ha and master.ha.service.master else 0
