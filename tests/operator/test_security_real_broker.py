@@ -1,5 +1,4 @@
-"""What the operator configures, run by real ``ferrymq`` processes (needs the broker's ACL/TLS,
-``ferrymq.acl``; skipped where that code is not present).
+"""What the operator configures, run by real ``ferrymq`` processes with the broker's ACL/TLS.
 
 The NameServer and the broker start from the namesrv.conf / broker.conf the operator builds, with
 the Secret volumes laid out as the kubelet does (``..data`` symlink swapped atomically on update)
@@ -34,9 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytest.importorskip("ferrymq.acl.settings", reason="the broker's ACL/TLS (branch security)")
-
 from ferrymq.client.credentials import ClientSecurity
 from ferrymq_operator import broker_admin, lifecycle
 from ferrymq_operator.builders import broker as broker_builder
