@@ -40,6 +40,7 @@ from ferrymq_operator.builders import namesrv as namesrv_builder
 from ferrymq_operator.builders.names import Owner
 from ferrymq_operator.models import parse_broker_spec, parse_nameserver_spec
 from ferrymq_operator.security import builders, ca, decisions, session
+from ferrymq_operator.topics import admin as topics_admin
 from subprocess_helpers import popen
 
 FERRYMQ = [sys.executable, "-m", "ferrymq.cli.main"]
@@ -262,10 +263,17 @@ def test_operator_configuration_runs_secured_brokers(tmp_path: Path) -> None:
             found = await broker_admin.RemotingTopicAdmin(5).topics(addr)
             return [t.topic_name for t in found]
 
+        async def topic_names(security: ClientSecurity | None) -> list[str]:
+            session.use(security)  # as the Topic reconcile sets it (session.use_for_broker)
+            return list(await topics_admin.RemotingObjectAdmin(5).topics(addr))
+
         operator_security = session.for_cluster(spec, account)
         assert operator_security is not None
         assert "commitLogMaxOffset" in asyncio.run(runtime_info(operator_security))
         assert asyncio.run(topics(operator_security))
+        assert asyncio.run(topic_names(operator_security))
+        with pytest.raises(Exception, match=r"closed|unreachable"):
+            asyncio.run(topic_names(None))
         with pytest.raises(Exception, match="closed"):
             asyncio.run(runtime_info(None))  # plaintext: enforcing closes the connection
         unsigned = ClientSecurity(None, operator_security.tls)

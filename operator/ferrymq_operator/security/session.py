@@ -16,7 +16,8 @@ from contextvars import ContextVar
 from ferrymq.client.credentials import AclClientRpcHook, ClientSecurity, SessionCredentials
 from ferrymq.remoting.tls import ClientTls
 
-from ferrymq_operator.security import builders
+from ferrymq_operator import k8s
+from ferrymq_operator.security import builders, decisions
 
 _current: ContextVar[ClientSecurity | None] = ContextVar("ferrymq_operator_security", default=None)
 
@@ -56,3 +57,13 @@ def rpc_hook() -> AclClientRpcHook | None:
 def ssl_context() -> ssl.SSLContext | None:
     security = _current.get()
     return security.ssl_context() if security is not None else None
+
+
+async def use_for_broker(kube: k8s.Kube, namespace: str, spec: builders.Secured) -> None:
+    """Set the calls' security for a Broker known only by its spec (Topic and ConsumerGroup
+    reconciles): its namespace's account is read from the Secret."""
+    account = None
+    if spec.acl is not None:
+        secret = await kube.get("v1", "Secret", namespace, builders.OPERATOR_ACL_SECRET)
+        account = decisions.decode(secret)
+    use(for_cluster(spec, account))
