@@ -15,6 +15,8 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from ferrymq_operator.security import session
+
 _T = TypeVar("_T")
 
 # Upstream TopicValidator system topics, and per-cluster/per-broker topics the broker creates itself.
@@ -145,7 +147,12 @@ class RemotingTopicAdmin:
         from ferrymq.remoting.client import RemotingClient
         from ferrymq.remoting.processor import ProcessorTable
 
-        remoting = RemotingClient(ProcessorTable(), name="ferrymq-operator admin")
+        remoting = RemotingClient(
+            ProcessorTable(),
+            name="ferrymq-operator admin",
+            rpc_hook=session.rpc_hook(),
+            ssl_context=session.ssl_context(),
+        )
         try:
             return await asyncio.wait_for(
                 action(BrokerApi(remoting, self.timeout_seconds)), self.timeout_seconds * 2

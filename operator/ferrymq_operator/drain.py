@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from ferrymq_operator.security import session
+
 MAX_LISTED = 5
 
 
@@ -111,7 +113,9 @@ class RemotingDrainAdmin:
 
         limit = self.timeout_seconds * 2
         try:
-            async with AdminClient(namesrv_addr, timeout=self.timeout_seconds) as admin:
+            async with AdminClient(
+                namesrv_addr, timeout=self.timeout_seconds, security=session.current()
+            ) as admin:
                 broker, namesrv = admin.instance.broker, admin.instance.namesrv
                 if writable:
                     await asyncio.wait_for(broker.add_write_perm(broker_addr), limit)
@@ -130,7 +134,9 @@ class RemotingDrainAdmin:
         from ferrymq.client.errors import MQClientError
 
         try:
-            async with AdminClient(namesrv_addr, timeout=self.timeout_seconds) as admin:
+            async with AdminClient(
+                namesrv_addr, timeout=self.timeout_seconds, security=session.current()
+            ) as admin:
                 broker = admin.instance.broker
                 offsets = await asyncio.wait_for(
                     broker.get_all_consumer_offset(broker_addr), self.timeout_seconds * 2

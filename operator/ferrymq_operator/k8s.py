@@ -27,6 +27,7 @@ from kubernetes import config as k8s_config
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import (
     BadRequestError,
+    ConflictError,
     DynamicApiError,
     ForbiddenError,
     NotFoundError,
@@ -216,6 +217,23 @@ class Kube:
         what = f"apply {obj['kind']} {obj['metadata']['namespace']}/{obj['metadata']['name']}"
         try:
             return await asyncio.to_thread(self._apply, obj)
+        except DynamicApiError as error:
+            raise _translate(error, what) from error
+
+    def _create(self, obj: dict[str, Any]) -> bool:
+        resource = self._resource(obj["apiVersion"], obj["kind"])
+        try:
+            self._client().create(resource, body=obj, namespace=obj["metadata"]["namespace"])
+        except ConflictError:
+            return False
+        return True
+
+    async def create(self, obj: dict[str, Any]) -> bool:
+        """Create only; False when it already exists (who created it first wins, e.g. one random
+        key shared by several custom resources)."""
+        what = f"create {obj['kind']} {obj['metadata']['namespace']}/{obj['metadata']['name']}"
+        try:
+            return await asyncio.to_thread(self._create, obj)
         except DynamicApiError as error:
             raise _translate(error, what) from error
 

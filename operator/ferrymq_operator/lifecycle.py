@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from ferrymq_operator import drain, k8s, models, rollout
 from ferrymq_operator.builders import names
 from ferrymq_operator.builders.names import Owner
+from ferrymq_operator.security import session
 from ferrymq_operator.status import WorkloadObservation, carry_transition_times
 
 PAUSE_ANNOTATION = "ferrymq.io/pause-reconciliation"
@@ -103,7 +104,7 @@ def remoting_runtime_info(namesrv_addr: str, timeout: float) -> RuntimeInfo:
     async def call(addr: str) -> dict[str, str]:
         from ferrymq.client.admin import AdminClient
 
-        async with AdminClient(namesrv_addr, timeout=timeout) as admin:
+        async with AdminClient(namesrv_addr, timeout=timeout, security=session.current()) as admin:
             return await asyncio.wait_for(admin.broker_runtime_info(addr), timeout * 2)
 
     return call
@@ -443,7 +444,7 @@ def remoting_config_update(
     async def call(addr: str, properties: dict[str, str]) -> None:
         from ferrymq.client.admin import AdminClient
 
-        async with AdminClient(namesrv_addr, timeout=timeout) as admin:
+        async with AdminClient(namesrv_addr, timeout=timeout, security=session.current()) as admin:
             await asyncio.wait_for(admin.update_broker_config(addr, properties), timeout * 2)
 
     return call

@@ -184,6 +184,9 @@ BROKER_RESERVED_KEYS = frozenset(
     }
 )
 
+# Set by spec.acl (the broker loads every *.yml in aclFilePath).
+ACL_RESERVED_KEYS = frozenset({"aclEnable", "aclFilePath", "rocketmqHome"})
+
 
 def _refuse_reserved(config: dict[str, str], reserved: frozenset[str], hint: str) -> None:
     clash = sorted(set(config) & reserved)
@@ -192,6 +195,89 @@ def _refuse_reserved(config: dict[str, str], reserved: frozenset[str], hint: str
             f"config sets {', '.join(clash)}, which the operator manages ({hint}); "
             f"remove {'it' if len(clash) == 1 else 'them'} from spec.config"
         )
+
+
+def _refuse_security_keys(config: dict[str, str], acl: AclSpec | None, tls: TlsSpec | None) -> None:
+    if acl is not None:
+        _refuse_reserved(config, ACL_RESERVED_KEYS, "spec.acl sets them")
+    if tls is not None:
+        tls_keys = frozenset(k for k in config if k.startswith("tls."))
+        _refuse_reserved(config, tls_keys, "spec.tls sets the tls.* keys")
+
+
+class AclSpec(CamelModel):
+    """ACL (upstream 4.x plain ACL): ``aclEnable=true`` and the accounts the brokers load."""
+
+    secret_name: DnsLabel | None = Field(
+        default=None,
+        description=(
+            "Secret holding the user's accounts under the key plain_acl.yml (upstream format); "
+            "mounted as a volume, so an edit reaches the brokers' file reload without a restart. "
+            "Without it only the operator's generated admin account exists."
+        ),
+    )
+
+
+class IssuerRef(CamelModel):
+    """A cert-manager Issuer or ClusterIssuer."""
+
+    name: str = Field(min_length=1, description="metadata.name of the issuer.")
+    kind: Literal["Issuer", "ClusterIssuer"] = "Issuer"
+    group: str = Field(default="cert-manager.io", description="API group of the issuer.")
+
+
+class TlsSpec(CamelModel):
+    """TLS on the remoting port (upstream ``tls.server.*`` keys)."""
+
+    mode: Literal["permissive", "enforcing"] = Field(
+        default="permissive",
+        description=(
+            "tls.server.mode: permissive serves TLS and plaintext on one port; enforcing closes "
+            "plaintext connections (the probes and the broker's own calls then use TLS, so the "
+            "NameServer must accept TLS too)."
+        ),
+    )
+    secret_name: DnsLabel | None = Field(
+        default=None,
+        description=(
+            "Secret with tls.crt, tls.key and ca.crt to use; without it the operator issues a "
+            "server certificate from a cluster CA it creates and renews."
+        ),
+    )
+    issuer_ref: IssuerRef | None = Field(
+        default=None,
+        description=(
+            "Let cert-manager (installed in the cluster) issue and renew the certificate: the "
+            "operator creates a cert-manager.io/v1 Certificate for this issuer instead of its "
+            "own CA."
+        ),
+    )
+    validity_days: int = Field(
+        default=365, ge=2, le=3650, description="Validity of an operator-issued server certificate."
+    )
+    renew_before_days: int = Field(
+        default=30,
+        ge=1,
+        le=3649,
+        description="Renew an operator-issued certificate this many days before it expires.",
+    )
+    need_client_auth: Literal["none", "optional", "require"] = Field(
+        default="none", description="tls.server.need.client.auth (mutual TLS)."
+    )
+
+    @model_validator(mode="after")
+    def _renew_within_validity(self) -> TlsSpec:
+        if self.secret_name and self.issuer_ref is not None:
+            raise ValueError(
+                "tls.secretName and tls.issuerRef both name where the certificate comes from; "
+                "keep one"
+            )
+        if self.renew_before_days >= self.validity_days:
+            raise ValueError(
+                f"tls.renewBeforeDays ({self.renew_before_days}) must be smaller than "
+                f"tls.validityDays ({self.validity_days}), or every certificate is renewed at once"
+            )
+        return self
 
 
 class NameServerSpec(PodSpecCommon):
@@ -212,9 +298,16 @@ class NameServerSpec(PodSpecCommon):
         ),
     )
 
+    acl: AclSpec | None = Field(
+        default=None,
+        description="Check admin requests (upstream ACL); accounts from Secrets.",
+    )
+    tls: TlsSpec | None = Field(default=None, description="TLS on the NameServers' port.")
+
     @model_validator(mode="after")
     def _reserved(self) -> NameServerSpec:
         _refuse_reserved(self.config, NAMESRV_RESERVED_KEYS, "set spec.port instead")
+        _refuse_security_keys(self.config, self.acl, self.tls)
         if self.host_network and self.port + self.replicas - 1 > 65535:
             raise ValueError(
                 f"with hostNetwork pod k listens on port + k, and port {self.port} + "
@@ -330,6 +423,17 @@ class BrokerSpec(PodSpecCommon):
     audit: AuditSpec | None = Field(
         default=None, description="Scheduled snapshot collection and lag/rebalance reports."
     )
+    acl: AclSpec | None = Field(
+        default=None, description="Require signed requests (upstream ACL); accounts from Secrets."
+    )
+    tls: TlsSpec | None = Field(default=None, description="TLS on the brokers' remoting port.")
+    network_policy: bool = Field(
+        default=False,
+        description=(
+            "Create a NetworkPolicy admitting only the client port, the HA port from the group's "
+            "own pods and the metrics port."
+        ),
+    )
     listen_port: int = Field(
         default=DEFAULT_LISTEN_PORT,
         ge=3,
@@ -352,6 +456,7 @@ class BrokerSpec(PodSpecCommon):
             BROKER_RESERVED_KEYS,
             "derived from spec fields and the pod's ordinal",
         )
+        _refuse_security_keys(self.config, self.acl, self.tls)
         if self.external_access is not None:
             if self.external_access.type == "HostNetwork" and not self.host_network:
                 raise ValueError(
@@ -421,6 +526,15 @@ class Condition(CamelModel):
     observed_generation: int | None = None
 
 
+class CertificateStatus(CamelModel):
+    """One certificate the brokers use and when it expires."""
+
+    secret: str = Field(description="Secret holding it.")
+    subject: str = ""
+    not_after: str = Field(description="Expiry (RFC 3339, UTC).")
+    issued_by_operator: bool = False
+
+
 class ClusterStatus(CamelModel):
     """Status written by the operator (one writer: ferrymq_operator.status)."""
 
@@ -435,6 +549,9 @@ class ClusterStatus(CamelModel):
         default=None, description="Last metadata.generation at which every pod was ready."
     )
     conditions: list[Condition] = Field(default_factory=list)
+    certificates: list[CertificateStatus] = Field(
+        default_factory=list, description="Certificates the pods use and when they expire."
+    )
 
 
 class NameServerStatus(ClusterStatus):

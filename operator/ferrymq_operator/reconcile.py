@@ -28,6 +28,9 @@ from ferrymq_operator.builders import names
 from ferrymq_operator.builders import namesrv as namesrv_builder
 from ferrymq_operator.builders.names import Owner
 from ferrymq_operator.claims import claims_to_delete
+from ferrymq_operator.security import netpol
+from ferrymq_operator.security import secrets as security_secrets
+from ferrymq_operator.security import session as security_session
 from ferrymq_operator.settings import OperatorSettings
 from ferrymq_operator.status import Failure, WorkloadObservation, compute, observe_statefulset
 
@@ -60,8 +63,12 @@ class Result:
     events: list[tuple[str, str, str]] = field(default_factory=list)
 
 
+def _utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
 def now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _utcnow().strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def owner_of(body: Mapping[str, Any]) -> Owner:
@@ -209,6 +216,7 @@ async def reconcile_nameserver(ctx: Context, body: Mapping[str, Any]) -> Result:
     if _paused(body, previous, generation, result):
         return result
     failure: Failure | None = None
+    secured = security_secrets.SecurityOutcome()
     replicas = 0
     try:
         spec = models.parse_nameserver_spec(body.get("spec") or {})
@@ -222,9 +230,24 @@ async def reconcile_nameserver(ctx: Context, body: Mapping[str, Any]) -> Result:
         if failure is None:
             failure = port_conflict(ctx, body, host_ports.nameserver_ranges(spec))
         if failure is None:
+            secured = await security_secrets.ensure(
+                ctx.kube,
+                owner,
+                names.COMPONENT_NAMESRV,
+                spec,
+                ctx.settings.cluster_domain,
+                _utcnow(),
+            )
+            result.events.extend(secured.events)
+            failure = secured.failure
+        if failure is None:
             failure = await _apply_all(ctx.kube, objects, result)
     workloads = await observe_nameserver(ctx.kube, owner, replicas) if replicas else []
     status = compute(generation, workloads, previous, failure, now())
+    if replicas:
+        result.events += security_secrets.decorate_status(
+            status, secured, spec, previous, generation, _utcnow(), now()
+        )
     if replicas:
         status["addresses"] = names.namesrv_addresses(
             owner.name,
@@ -478,6 +501,21 @@ async def remove_stale_external_services(
             result.events.append(("Normal", "Deleted", f"deleted Service {name}"))
 
 
+async def remove_stale_network_policies(
+    ctx: Context, owner: Owner, spec: models.BrokerSpec, result: Result
+) -> None:
+    """NetworkPolicies of removed groups, or all of them once spec.networkPolicy is off."""
+    wanted = {p["metadata"]["name"] for p in netpol.desired(owner, spec)}
+    selector = _selector(names.selector_labels(owner, names.COMPONENT_BROKER))
+    kind = "NetworkPolicy"
+    for policy in await ctx.kube.list(netpol.API_VERSION, kind, owner.namespace, selector):
+        name = policy["metadata"]["name"]
+        if name not in wanted and await ctx.kube.delete(
+            netpol.API_VERSION, kind, owner.namespace, name
+        ):
+            result.events.append(("Normal", "Deleted", f"deleted {kind} {name}"))
+
+
 async def delete_removed_claims(
     ctx: Context, owner: Owner, spec: models.BrokerSpec, result: Result
 ) -> None:
@@ -520,23 +558,35 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
         return result
 
     failure: Failure | None = None
+    secured = security_secrets.SecurityOutcome()
+    security_session.use(None)  # set below for this cluster once its Secrets are read
     addr = await _namesrv_addr(ctx, owner, spec)
     if isinstance(addr, Failure):
         failure, result.retry = addr, ctx.settings.retry_delay_seconds
     else:
+        # spec.acl/spec.tls Secrets first: a missing one stops the pass before any pod exists
+        domain = ctx.settings.cluster_domain
+        secured = await security_secrets.ensure(
+            ctx.kube, owner, names.COMPONENT_BROKER, spec, domain, _utcnow()
+        )
+        result.events.extend(secured.events)
+        security_session.use(security_session.for_cluster(spec, secured.account))
         conf = broker_builder.broker_conf(owner, spec, addr, group=0, broker_id=0)
         report = conf_check.check_broker(conf, list(spec.config))
-        failure = _conf_failure(report, previous, generation, result)
+        failure = secured.failure or _conf_failure(report, previous, generation, result)
         if failure is None:
             failure = port_conflict(ctx, body, host_ports.broker_ranges(spec))
         if failure is None:
             objects = broker_builder.desired(owner, spec, addr, ctx.versions.pdb)
             objects += audit_builder.desired(owner, spec, addr, ctx.versions.cronjob)
+            objects += netpol.desired(owner, spec)
             failure = await _apply_all(ctx.kube, objects, result)
         if failure is None and spec.audit is None:
             await remove_audit(ctx, owner, result)
         if failure is None:
             await remove_stale_external_services(ctx, owner, spec, result)
+        if failure is None:
+            await remove_stale_network_policies(ctx, owner, spec, result)
 
     if failure is None and spec.storage.delete_claim_on_scale_down:
         await delete_removed_claims(ctx, owner, spec, result)
@@ -575,6 +625,9 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
     pending = "; ".join(notes) if notes else None
     status = compute(generation, workloads, previous, failure, now(), pending=pending)
     status["topicSyncedGroups"] = synced
+    result.events += security_secrets.decorate_status(
+        status, secured, spec, previous, generation, _utcnow(), now()
+    )
     status["drains"] = drains
     if not isinstance(addr, Failure):
         status["nameServerAddr"] = addr

@@ -1,12 +1,18 @@
-"""Latency fault tolerance: the digest's tables, isolation after failures, retries avoiding a broker."""
+"""Latency fault tolerance: the digest's tables, isolation after failures, retries avoiding a
+broker, and one table shared by many threads."""
 
 from __future__ import annotations
 
 import itertools
+import sys
+import threading
+import time
+from collections.abc import Callable
 
 import pytest
 from ferrymq.client.allocate import MessageQueue
 from ferrymq.client.latency_fault import (
+    FaultItem,
     LatencyFaultTolerance,
     MQFaultStrategy,
     compute_not_available_duration,
@@ -120,3 +126,83 @@ def test_pick_one_at_least_rotates_over_better_half() -> None:
     picks = [tol.pick_one_at_least(now=1) for _ in range(4)]
     assert picks == ["a", "b", "a", "b"]
     assert LatencyFaultTolerance().pick_one_at_least(0) is None
+
+
+def test_fault_table_from_many_threads_stays_consistent() -> None:
+    """Writers, removers and readers share one table, as the threads of a SyncProducer do.
+
+    Every write stores latency == not-available duration at ``now=0``, so an entry whose
+    ``start_timestamp`` differs from its ``current_latency`` was torn by a concurrent update.
+    A tiny switch interval makes the interpreter change threads between almost every bytecode.
+    """
+    tol = LatencyFaultTolerance()
+    strategy = MQFaultStrategy(send_latency_fault_enable=True, tolerance=tol)
+    names = [f"broker-{i}" for i in range(8)]
+    mqs = [MessageQueue("T", name, q) for name in names for q in range(2)]
+    errors: list[BaseException] = []
+    torn: list[FaultItem] = []
+    rounds = 20_000
+    deadline = time.monotonic() + 30.0
+    writing = threading.Event()
+    writing.set()
+    # every thread waits for all: the writes overlap the reads
+    together = threading.Barrier(8, timeout=30.0)
+
+    def writer(seed: int) -> None:
+        together.wait()
+        for i in range(rounds):
+            if time.monotonic() > deadline:
+                return
+            name = names[(seed + i) % len(names)]
+            latency = seed * 100_000 + i
+            tol.update(name, latency, latency, now=0)
+            if i % 7 == 0:
+                tol.remove(names[(seed * 3 + i) % len(names)])
+
+    def reader(seed: int) -> None:
+        # reads as long as any writer writes
+        index = itertools.count(seed)
+        i = 0
+        together.wait()
+        while writing.is_set() and time.monotonic() < deadline:
+            i += 1
+            picked = tol.pick_one_at_least(now=i)
+            assert picked is None or picked in names
+            mq = strategy.select_queue(mqs, lambda: next(index), names[seed], now=i)
+            assert mq in mqs
+            for _ in range(8):
+                for key, item in tol.snapshot().items():
+                    if key != item.name or item.start_timestamp != item.current_latency:
+                        torn.append(item)
+
+    def guarded(fn: Callable[[int], None], seed: int) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                fn(seed)
+            except BaseException as exc:  # reported by the test thread below
+                errors.append(exc)
+
+        return run
+
+    writers = [threading.Thread(target=guarded(writer, s)) for s in range(4)]
+    readers = [threading.Thread(target=guarded(reader, s)) for s in range(4)]
+    threads = writers + readers
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for t in threads:
+            t.start()
+        for t in writers:
+            t.join(timeout=60.0)
+        writing.clear()
+        for t in readers:
+            t.join(timeout=60.0)
+    finally:
+        sys.setswitchinterval(interval)
+    assert not any(t.is_alive() for t in threads), "a thread is stuck on the fault table"
+    assert errors == []
+    assert torn == []
+    # the table holds only what was written, each entry under its own name
+    final = tol.snapshot()
+    assert set(final) <= set(names)
+    assert all(item.start_timestamp == item.current_latency for item in final.values())

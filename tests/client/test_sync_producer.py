@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import TypeVar
 
@@ -17,6 +18,7 @@ from ferrymq.client.allocate import MessageQueue
 from ferrymq.client.broker_api import PullStatus, SendResult
 from ferrymq.client.errors import ClientStateError, MessageValidationError, MQClientError
 from ferrymq.client.selectors import select_by_hash
+from ferrymq.client.send_attempts import now_ms
 
 from .cluster import LocalCluster, wait_for
 from .test_produce_consume import tagged
@@ -139,6 +141,97 @@ async def test_threads_share_one_producer(cluster: LocalCluster, producer: SyncP
     assert sorted(m.body for _, m in got) == sorted(
         f"w{w}-{i}".encode() for w in range(4) for i in range(40)
     )
+
+
+async def test_threads_with_fault_tolerance_when_a_broker_stops_mid_run(
+    cluster: LocalCluster,
+) -> None:
+    """8 threads share one SyncProducer with send_latency_fault_enable while broker-b stops under
+    them: every send is answered or fails with MQClientError, the fault table (written from all
+    threads) stays consistent and isolates broker-b, and every acknowledged send on broker-a is
+    stored there."""
+    await cluster.create_topic("S6", queues=2)
+    producer = SyncProducer("sync-pg-ft", cluster.namesrv_addr, send_latency_fault_enable=True)
+    await blocking(producer.start)
+    threads_n, cap, after_stop_n = 8, 400, 15
+    deadline = time.monotonic() + 60.0
+    stopped = threading.Event()
+    lock = threading.Lock()
+    # (thread, index, started after the stop, result or error)
+    outcomes: list[tuple[int, int, bool, SendResult | MQClientError]] = []
+    unexpected: list[BaseException] = []
+
+    def worker(w: int) -> None:
+        after = 0
+        for i in range(cap):
+            if after >= after_stop_n or time.monotonic() > deadline:
+                return
+            late = stopped.is_set()
+            after += late
+            outcome: SendResult | MQClientError
+            try:
+                outcome = producer.send(Message("S6", f"t{w}-{i}".encode()))
+            except MQClientError as exc:
+                outcome = exc
+            except BaseException as exc:  # anything else is a bug: reported below
+                with lock:
+                    unexpected.append(exc)
+                return
+            with lock:
+                outcomes.append((w, i, late, outcome))
+
+    def sent_to(broker: str) -> int:
+        with lock:
+            return sum(
+                1
+                for *_, o in outcomes
+                if isinstance(o, SendResult) and o.queue.broker_name == broker
+            )
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(threads_n)]
+    try:
+        for t in threads:
+            t.start()
+        await wait_for(
+            lambda: sent_to("broker-a") >= 20 and sent_to("broker-b") >= 20,
+            timeout=30.0,
+            what="sends on both brokers",
+        )
+        await cluster.stop_broker("broker-b")  # while the threads keep sending
+        stopped.set()
+        await wait_for(
+            lambda: not any(t.is_alive() for t in threads), timeout=90.0, what="threads done"
+        )
+        table = producer.producer.fault.tolerance.snapshot()
+    finally:
+        stopped.set()
+        for t in threads:  # bounded by ``deadline`` and ``cap``
+            await asyncio.to_thread(t.join, 90.0)
+        await blocking(producer.shutdown)
+
+    assert unexpected == []
+    assert len(outcomes) >= threads_n * after_stop_n
+    late = [o for _, _, was_late, o in outcomes if was_late]
+    assert len(late) == threads_n * after_stop_n  # every thread sent on after the stop
+    late_ok = [o for o in late if isinstance(o, SendResult)]
+    # a send begun after the stop can only be stored on broker-a; retries get most through
+    assert {r.queue.broker_name for r in late_ok} == {"broker-a"}
+    assert len(late_ok) > len(late) // 2
+    assert all(r.status is SendStatus.SEND_OK for *_, r in outcomes if isinstance(r, SendResult))
+    # the fault table: written by all threads, one entry per broker under its own name, broker-b
+    # isolated after its failures (its entry is dropped instead if a slow broker-a had to be
+    # ranked against it once the route no longer listed broker-b)
+    assert "broker-a" in table and set(table) <= {"broker-a", "broker-b"}
+    assert all(key == item.name and item.current_latency >= 0 for key, item in table.items())
+    assert "broker-b" not in table or not table["broker-b"].is_available(now_ms())
+    # nothing acknowledged by broker-a is missing from it
+    acked = {
+        r.msg_id
+        for *_, r in outcomes
+        if isinstance(r, SendResult) and r.queue.broker_name == "broker-a"
+    }
+    stored = {m.msg_id for _, m in await pull_all(cluster, "S6", "sync-pull-6")}
+    assert acked <= stored
 
 
 async def test_a_new_topic_is_created_through_tbw102(

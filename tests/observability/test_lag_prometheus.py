@@ -72,7 +72,10 @@ async def test_backlog_latency_and_a_stopped_group(
     assert prometheus.value(f"ferrymq_consumer_lag_eta_seconds{sel(group, topic)}") == -1
     assert prometheus.value(f"sum(rocketmq_messages_in_total{{topic='{topic}'}})") == 190
     assert prometheus.value(f"sum(rocketmq_throughput_in_total{{topic='{topic}'}})") > 190 * 91
+    # handed out by pulls (upstream's meaning) and committed past: the 40 of the warm-up
     assert prometheus.value(f"rocketmq_messages_out_total{sel(group, topic)}") == 40
+    assert prometheus.value(f"rocketmq_throughput_out_total{sel(group, topic)}") > 40 * 91
+    assert prometheus.value(f"ferrymq_consumer_committed_messages_total{sel(group, topic)}") == 40
 
 
 async def _paced_send(producer: Producer, topic: str, rate: float, seconds: float) -> int:

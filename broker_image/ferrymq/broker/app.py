@@ -569,7 +569,12 @@ class BrokerApp:
             ha_service = self.ha.service
             self.metrics.registry.register(HACollector(labels, lambda: ha_figures(ha_service)))
         if self.lag is not None:
-            self.metrics.registry.register(LagCollector(labels, self.lag, self.inflow))
+            pull = self.pull
+            self.metrics.registry.register(
+                LagCollector(
+                    labels, self.lag, self.inflow, lambda: dict(pull.stats.out) if pull else {}
+                )
+            )
         store_config = self.store_config
         self.metrics.registry.register(
             DiskCollector(

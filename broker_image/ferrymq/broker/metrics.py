@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from ferrymq.broker.lag.sampler import ConsumerLagSampler, is_system
+from ferrymq.broker.topic_config import RETRY_GROUP_TOPIC_PREFIX
 from ferrymq.store.dispatch import RoundRecords
 
 log = logging.getLogger(__name__)
@@ -128,8 +129,13 @@ class LagCollector(Collector):
     """rocketmq_consumer_* / rocketmq_messages_* series from the lag sampler's snapshot."""
 
     def __init__(
-        self, labels: dict[str, str], sampler: ConsumerLagSampler, inflow: TopicInCounter
+        self,
+        labels: dict[str, str],
+        sampler: ConsumerLagSampler,
+        inflow: TopicInCounter,
+        outflow: Callable[[], Mapping[tuple[str, str], Sequence[int]]] = dict,
     ) -> None:
+        """``outflow``: messages and bytes handed out by pulls per (topic, group)."""
         # upstream's node labels: cluster, node_type, node_id
         self.base = {
             "cluster": labels.get("cluster", ""),
@@ -138,6 +144,7 @@ class LagCollector(Collector):
         }
         self.sampler = sampler
         self.inflow = inflow
+        self.outflow = outflow
 
     def collect(self) -> Iterator[Metric]:
         snap = self.sampler.snapshot
@@ -172,9 +179,9 @@ class LagCollector(Collector):
             "Messages stored and not yet pulled by the group",
             group_labels,
         )
-        out = family(
+        committed = family(
             CounterMetricFamily,
-            "rocketmq_messages_out",
+            "ferrymq_consumer_committed_messages",
             "Messages the group committed past (since broker start)",
             group_labels,
         )
@@ -202,10 +209,35 @@ class LagCollector(Collector):
             latency.add_metric(values, row.latency_ms)
             inflight.add_metric(values, row.inflight)
             ready.add_metric(values, row.ready)
-            out.add_metric(values, row.consumed_total)
+            committed.add_metric(values, row.consumed_total)
             status.add_metric(values, int(row.status))
             eta.add_metric(values, row.eta_s)
-        yield from (lag, latency, inflight, ready, out, status, eta)
+        yield from (lag, latency, inflight, ready, committed, status, eta)
+
+        # upstream counts messages and bytes handed out to consumers by pulls
+        out = family(
+            CounterMetricFamily,
+            "rocketmq_messages_out",
+            "Messages handed out to the group by pulls (since broker start)",
+            group_labels,
+        )
+        out_bytes = family(
+            CounterMetricFamily,
+            "rocketmq_throughput_out",
+            "Bytes of records handed out to the group by pulls (since broker start)",
+            group_labels,
+        )
+        for (topic, group), (count, size) in sorted(self.outflow().items()):
+            values = [
+                *base_values,
+                topic,
+                group,
+                _flag(topic.startswith(RETRY_GROUP_TOPIC_PREFIX)),
+                _flag(is_system(group, topic)),
+            ]
+            out.add_metric(values, count)
+            out_bytes.add_metric(values, size)
+        yield from (out, out_bytes)
 
         group_status = family(
             GaugeMetricFamily,

@@ -8,12 +8,13 @@ the broker "not available" for a while (seeds-digest PR9/PR10)::
 
 A failed send counts as 30 s of latency (``isolation``), so it isolates the broker for 10 minutes.
 Time is passed in (milliseconds from any monotonic clock) so every decision is a pure function of
-its inputs and testable without waiting.
+its inputs and testable without waiting. The table is safe to share between threads.
 """
 
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -36,6 +37,9 @@ def compute_not_available_duration(latency_ms: int) -> int:
 
 @dataclass(slots=True)
 class FaultItem:
+    """One broker's entry. Changed in place under the table's lock; read without it only for
+    ``start_timestamp`` alone (``is_available``)."""
+
     name: str
     current_latency: int
     # when the broker becomes available again (same clock as ``now``)
@@ -52,36 +56,57 @@ class FaultItem:
 
 @dataclass
 class LatencyFaultTolerance:
+    """The fault table (upstream LatencyFaultToleranceImpl's ConcurrentHashMap), shared by every
+    thread that sends through one producer (``SyncProducer`` is used from many).
+
+    Writers, the ranking and ``snapshot`` hold ``_lock``: an entry's latency and timestamp change
+    together, and the ranking iterates the table, which must not change size meanwhile.
+    ``is_available``, asked for every queue of every send, reads one field of one entry without
+    it (a single ``dict.get`` and attribute read are atomic).
+    """
+
     items: dict[str, FaultItem] = field(default_factory=dict)
     _which_item_worst: itertools.count[int] = field(default_factory=itertools.count)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def update(
         self, name: str, current_latency: int, not_available_duration: int, now: int
     ) -> None:
         start = now + not_available_duration
-        item = self.items.get(name)
-        if item is None:
-            self.items[name] = FaultItem(name, current_latency, start)
-        else:
-            item.current_latency = current_latency
-            item.start_timestamp = start
+        with self._lock:
+            item = self.items.get(name)
+            if item is None:
+                self.items[name] = FaultItem(name, current_latency, start)
+            else:
+                item.current_latency = current_latency
+                item.start_timestamp = start
 
     def is_available(self, name: str, now: int) -> bool:
         item = self.items.get(name)
         return item is None or item.is_available(now)
 
     def remove(self, name: str) -> None:
-        self.items.pop(name, None)
+        with self._lock:
+            self.items.pop(name, None)
+
+    def snapshot(self) -> dict[str, FaultItem]:
+        """A consistent copy of the table, entries copied too (for metrics and tests)."""
+        with self._lock:
+            return {
+                name: FaultItem(item.name, item.current_latency, item.start_timestamp)
+                for name, item in self.items.items()
+            }
 
     def pick_one_at_least(self, now: int) -> str | None:
         """Round-robin over the better half of the known brokers ("best first, then next best")."""
-        if not self.items:
-            return None
-        ranked = sorted(self.items.values(), key=lambda item: item.sort_key(now))
-        half = len(ranked) // 2
-        if half <= 0:
-            return ranked[0].name
-        return ranked[next(self._which_item_worst) % half].name
+        with self._lock:
+            if not self.items:
+                return None
+            ranked = sorted(self.items.values(), key=lambda item: item.sort_key(now))
+            half = len(ranked) // 2
+            if half <= 0:
+                return ranked[0].name
+            return ranked[next(self._which_item_worst) % half].name
 
 
 QueueCounter = Callable[[], int]

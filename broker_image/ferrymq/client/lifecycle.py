@@ -87,16 +87,22 @@ class ClientMember(InstanceUser):
         raise NotImplementedError
 
     # --- lifecycle ------------------------------------------------------------------------------
-    def _check_created(self) -> None:
+    def check_created(self) -> None:
+        """Raise ClientStateError unless the member was never started (it starts only once)."""
         if self._state != "created":
             raise ClientStateError(f"{self.role} {self.group} is {self._state}; create a new one")
 
-    def _check_running(self) -> None:
+    def check_running(self) -> None:
+        """Raise ClientStateError unless the member is started and not shut down."""
         if self._state != "running":
             raise ClientStateError(f"{self.role} {self.group} is not running ({self._state})")
 
+    # the names subclasses used before these checks became public (push_consumer.py)
+    _check_created = check_created
+    _check_running = check_running
+
     async def start(self) -> None:
-        self._check_created()
+        self.check_created()
         self._register()
         await self.instance.start()
         self._state = "running"

@@ -80,7 +80,7 @@ class PullConsumer(ClientMember):
 
     # --- API ------------------------------------------------------------------------------------
     async def fetch_subscribe_message_queues(self, topic: str) -> list[MessageQueue]:
-        self._check_running()
+        self.check_running()
         await self.instance.update_route(topic)
         queues = self.instance.routes.subscribe.get(topic, [])
         if not queues:
@@ -100,7 +100,7 @@ class PullConsumer(ClientMember):
         block: bool = False,
     ) -> PullResult:
         """Read up to ``max_nums`` messages of ``mq`` from ``offset`` (tag-filtered client-side too)."""
-        self._check_running()
+        self.check_running()
         if offset < 0:
             raise ValueError(f"offset must be >= 0, got {offset}")
         if not 0 < max_nums <= 1024:

@@ -7,9 +7,11 @@ broker's answer wakes that thread directly, with no event loop between them. Eve
 the asyncio :class:`Producer`'s, running on a background thread's loop (``LoopThread``): the
 route cache and its 30 s refresh, NameServer lookups (TBW102 for a new topic), heartbeats to
 brokers, validation, UNIQ_KEY stamping, body compression, the header templates and the
-latency-fault strategy. Retries follow the same ``SendAttempts`` policy.
+latency-fault strategy, all reached through the public ``SendPipeline`` the two producers share.
+Retries follow the same ``SendAttempts`` policy.
 
-Safe to share between threads: each thread gets its own connection to a broker.
+Safe to share between threads: each thread gets its own connection to a broker, and the
+latency-fault table locks itself.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from ferrymq.client.loop_thread import LoopThread
 from ferrymq.client.producer import Producer
 from ferrymq.client.route_cache import TopicPublishInfo
 from ferrymq.client.selectors import MessageQueueSelector, select_by_hash
-from ferrymq.client.send_attempts import client_msg_id, now_ms
+from ferrymq.client.send_attempts import client_msg_id
 from ferrymq.message import Message
 from ferrymq.remoting.blocking import BlockingPool
 from ferrymq.remoting.errors import RemotingError
@@ -48,6 +50,8 @@ class SyncProducer:
         """``options``: those of :class:`Producer` (``send_msg_timeout``,
         ``retry_times_when_send_failed``, ``send_latency_fault_enable``, ...)."""
         self._producer = Producer(group, namesrv_addr, **options)
+        # the steps of a send, shared with the asyncio producer (and its settings)
+        self._pipeline = self._producer.pipeline
         self._loop = LoopThread(f"ferrymq-producer-{group}")
         security = self._producer.instance.security
         self._pool = BlockingPool(
@@ -67,7 +71,7 @@ class SyncProducer:
 
     # --- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
-        self._producer._check_created()
+        self._producer.check_created()
         self._loop.start()
         try:
             self._loop.call(self._producer.start(), _LIFECYCLE_TIMEOUT_S)
@@ -97,28 +101,25 @@ class SyncProducer:
     # --- sends ----------------------------------------------------------------------------------
     def send(self, msg: Message, timeout: float | None = None) -> SendResult:
         """Send and wait for the broker; a retriable failure is retried on another broker."""
-        producer = self._producer
-        producer._check_running()
-        body, sys_flag = producer._prepare(msg)
+        self._producer.check_running()
+        body, sys_flag = self._pipeline.prepare(msg)
         return self._send_with_retries(msg.topic, [msg], body, sys_flag, False, timeout)
 
     def send_batch(self, msgs: Sequence[Message], timeout: float | None = None) -> SendResult:
         """Messages of one topic in one SEND_BATCH_MESSAGE; the result's msg_id lists every id."""
-        producer = self._producer
-        producer._check_running()
-        topic, body = producer._batch_body(msgs)
+        self._producer.check_running()
+        topic, body = self._pipeline.prepare_batch(msgs)
         return self._send_with_retries(topic, list(msgs), body, 0, True, timeout)
 
     def send_oneway(self, msg: Message) -> None:
         """Write the message without waiting for an answer; never retried."""
-        producer = self._producer
-        producer._check_running()
-        body, sys_flag = producer._prepare(msg)
-        timeout = producer.send_msg_timeout
-        info = self._route(msg.topic, timeout)
-        mq = producer.fault.select_queue(info.queues, info.next_index, None, now_ms())
+        self._producer.check_running()
+        pipeline = self._pipeline
+        body, sys_flag = pipeline.prepare(msg)
+        timeout = pipeline.send_msg_timeout
+        mq = pipeline.select_queue(self._route(msg.topic, timeout))
         addr = self._broker_addr(mq.broker_name, msg.topic, timeout)
-        request = send_request(producer._send_ext(mq, msg, sys_flag, False), body, False)
+        request = send_request(pipeline.send_ext(mq, msg, sys_flag, False), body, False)
         try:
             self._pool.invoke_oneway(addr, request)
         except RemotingError as exc:
@@ -128,12 +129,12 @@ class SyncProducer:
         self, msg: Message, mq: MessageQueue, timeout: float | None = None
     ) -> SendResult:
         """Send to one given queue (ordered messages); no retry on another queue."""
-        producer = self._producer
-        producer._check_running()
-        body, sys_flag = producer._prepare(msg)
-        timeout = timeout or producer.send_msg_timeout
+        self._producer.check_running()
+        pipeline = self._pipeline
+        body, sys_flag = pipeline.prepare(msg)
+        timeout = timeout or pipeline.send_msg_timeout
         addr = self._broker_addr(mq.broker_name, msg.topic, timeout)
-        ext = producer._send_ext(mq, msg, sys_flag, False)
+        ext = pipeline.send_ext(mq, msg, sys_flag, False)
         return self._invoke(addr, mq, ext, body, False, timeout, msg.uniq_key or None)
 
     def send_orderly(
@@ -146,9 +147,8 @@ class SyncProducer:
         """Upstream ``send(msg, selector, arg)``: to the queue the selector picks among the
         topic's writable queues (same key, same queue, as ``selectors.send_orderly``); no retry
         on another queue, which would break the order."""
-        producer = self._producer
-        producer._check_running()
-        info = self._route(msg.topic, timeout or producer.send_msg_timeout)
+        self._producer.check_running()
+        info = self._route(msg.topic, timeout or self._pipeline.send_msg_timeout)
         return self.send_to_queue(msg, selector(info.queues, msg, arg), timeout)
 
     # --- internals ------------------------------------------------------------------------------
@@ -161,21 +161,18 @@ class SyncProducer:
         batch: bool,
         timeout: float | None,
     ) -> SendResult:
-        producer = self._producer
-        tries = producer._attempts(
-            topic,
-            1 + producer.retry_times_when_send_failed,
-            timeout or producer.send_msg_timeout,
-            retry_transport=True,
-        )
+        """``SendPipeline.send``'s loop with blocking I/O in the caller's thread."""
+        pipeline = self._pipeline
+        tries = pipeline.attempts(topic, timeout=timeout)
+        instance = pipeline.instance
         msg_id = client_msg_id(msgs)
         while (remaining := tries.next()) > 0:
             mq = tries.select(self._route(topic, remaining))
             try:
-                addr = producer.instance.broker_addr(mq.broker_name)
+                addr = instance.broker_addr(mq.broker_name)
                 if addr is None:
                     addr = self._broker_addr(mq.broker_name, topic, remaining)
-                ext = producer._send_ext(mq, msgs[0], sys_flag, batch)
+                ext = pipeline.send_ext(mq, msgs[0], sys_flag, batch)
                 result = self._invoke(addr, mq, ext, body, batch, remaining, msg_id)
             except MQClientError as exc:
                 if not tries.retry_after(mq, exc):
@@ -206,23 +203,24 @@ class SyncProducer:
     def _route(self, topic: str, timeout: float) -> TopicPublishInfo:
         """The topic's cached route; only a missing one costs a trip through the background loop
         (``publish_info``: the NameServer, or TBW102 for a new topic)."""
-        producer = self._producer
-        info = producer.instance.routes.publish.get(topic)
-        if info is not None and info.queues:
+        pipeline = self._pipeline
+        info = pipeline.cached_route(topic)
+        if info is not None:
             return info
-        coro = producer.instance.publish_info(topic, producer.default_topic_queue_nums)
+        coro = pipeline.instance.publish_info(topic, pipeline.default_topic_queue_nums)
         return self._slow(coro, timeout, f"the route of {topic!r}")
 
     def _broker_addr(self, broker_name: str, topic: str, timeout: float) -> str:
-        addr = self._producer.instance.broker_addr(broker_name)
+        instance = self._pipeline.instance
+        addr = instance.broker_addr(broker_name)
         if addr is not None:
             return addr
-        coro = self._producer.instance.find_broker_addr(broker_name, topic)
+        coro = instance.find_broker_addr(broker_name, topic)
         return self._slow(coro, timeout, f"the address of broker {broker_name!r}")
 
     def _refresh_route(self, topic: str, timeout: float) -> None:
         try:
-            self._slow(self._producer.instance.update_route(topic), timeout, "a route refresh")
+            self._slow(self._pipeline.instance.update_route(topic), timeout, "a route refresh")
         except MQClientError as exc:
             # the next attempt uses the route it has; its failure says more than this one
             log.info("route refresh of %s failed: %s", topic, exc)

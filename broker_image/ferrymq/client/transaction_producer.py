@@ -28,7 +28,8 @@ from typing import Any, Self
 
 from ferrymq.client.broker_api import SendResult, SendStatus
 from ferrymq.client.errors import MessageValidationError
-from ferrymq.client.producer import Producer, check_message
+from ferrymq.client.producer import Producer
+from ferrymq.client.send_pipeline import check_message
 from ferrymq.message import Message, MessageConst, MessageExt, MessageSysFlag, decode_message_id
 from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.codes import RequestCode
@@ -136,24 +137,17 @@ class TransactionProducer:
     async def send_message_in_transaction(
         self, msg: Message, callback: LocalTransactionCallback, arg: Any = None
     ) -> TransactionSendResult:
-        check_message(msg, self.producer.max_message_size)
+        pipeline = self.producer.pipeline
+        check_message(msg, pipeline.max_message_size)
         if msg.delay_time_level > 0:
             # upstream clears it too: a transactional message cannot also be delayed
             msg.delay_time_level = 0
         msg.properties[MessageConst.PROPERTY_TRANSACTION_PREPARED] = "true"
         msg.properties[MessageConst.PROPERTY_PRODUCER_GROUP] = self.group
-        self.producer._stamp(msg)
-        body, sys_flag = self.producer._body(msg.body)
-        result = await self.producer._send_with_retries(
-            msg.topic,
-            [msg],
-            body,
-            sys_flag | MessageSysFlag.TRANSACTION_PREPARED_TYPE,
-            batch=False,
-            attempts=1 + self.producer.retry_times_when_send_failed,
-            timeout=self.producer.send_msg_timeout,
-            retry_transport=True,
-        )
+        pipeline.stamp(msg)
+        body, sys_flag = pipeline.transform_body(msg.body)
+        prepared = sys_flag | MessageSysFlag.TRANSACTION_PREPARED_TYPE
+        result = await pipeline.send(msg.topic, [msg], body, prepared, batch=False)
         if result.status is SendStatus.SEND_OK:
             msg.transaction_id = result.msg_id
             state = await _run(callback, msg, arg)

@@ -73,7 +73,12 @@ class IndexFile:
     def __init__(self, path: Path, hash_slot_num: int, index_num: int) -> None:
         self.hash_slot_num = hash_slot_num
         self.index_num = index_num
-        self.mapped_file = MappedFile(path, index_file_size(hash_slot_num, index_num))
+        # Header and hash slots are written anywhere at once: reserved up front. Entries fill
+        # from the front: reserved in steps as they are written (put_key/put_keys).
+        self._entries_at = INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE
+        self.mapped_file = MappedFile(
+            path, index_file_size(hash_slot_num, index_num), reserve=self._entries_at
+        )
         self._buf = self.mapped_file.buffer
         header = [int(v) for v in INDEX_HEADER.unpack_from(self._buf, 0)]
         self.begin_timestamp: int = header[0]
@@ -128,6 +133,7 @@ class IndexFile:
         abs_index = (
             INDEX_HEADER_SIZE + self.hash_slot_num * HASH_SLOT_SIZE + self.index_count * INDEX_SIZE
         )
+        self.mapped_file.ensure_reserved(abs_index + INDEX_SIZE)
         INDEX_ENTRY.pack_into(self._buf, abs_index, key_hash, phy_offset, time_diff, slot_value)
         HASH_SLOT.pack_into(self._buf, abs_slot, self.index_count)
         if self.index_count <= 1:
@@ -158,6 +164,8 @@ class IndexFile:
         n = min(len(key_hashes), self.index_num - count)
         if n <= 0:
             return 0
+        # before the slots change: a full disk leaves this file as it was
+        self.mapped_file.ensure_reserved(self._entries_at + (count + n) * INDEX_SIZE)
         hashes = key_hashes[:n]
         slot_num = self.hash_slot_num
         slots = hashes % slot_num

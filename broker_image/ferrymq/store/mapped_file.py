@@ -75,22 +75,26 @@ def _zero_fill(fd: int, start: int, size: int) -> None:
         pos += n
 
 
-def reserve_blocks(fd: int, size: int, path: Path) -> None:
-    """Reserve every block of the first ``size`` bytes before the file is mapped.
+# An index file reserves its entries in steps of this many bytes as they are written.
+RESERVE_STEP = 4 * 1024 * 1024
+
+
+def reserve_blocks(fd: int, size: int, path: Path, start: int = 0) -> None:
+    """Reserve every block of ``[start, size)`` before anything writes there through the map.
 
     A write to a mapped page whose block the filesystem cannot allocate is SIGBUS, which kills
-    the process with no log line; reserved up front, a full disk is an ENOSPC here instead
+    the process with no log line; reserved first, a full disk is an ENOSPC here instead
     (raised as :class:`DiskFullError`, naming the file and its filesystem's free bytes).
     Reserving blocks a file already has is cheap, so loading existing files calls it too.
     """
     try:
         try:
-            os.posix_fallocate(fd, 0, size)
+            os.posix_fallocate(fd, start, size - start)
         except OSError as exc:
             if exc.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
                 raise
             # No fallocate here: write zeros where the file was never written.
-            _zero_fill(fd, os.fstat(fd).st_size, size)
+            _zero_fill(fd, max(start, os.fstat(fd).st_size), size)
     except OSError as exc:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise DiskFullError(
@@ -199,10 +203,16 @@ class SelectMappedBufferResult:
 class MappedFile(ReferenceResource):
     """A file of exactly ``file_size`` bytes mapped read-write; name = start offset (20 digits)."""
 
-    def __init__(self, path: Path, file_size: int, *, create: bool = True) -> None:
+    def __init__(
+        self, path: Path, file_size: int, *, create: bool = True, reserve: int | None = None
+    ) -> None:
+        """``reserve``: bytes whose blocks are reserved before mapping (default: all of them);
+        a writer past them calls :meth:`ensure_reserved` first. An index file uses it: its
+        entries fill from the front, and reserving 420 MB per file up front filled disks."""
         super().__init__()
         self.path = path
         self.file_size = file_size
+        self.reserved = file_size if reserve is None else max(0, min(reserve, file_size))
         try:
             self.file_from_offset = int(path.name)
         except ValueError as exc:
@@ -221,13 +231,15 @@ class MappedFile(ReferenceResource):
                     f"{path}: size {actual} is larger than the configured {file_size}; "
                     "was the file size setting changed?"
                 )
+            if self.reserved < file_size and actual < file_size:
+                os.ftruncate(self._fd, file_size)  # sparse beyond what is reserved now
             if actual < file_size or create:
                 # Every mapped file (CommitLog, ConsumeQueue, index) gets its blocks reserved
                 # before it is mapped, so no later write through the map can hit a full disk.
-                reserve_blocks(self._fd, file_size, path)
+                reserve_blocks(self._fd, self.reserved, path)
             else:
                 try:
-                    reserve_blocks(self._fd, file_size, path)
+                    reserve_blocks(self._fd, self.reserved, path)
                 except DiskFullError as exc:
                     # An existing file written sparse (older versions did so for queues and
                     # index files): it is mapped anyway, its data must stay readable.
@@ -243,6 +255,7 @@ class MappedFile(ReferenceResource):
                 raise
             raise StoreFileError(f"{path}: cannot map {file_size} bytes: {exc.strerror}") from exc
         # Bytes the file had when opened: less than file_size means it was cut short on disk
+        # (a partly reserved file is extended sparse to file_size first, so its size says so too)
         # (its tail now reads as zeros), which the ConsumeQueue start-up check acts on.
         self.loaded_size = file_size if create and actual == 0 else actual
         self.wrote_position = 0
@@ -266,6 +279,15 @@ class MappedFile(ReferenceResource):
             self.release()
 
     # --- positions ---------------------------------------------------------------------------
+
+    def ensure_reserved(self, end: int) -> None:
+        """Reserve the blocks up to ``end`` (in steps of RESERVE_STEP) before a write there;
+        raises :class:`DiskFullError` on a full disk, before anything touched the map."""
+        if end <= self.reserved:
+            return
+        target = min(self.file_size, max(end, self.reserved + RESERVE_STEP))
+        reserve_blocks(self._fd, target, self.path, start=self.reserved)
+        self.reserved = target
 
     @property
     def buffer(self) -> mmap.mmap:

@@ -84,6 +84,19 @@ removed by the garbage collector through ownerReferences.
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+# spec.acl/spec.tls: read the user's Secrets; create the namespace's operator account and create
+# and renew the CA and certificate Secrets (those garbage-collected with their owner).
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "list", "create", "patch", "update"]
+# spec.tls.issuerRef: a cert-manager Certificate per NameServer/Broker (when cert-manager is used).
+- apiGroups: ["cert-manager.io"]
+  resources: ["certificates"]
+  verbs: ["get", "list", "create", "patch", "update"]
+# spec.networkPolicy: one NetworkPolicy per broker group.
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
+  verbs: ["get", "list", "create", "patch", "update", "delete"]
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]

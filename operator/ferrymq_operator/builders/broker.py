@@ -25,6 +25,7 @@ from ferrymq_operator import models
 from ferrymq_operator.builders import names, pod
 from ferrymq_operator.builders.names import Owner
 from ferrymq_operator.models import BrokerSpec
+from ferrymq_operator.security import builders as security
 
 STORE_DIR = f"{pod.HOME}/store"
 # The broker reads FERRYMQ_<upstream key> from the environment over broker.conf (ferrymq.properties).
@@ -47,13 +48,12 @@ def broker_conf(
     role = spec.broker_role if broker_id == 0 else "SLAVE"
     listen, ha = spec.pod_ports(group, broker_id)
     extra = dict(spec.config)
-    metrics = extra.get("metricsPort", "").strip()
-    if spec.per_pod_ports and metrics.isdigit() and int(metrics) > 0:
-        # Every port a pod opens differs per pod, so that pods sharing a node do not clash.
-        index = group * spec.replicas_per_group + broker_id
-        extra["metricsPort"] = str(int(metrics) + models.PORT_STRIDE * index)
+    metrics = pod_metrics_port(spec, group, broker_id)
+    if metrics is not None and spec.per_pod_ports:
+        extra["metricsPort"] = str(metrics)
     return {
         **extra,
+        **security.conf_keys(spec),
         "brokerClusterName": cluster_name(owner, spec),
         "brokerName": names.broker_name(owner.name, group),
         "brokerId": str(broker_id),
@@ -64,6 +64,18 @@ def broker_conf(
         "haListenPort": str(ha),
         "storePathRootDir": STORE_DIR,
     }
+
+
+def pod_metrics_port(spec: BrokerSpec, group: int, broker_id: int) -> int | None:
+    """The pod's metricsPort (spec.config's, moved per pod with per-pod ports); None when off."""
+    metrics = spec.config.get("metricsPort", "").strip()
+    if not metrics.isdigit() or int(metrics) == 0:
+        return None
+    if not spec.per_pod_ports:
+        return int(metrics)
+    # Every port a pod opens differs per pod, so that pods sharing a node do not clash.
+    index = group * spec.replicas_per_group + broker_id
+    return int(metrics) + models.PORT_STRIDE * index
 
 
 def pod_address(owner: Owner, spec: BrokerSpec, group: int, broker_id: int, domain: str) -> str:
@@ -201,12 +213,12 @@ def _conf_path() -> str:
     return f"{pod.CONFIG_DIR}/broker-{pod.SHELL_ORDINAL}.conf"
 
 
-def _env(spec: BrokerSpec) -> list[dict[str, Any]]:
+def _env(owner: Owner, spec: BrokerSpec) -> list[dict[str, Any]]:
     env = pod.downward_env()
     if spec.host_network or spec.external_access is not None:
         # Clients outside the pod network reach the broker at the node's address.
         env.append(pod.field_env(BROKER_IP1_ENV, "status.hostIP"))
-    return env
+    return env + security.env(owner, names.COMPONENT_BROKER, spec)
 
 
 def _probes(spec: BrokerSpec) -> dict[str, Any]:
@@ -242,7 +254,7 @@ def statefulset(owner: Owner, spec: BrokerSpec, namesrv_addr: str, group: int) -
             "imagePullPolicy": spec.image_pull_policy,
             "command": _command(),
             **({"ports": ports} if ports else {}),
-            "env": _env(spec),
+            "env": _env(owner, spec),
             **_probes(spec),
             "securityContext": pod.container_security_context(),
             "volumeMounts": [
@@ -250,6 +262,7 @@ def statefulset(owner: Owner, spec: BrokerSpec, namesrv_addr: str, group: int) -
                 {"name": STORE_VOLUME, "mountPath": STORE_DIR},
                 {"name": "logs", "mountPath": f"{pod.HOME}/logs"},
                 {"name": "tmp", "mountPath": pod.TMP_DIR},
+                *security.mounts(spec),
             ],
         },
         spec,
@@ -264,6 +277,7 @@ def statefulset(owner: Owner, spec: BrokerSpec, namesrv_addr: str, group: int) -
             {"name": "config", "configMap": {"name": names.broker_configmap(owner.name, group)}},
             {"name": "logs", "emptyDir": {}},
             {"name": "tmp", "emptyDir": {}},
+            *security.volumes(owner, names.COMPONENT_BROKER, spec),
         ],
         **pod.scheduling(spec, selector),
     }

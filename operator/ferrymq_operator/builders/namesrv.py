@@ -12,6 +12,7 @@ from typing import Any
 from ferrymq_operator.builders import names, pod
 from ferrymq_operator.builders.names import Owner
 from ferrymq_operator.models import NameServerSpec
+from ferrymq_operator.security import builders as security
 
 CONF_FILE = "namesrv.conf"
 
@@ -22,7 +23,7 @@ LISTEN_PORT_ENV = "FERRYMQ_listenPort"
 
 def namesrv_conf(spec: NameServerSpec) -> dict[str, str]:
     """namesrv.conf settings: the user's extras plus the (base) port."""
-    return {**spec.config, "listenPort": str(spec.port)}
+    return {**spec.config, **security.conf_keys(spec), "listenPort": str(spec.port)}
 
 
 def _port_expr(spec: NameServerSpec) -> int | str:
@@ -92,7 +93,7 @@ def statefulset(owner: Owner, spec: NameServerSpec) -> dict[str, Any]:
                 if spec.host_network
                 else {"ports": [{"name": "namesrv", "containerPort": spec.port, "protocol": "TCP"}]}
             ),
-            "env": pod.downward_env(),
+            "env": pod.downward_env() + security.env(owner, names.COMPONENT_NAMESRV, spec),
             "readinessProbe": pod.exec_probe(
                 "namesrv", _port_expr(spec), period=10, timeout=5, failures=3
             ),
@@ -104,6 +105,7 @@ def statefulset(owner: Owner, spec: NameServerSpec) -> dict[str, Any]:
                 {"name": "config", "mountPath": pod.CONFIG_DIR, "readOnly": True},
                 {"name": "home", "mountPath": pod.HOME},
                 {"name": "tmp", "mountPath": pod.TMP_DIR},
+                *security.mounts(spec),
             ],
         },
         spec,
@@ -117,6 +119,7 @@ def statefulset(owner: Owner, spec: NameServerSpec) -> dict[str, Any]:
             {"name": "config", "configMap": {"name": names.namesrv_configmap(owner.name)}},
             {"name": "home", "emptyDir": {}},
             {"name": "tmp", "emptyDir": {}},
+            *security.volumes(owner, names.COMPONENT_NAMESRV, spec),
         ],
         **pod.scheduling(spec, selector),
     }

@@ -27,6 +27,7 @@ from ferrymq.remoting.headers import CreateTopicRequestHeader
 from ferrymq.remoting.processor import ProcessorTable
 
 from ferrymq_operator.broker_admin import AdminUnavailable
+from ferrymq_operator.security import session
 from ferrymq_operator.topics.plan import GROUP_FIELDS, QueueBacklog, TopicState
 from ferrymq_operator.topics.unmanaged import Inventory
 
@@ -80,7 +81,12 @@ class RemotingObjectAdmin:
         self.timeout_seconds = timeout_seconds
 
     async def _call(self, action: Callable[[RemotingClient], Awaitable[_T]]) -> _T:
-        remoting = RemotingClient(ProcessorTable(), name="ferrymq-operator topics")
+        remoting = RemotingClient(
+            ProcessorTable(),
+            name="ferrymq-operator topics",
+            rpc_hook=session.rpc_hook(),
+            ssl_context=session.ssl_context(),
+        )
         try:
             return await asyncio.wait_for(action(remoting), self.timeout_seconds * 4)
         except (OSError, TimeoutError, BrokerUnreachableError) as error:

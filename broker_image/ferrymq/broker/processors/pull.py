@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ferrymq.broker.client_registry import ConsumerManager
@@ -69,6 +69,9 @@ class PullStats:
     got_messages: int = 0
     got_bytes: int = 0
     held: int = 0
+    # messages and bytes handed out per (topic, group): upstream's rocketmq_messages_out_total
+    # and rocketmq_throughput_out_total
+    out: dict[tuple[str, str], list[int]] = field(default_factory=dict)
 
 
 class PullMessageProcessor:
@@ -210,7 +213,13 @@ class PullMessageProcessor:
             self.offsets.commit_pull_offset(
                 h.consumer_group, h.topic, h.queue_id, result.next_begin_offset
             )
-        return self._respond(request, result, code, group_config.which_broker_when_consume_slowly)
+        return self._respond(
+            request,
+            result,
+            code,
+            group_config.which_broker_when_consume_slowly,
+            (h.topic, h.consumer_group),
+        )
 
     def _subscription_filter(self, h: PullMessageRequestHeader) -> Any:
         if h.sys_flag & PULL_FLAG_SUBSCRIPTION:
@@ -257,6 +266,7 @@ class PullMessageProcessor:
         result: GetMessageResult,
         code: ResponseCode,
         slow_broker_id: int,
+        topic_group: tuple[str, str],
     ) -> RemotingCommand:
         suggest = slow_broker_id if result.suggest_pulling_from_slave else MASTER_ID
         # the PullMessageResponseHeader fields, always all four, all strings (hot path)
@@ -275,8 +285,15 @@ class PullMessageProcessor:
         finally:
             count = result.message_count
             result.release()
-        self.stats.got_messages += count
-        self.stats.got_bytes += len(body)
+        stats = self.stats
+        stats.got_messages += count
+        stats.got_bytes += len(body)
+        out = stats.out.get(topic_group)
+        if out is None:
+            stats.out[topic_group] = [count, len(body)]
+        else:
+            out[0] += count
+            out[1] += len(body)
         return request.response(code, None, header, body)
 
 

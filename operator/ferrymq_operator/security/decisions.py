@@ -1,0 +1,196 @@
+"""What to do with the security Secrets, decided from what exists (pure; ``secrets`` acts on it).
+
+Each ``plan_*`` takes the decoded data of a Secret (or None when it does not exist) and returns
+the data to write, or None to keep it. Checks of the user's Secrets return a message naming the
+Secret, the key and what to do, which becomes the ``ReconcileFailed`` condition.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from ferrymq_operator.models import TlsSpec
+from ferrymq_operator.security import builders, ca
+
+CERT_EXPIRING = "CertificateExpiring"
+
+
+def decode(secret: Mapping[str, Any] | None) -> dict[str, str] | None:
+    """A Secret's ``data`` as text (None when the Secret does not exist)."""
+    if secret is None:
+        return None
+    out: dict[str, str] = {}
+    for key, value in (secret.get("data") or {}).items():
+        try:
+            out[key] = base64.b64decode(value).decode()
+        except (ValueError, UnicodeDecodeError):
+            out[key] = ""  # binary: never one of our PEM/YAML keys
+    return out
+
+
+def plan_operator_acl(existing: Mapping[str, str] | None) -> dict[str, str] | None:
+    """The operator's account Secret: made once with a random secretKey, then kept (rewritten
+    with the same key if one of its entries went missing)."""
+    if existing is not None and all(existing.get(k) for k in builders.OPERATOR_ACL_KEYS):
+        return None
+    secret_key = (existing or {}).get(builders.SECRET_KEY_KEY) or builders.new_secret_key()
+    return builders.operator_acl_data(secret_key)
+
+
+def check_user_acl(name: str, data: Mapping[str, str] | None) -> str | None:
+    """Problem with the user's ACL Secret, or None."""
+    key = builders.USER_ACL_KEY
+    if data is None:
+        return (
+            f"spec.acl.secretName: Secret {name!r} does not exist in this namespace; create it "
+            f"with the key {key} (upstream plain_acl.yml format) or remove secretName"
+        )
+    if key not in data:
+        return (
+            f"spec.acl.secretName: Secret {name!r} has no key {key} (it has: "
+            f"{', '.join(sorted(data)) or 'none'}); put the accounts under {key}"
+        )
+    try:
+        doc = yaml.safe_load(data[key])
+    except yaml.YAMLError as error:
+        return f"Secret {name!r} key {key} is not YAML: {error}"
+    if not isinstance(doc, dict) or not isinstance(doc.get("accounts", []), list):
+        return (
+            f"Secret {name!r} key {key} is not a plain_acl.yml: expected a mapping with an "
+            f"'accounts' list (and optionally globalWhiteRemoteAddresses)"
+        )
+    return None
+
+
+def check_user_tls(name: str, data: Mapping[str, str] | None) -> str | None:
+    """Problem with the user's TLS Secret, or None."""
+    if data is None:
+        return (
+            f"spec.tls.secretName: Secret {name!r} does not exist in this namespace; create it "
+            f"with {', '.join(builders.TLS_KEYS)} or remove secretName to let the operator "
+            f"issue a certificate"
+        )
+    missing = [k for k in builders.TLS_KEYS if not data.get(k)]
+    if missing:
+        return (
+            f"spec.tls.secretName: Secret {name!r} lacks {', '.join(missing)}; it needs "
+            f"{', '.join(builders.TLS_KEYS)} (PEM)"
+        )
+    try:
+        ca.info(data[builders.TLS_CERT_KEY])
+    except ValueError as error:
+        return f"Secret {name!r} key {builders.TLS_CERT_KEY} is not a PEM certificate: {error}"
+    try:
+        matches = ca.key_matches(data[builders.TLS_CERT_KEY], data[builders.TLS_KEY_KEY])
+    except ValueError as error:
+        return (
+            f"Secret {name!r} key {builders.TLS_KEY_KEY} is not an unencrypted PEM private key: "
+            f"{error}"
+        )
+    if not matches:
+        return (
+            f"Secret {name!r}: {builders.TLS_KEY_KEY} is not the key of {builders.TLS_CERT_KEY}; "
+            f"put the matching pair in the Secret"
+        )
+    return None
+
+
+def _usable_ca(data: Mapping[str, str] | None) -> ca.CertPair | None:
+    if data is None or not data.get(builders.CA_CERT_KEY) or not data.get(builders.CA_KEY_KEY):
+        return None
+    try:
+        ca.info(data[builders.CA_CERT_KEY])
+    except ValueError:
+        return None
+    return ca.CertPair(data[builders.CA_CERT_KEY], data[builders.CA_KEY_KEY])
+
+
+def plan_ca(
+    existing: Mapping[str, str] | None, tls: TlsSpec, cr_name: str, now: datetime.datetime
+) -> ca.CertPair | None:
+    """A new cluster CA when there is none usable or it is within the renewal window."""
+    current = _usable_ca(existing)
+    if current is not None and not ca.needs_renewal(
+        ca.info(current.cert_pem).not_after, now, tls.renew_before_days
+    ):
+        return None
+    days = tls.validity_days * ca.CA_VALIDITY_FACTOR
+    name = f"{cr_name} ferrymq cluster CA"
+    if current is not None:
+        try:  # renew the certificate, keep the key: what was issued stays trusted
+            return ca.new_ca(name, now, days, key_pem=current.key_pem)
+        except ValueError:
+            pass  # a key this operator did not make: start a new CA
+    return ca.new_ca(name, now, days)
+
+
+def plan_server_cert(
+    existing: Mapping[str, str] | None,
+    authority: ca.CertPair,
+    tls: TlsSpec,
+    cr_name: str,
+    names: list[str],
+    now: datetime.datetime,
+) -> dict[str, str] | None:
+    """New tls.crt/tls.key/ca.crt when missing, not from ``authority``, lacking a name, or within
+    the renewal window; None to keep the current one."""
+    if existing is not None and all(existing.get(k) for k in builders.TLS_KEYS):
+        cert = existing[builders.TLS_CERT_KEY]
+        try:
+            current = ca.info(cert)
+            keep = (
+                existing[builders.TLS_CA_KEY] == authority.cert_pem
+                and ca.signed_by(cert, authority.cert_pem)
+                and set(names) <= set(current.names)
+                and not ca.needs_renewal(current.not_after, now, tls.renew_before_days)
+            )
+        except ValueError:
+            keep = False
+        if keep:
+            return None
+    pair = ca.issue(authority, f"{cr_name} ferrymq broker", names, now, tls.validity_days)
+    return {
+        builders.TLS_CERT_KEY: pair.cert_pem,
+        builders.TLS_KEY_KEY: pair.key_pem,
+        builders.TLS_CA_KEY: authority.cert_pem,
+    }
+
+
+@dataclass(frozen=True)
+class CertificateReport:
+    secret: str
+    subject: str
+    not_after: datetime.datetime
+    issued_by_operator: bool
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "secret": self.secret,
+            "subject": self.subject,
+            "notAfter": self.not_after.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "issuedByOperator": self.issued_by_operator,
+        }
+
+
+def expiring(
+    reports: list[CertificateReport], now: datetime.datetime, renew_days: int
+) -> tuple[bool, str]:
+    """(within the renewal window?, message) for the CertificateExpiring condition."""
+    soon = [r for r in reports if ca.needs_renewal(r.not_after, now, renew_days)]
+    if not soon:
+        first = min((r.not_after for r in reports), default=None)
+        when = first.strftime("%Y-%m-%dT%H:%M:%SZ") if first else "never"
+        return False, f"no certificate expires within {renew_days} days (first: {when})"
+    listed = ", ".join(f"{r.secret} ({r.not_after.strftime('%Y-%m-%dT%H:%M:%SZ')})" for r in soon)
+    hint = (
+        "renew it: the operator does not issue user Secrets"
+        if any(not r.issued_by_operator for r in soon)
+        else "the operator renews it"
+    )
+    return True, f"within {renew_days} days of expiry: {listed}; {hint}"

@@ -1,0 +1,210 @@
+"""Read the user's security Secrets and keep the operator's own ones (API calls; the decisions are
+in ``decisions``). Runs before the broker children are applied: a missing or broken Secret stops
+the pass with a ``ReconcileFailed`` condition instead of pods that cannot start."""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass, field
+from typing import Any
+
+from ferrymq_operator import k8s
+from ferrymq_operator.builders.names import Owner
+from ferrymq_operator.models import ClusterStatus, Condition, TlsSpec
+from ferrymq_operator.security import builders, ca, decisions
+from ferrymq_operator.status import Failure, carry_transition_times
+
+TLS_SECRET_TYPE = "kubernetes.io/tls"
+
+
+@dataclass
+class SecurityOutcome:
+    failure: Failure | None = None
+    # ensure() ran to the end (else the status keeps the previous pass's certificates)
+    checked: bool = False
+    # the namespace's operator account (accessKey, secretKey, ...) with spec.acl
+    account: dict[str, str] | None = None
+    certificates: list[decisions.CertificateReport] = field(default_factory=list)
+    # (type, reason, message) Events, as reconcile.Result.events
+    events: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+async def _data(kube: k8s.Kube, namespace: str, name: str) -> dict[str, str] | None:
+    return decisions.decode(await kube.get("v1", "Secret", namespace, name))
+
+
+async def _write(kube: k8s.Kube, obj: dict[str, Any], why: str, outcome: SecurityOutcome) -> None:
+    await kube.apply(obj)
+    outcome.events.append(("Normal", "SecretWritten", f"{why}: Secret {obj['metadata']['name']}"))
+
+
+def _report(secret: str, cert_pem: str, ours: bool) -> decisions.CertificateReport:
+    info = ca.info(cert_pem)
+    return decisions.CertificateReport(secret, info.subject, info.not_after, ours)
+
+
+async def _operator_tls(
+    kube: k8s.Kube,
+    owner: Owner,
+    component: str,
+    tls: TlsSpec,
+    domain: str,
+    now: datetime.datetime,
+    outcome: SecurityOutcome,
+) -> None:
+    ca_name = builders.ca_secret(owner.name, component)
+    ca_data = await _data(kube, owner.namespace, ca_name)
+    new_ca = decisions.plan_ca(ca_data, tls, owner.name, now)
+    if new_ca is not None:
+        data = {builders.CA_CERT_KEY: new_ca.cert_pem, builders.CA_KEY_KEY: new_ca.key_pem}
+        why = "created the cluster CA" if ca_data is None else "renewed the cluster CA"
+        obj = builders.secret_object(owner, component, ca_name, data)
+        await _write(kube, obj, why, outcome)
+        authority = new_ca
+    else:
+        assert ca_data is not None  # plan_ca keeps only a usable CA
+        authority = ca.CertPair(ca_data[builders.CA_CERT_KEY], ca_data[builders.CA_KEY_KEY])
+    server_name = builders.server_cert_secret(owner.name, component)
+    server_data = await _data(kube, owner.namespace, server_name)
+    names = builders.server_names(owner, builders.service_names(owner, component), domain)
+    issued = decisions.plan_server_cert(server_data, authority, tls, owner.name, names, now)
+    if issued is not None:
+        why = "issued the server certificate" if server_data is None else "renewed it"
+        obj = builders.secret_object(owner, component, server_name, issued, TLS_SECRET_TYPE)
+        await _write(kube, obj, why, outcome)
+        server_data = issued
+    assert server_data is not None
+    outcome.certificates.append(_report(ca_name, authority.cert_pem, True))
+    outcome.certificates.append(_report(server_name, server_data[builders.TLS_CERT_KEY], True))
+
+
+async def _cert_manager_tls(
+    kube: k8s.Kube,
+    owner: Owner,
+    component: str,
+    tls: TlsSpec,
+    domain: str,
+    outcome: SecurityOutcome,
+) -> None:
+    """Apply the Certificate; until cert-manager wrote its Secret the pods could not start."""
+    if not await kube.serves(builders.CERT_MANAGER_API, "Certificate"):
+        outcome.failure = Failure(
+            "CertManagerMissing",
+            "spec.tls.issuerRef needs cert-manager (cert-manager.io/v1 Certificate is not served "
+            "by this cluster); install cert-manager or remove issuerRef",
+        )
+        return
+    names = builders.server_names(owner, builders.service_names(owner, component), domain)
+    certificate = builders.certificate_object(owner, component, tls, names)
+    await kube.apply(certificate)
+    secret = certificate["spec"]["secretName"]
+    data = await _data(kube, owner.namespace, secret)
+    if data is None or not data.get(builders.TLS_CERT_KEY):
+        outcome.failure = Failure(
+            "CertificatePending",
+            f"waiting for cert-manager to issue Certificate {secret} "
+            f"({tls.issuer_ref.kind if tls.issuer_ref else ''} "
+            f"{tls.issuer_ref.name if tls.issuer_ref else ''}); see its status",
+        )
+        return
+    outcome.certificates.append(_report(secret, data[builders.TLS_CERT_KEY], False))
+
+
+async def ensure(
+    kube: k8s.Kube,
+    owner: Owner,
+    component: str,
+    spec: builders.Secured,
+    domain: str,
+    now: datetime.datetime,
+) -> SecurityOutcome:
+    """Check the user's Secrets, create/renew the operator's; what the status should say."""
+    outcome = SecurityOutcome()
+    ns = owner.namespace
+    try:
+        if spec.acl is not None:
+            if spec.acl.secret_name:
+                problem = decisions.check_user_acl(
+                    spec.acl.secret_name, await _data(kube, ns, spec.acl.secret_name)
+                )
+                if problem:
+                    outcome.failure = Failure("AclSecretInvalid", problem)
+                    return outcome
+            acl_name = builders.OPERATOR_ACL_SECRET
+            current = await _data(kube, ns, acl_name)
+            planned = decisions.plan_operator_acl(current)
+            if planned is not None:
+                obj = builders.shared_secret_object(ns, acl_name, planned)
+                # create-only when absent: two custom resources reconciled at once must not
+                # each write their own random key (pods read it at start)
+                written = await kube.create(obj) if current is None else bool(await kube.apply(obj))
+                if written:
+                    outcome.events.append(
+                        (
+                            "Normal",
+                            "SecretWritten",
+                            f"the operator's ACL account: Secret {acl_name}",
+                        )
+                    )
+                    current = planned
+                else:
+                    current = await _data(kube, ns, acl_name)  # another pass created it first
+            outcome.account = current
+        if spec.tls is not None:
+            if spec.tls.secret_name:
+                data = await _data(kube, ns, spec.tls.secret_name)
+                problem = decisions.check_user_tls(spec.tls.secret_name, data)
+                if problem:
+                    outcome.failure = Failure("TlsSecretInvalid", problem)
+                    return outcome
+                assert data is not None
+                cert = data[builders.TLS_CERT_KEY]
+                outcome.certificates.append(_report(spec.tls.secret_name, cert, False))
+            elif spec.tls.issuer_ref is not None:
+                await _cert_manager_tls(kube, owner, component, spec.tls, domain, outcome)
+                if outcome.failure is not None:
+                    return outcome
+            else:
+                await _operator_tls(kube, owner, component, spec.tls, domain, now, outcome)
+    except k8s.ApiError as error:
+        outcome.failure = Failure("SecretUnavailable", f"security Secrets: {error}")
+        return outcome
+    outcome.checked = True
+    return outcome
+
+
+def decorate_status(
+    status: dict[str, Any],
+    outcome: SecurityOutcome,
+    spec: builders.Secured,
+    previous: ClusterStatus,
+    generation: int,
+    now: datetime.datetime,
+    now_text: str,
+) -> list[tuple[str, str, str]]:
+    """status.certificates and the CertificateExpiring condition (only with spec.tls); a Warning
+    event when a certificate enters the renewal window. A pass that did not get to check the
+    Secrets (a failure before) keeps what the previous pass found."""
+    if not outcome.checked:
+        status["certificates"] = [c.model_dump(by_alias=True) for c in previous.certificates]
+        kept = [c for c in previous.conditions if c.type == decisions.CERT_EXPIRING]
+        if spec.tls is not None:
+            status["conditions"] += [c.model_dump(by_alias=True, exclude_none=True) for c in kept]
+        return []
+    status["certificates"] = [r.status() for r in outcome.certificates]
+    if spec.tls is None or not outcome.certificates:
+        return []
+    soon, message = decisions.expiring(outcome.certificates, now, spec.tls.renew_before_days)
+    reason = "WithinRenewalWindow" if soon else "Valid"
+    cond = Condition(
+        type=decisions.CERT_EXPIRING,
+        status="True" if soon else "False",
+        reason=reason,
+        message=message,
+    )
+    [carried] = carry_transition_times([cond], previous.conditions, generation, now_text)
+    status["conditions"].append(carried.model_dump(by_alias=True, exclude_none=True))
+    before = next((c for c in previous.conditions if c.type == decisions.CERT_EXPIRING), None)
+    if soon and (before is None or before.status != "True"):
+        return [("Warning", "CertificateExpiring", message)]
+    return []
