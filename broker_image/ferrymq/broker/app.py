@@ -18,6 +18,7 @@ from ferrymq.broker.client_registry import ConsumerManager, ProducerManager
 from ferrymq.broker.config import BrokerConfig, config_dir, role_problem
 from ferrymq.broker.config_file import ConfigFile
 from ferrymq.broker.consumer_offsets import ConsumerOffsetManager
+from ferrymq.broker.controller_mode_config import ControllerModeSettings
 from ferrymq.broker.long_polling import PullRequestHoldService
 from ferrymq.broker.metrics import BrokerCollector, BrokerFigures, MetricsServer
 from ferrymq.broker.processors.admin_broker import AdminBrokerProcessor
@@ -30,6 +31,7 @@ from ferrymq.broker.processors.query_message import QueryMessageProcessor
 from ferrymq.broker.processors.queue_offsets import QueueOffsetProcessor
 from ferrymq.broker.processors.send import SendMessageProcessor
 from ferrymq.broker.register import BrokerRegistration, RegisterOutcome
+from ferrymq.broker.role_switch import ControllerMode
 from ferrymq.broker.semantics import SemanticsConfig, SemanticsServices, load_semantics_config
 from ferrymq.broker.subscription_groups import SubscriptionGroupManager
 from ferrymq.broker.topic_config import TopicConfigManager
@@ -53,6 +55,7 @@ class BrokerApp:
         store_config: MessageStoreConfig,
         semantics_config: SemanticsConfig | None = None,
         ha_settings: HASettings | None = None,
+        controller_mode: ControllerModeSettings | None = None,
     ) -> None:
         self.config = config
         # haListenPort defaults to the configured listenPort + 1 (upstream BrokerStartup)
@@ -122,6 +125,12 @@ class BrokerApp:
         self.client_manage: ClientManageProcessor | None = None
         self._persisting: asyncio.Lock | None = None
         self._stopped = False
+        # controller mode (broker/role_switch.py): the controller decides the role at run time
+        self.controller_mode = (
+            ControllerMode(self, controller_mode)
+            if controller_mode is not None and controller_mode.enable_controller_mode
+            else None
+        )
 
     # --- addresses --------------------------------------------------------------------------
     @property
@@ -134,6 +143,8 @@ class BrokerApp:
 
     @property
     def is_slave(self) -> bool:
+        if self.controller_mode is not None and self.controller_mode.fenced:
+            return True  # a slave, or a master without its controller lease: no writes
         return self.store_config.broker_role is BrokerRole.SLAVE
 
     def _ha_server_addr(self) -> str | None:
@@ -145,6 +156,8 @@ class BrokerApp:
         return f"{self.config.broker_ip1}:{ha_port}"
 
     def _on_register_result(self, outcome: RegisterOutcome) -> None:
+        if self.controller_mode is not None:
+            return  # the controller names the master; a NameServer's answer may be stale
         if self.ha is not None:
             self.ha.on_register_result(outcome.ha_server_addr, outcome.master_addr)
         if outcome.master_addr and outcome.master_addr != self.master_addr:
@@ -176,6 +189,10 @@ class BrokerApp:
             self.store_config, (self.config.broker_ip1, self.config.listen_port)
         )
         await self.store.start()
+        if self.controller_mode is not None:
+            # settles the role (and may cut a divergent tail, restarting the store) first
+            self.store = await self.controller_mode.join(self.store)
+            self.controller_mode.register_to(self.server)
         if self.is_slave:
             self.topics.slave_view = self._slave_topic_view
         self._wire(self.store)
@@ -187,6 +204,8 @@ class BrokerApp:
         if self.fast_server is not None:
             await self.fast_server.start()
         self.registration.start()
+        if self.controller_mode is not None:
+            self.controller_mode.start()
         self._every(self.config.flush_consumer_offset_interval, self.persist_metadata)
         self._every(self.config.client_channel_scan_interval, self._scan_channels)
         if self.config.metrics_port:
@@ -283,6 +302,13 @@ class BrokerApp:
             ),
         )
         await self.ha.start()
+        if self.controller_mode is not None:
+            self.controller_mode.on_ha_started(self.ha)
+
+    async def restart_ha(self) -> None:
+        """Controller mode: start the HA side of the (new) role; the old one is shut down."""
+        assert self.store is not None
+        await self._start_ha(self.store)
 
     def _slave_topic_view(self, topic: str, config: TopicConfig | None) -> TopicConfig | None:
         """On a slave, a topic's config as far as its ConsumeQueues go: a topic (or queues of
@@ -390,6 +416,7 @@ class BrokerApp:
             "heldPullRequests": str(self.hold.held_count),
             "consumerGroups": str(len(self.consumers.table)),
             **(self.ha.runtime_info() if self.ha is not None else {}),
+            **(self.controller_mode.runtime_info() if self.controller_mode is not None else {}),
         }
 
     def figures(self) -> BrokerFigures:
@@ -431,6 +458,8 @@ class BrokerApp:
             return
         self._stopped = True
         log.info("broker %s shutting down", self.config.broker_name)
+        if self.controller_mode is not None:
+            await self.controller_mode.stop()
         await self.registration.stop()
         # a bounded share of the shutdown grace: unreachable NameServers expire us anyway
         await self.registration.unregister_all(budget=self.config.shutdown_grace_seconds * 0.3)
@@ -470,6 +499,7 @@ async def serve(
     store_config: MessageStoreConfig,
     ha_settings: HASettings | None = None,
     semantics_config: SemanticsConfig | None = None,
+    controller_mode: ControllerModeSettings | None = None,
 ) -> None:
     """Run a broker until SIGTERM or SIGINT, then shut it down gracefully.
 
@@ -479,7 +509,11 @@ async def serve(
     forces it out with a log line naming what was still running (see GracefulShutdown).
     """
     app = BrokerApp(
-        config, store_config, semantics_config=semantics_config, ha_settings=ha_settings
+        config,
+        store_config,
+        semantics_config=semantics_config,
+        ha_settings=ha_settings,
+        controller_mode=controller_mode,
     )
     shutdown = GracefulShutdown(config.shutdown_grace_seconds, name=f"broker {config.broker_name}")
     shutdown.install()

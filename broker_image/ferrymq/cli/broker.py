@@ -10,6 +10,8 @@ import typer
 
 from ferrymq.broker.app import serve
 from ferrymq.broker.config import load_broker_configs
+from ferrymq.broker.controller_mode_config import load_controller_mode_settings
+from ferrymq.broker.role_switch import ControllerRefusedError
 from ferrymq.broker.semantics import load_semantics_config
 from ferrymq.ha.config import load_ha_settings
 from ferrymq.properties import ConfigError
@@ -36,6 +38,12 @@ def broker(
     try:
         broker_cfg, store_cfg = load_broker_configs(config, overrides=overrides)
         ha_settings = load_ha_settings(config)
+        controller_mode = load_controller_mode_settings(config)
+        if controller_mode.enable_controller_mode and broker_cfg.broker_id < 1:
+            raise ConfigError(
+                f"brokerId={broker_cfg.broker_id}: with enableControllerMode=true each replica "
+                "needs its own brokerId >= 1 (the elected master registers as 0)"
+            )
         # transactionCheckInterval, transactionTimeOut, transactionCheckMax, flushDelayOffsetInterval
         semantics_cfg = load_semantics_config(config, overrides=overrides)
     except ConfigError as exc:
@@ -46,7 +54,10 @@ def broker(
             "warning: no namesrvAddr (or NAMESRV_ADDR): clients cannot find this broker", err=True
         )
     try:
-        run(serve(broker_cfg, store_cfg, ha_settings, semantics_cfg))
+        run(serve(broker_cfg, store_cfg, ha_settings, semantics_cfg, controller_mode))
+    except ControllerRefusedError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     except OSError as exc:
         typer.echo(f"error: cannot start the broker: {exc}", err=True)
         raise typer.Exit(1) from None

@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from ferrymq.broker.controller_cluster import ControllerLocalCluster
 from ferrymq.broker.local_cluster import (
     LOCAL_COMMITLOG_FILE_SIZE,
     ClusterStartError,
@@ -61,6 +62,14 @@ def local_cluster(
             "upstream's 1G. A message must fit in one file.",
         ),
     ] = f"{LOCAL_COMMITLOG_FILE_SIZE // (1024 * 1024)}M",  # type: ignore[assignment]
+    controller: Annotated[
+        bool,
+        typer.Option(
+            "--controller",
+            help="controller mode: also start a controller; each group's replicas (brokerId "
+            "1..slaves+1, free ports) elect their master and fail over automatically",
+        ),
+    ] = False,
 ) -> None:
     """Run a NameServer and GROUPS broker groups locally until Ctrl-C."""
     if flush_disk_type not in ("ASYNC_FLUSH", "SYNC_FLUSH"):
@@ -68,7 +77,8 @@ def local_cluster(
             f"[red]error:[/] --flush-disk-type must be ASYNC_FLUSH or SYNC_FLUSH, got {flush_disk_type}"
         )
         raise typer.Exit(2)
-    cluster = LocalCluster(
+    cluster_cls = ControllerLocalCluster if controller else LocalCluster
+    cluster = cluster_cls(
         data_dir,
         groups=groups,
         slaves=slaves,
@@ -90,6 +100,10 @@ def local_cluster(
         console.print(
             f"NameServer  [bold]{cluster.namesrv_addr}[/]  (pid {cluster.namesrv.pid if cluster.namesrv else '?'})"
         )
+        if isinstance(cluster, ControllerLocalCluster) and cluster.controller is not None:
+            console.print(
+                f"Controller  [bold]{cluster.controller_addr}[/]  (pid {cluster.controller.pid})"
+            )
         for child, addr in zip(cluster.brokers, cluster.broker_addrs, strict=True):
             console.print(f"Broker      [bold]{child.name}[/] at {addr}  (pid {child.pid})")
         console.print(f"data and logs under {cluster.data_dir}")

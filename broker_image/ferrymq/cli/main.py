@@ -10,6 +10,7 @@ import typer
 
 from ferrymq.cli import admin as admin_cli
 from ferrymq.cli import bench_cluster, bench_store, broker, consume, local_cluster, namesrv, produce
+from ferrymq.cli import controller as controller_cli
 from ferrymq.cli import probe as probe_cli
 from ferrymq.cli import report as report_cli
 from ferrymq.cli import snapshot as snapshot_cli
@@ -37,6 +38,7 @@ app.command("broker")(broker.broker)
 app.command("local-cluster")(local_cluster.local_cluster)
 bench_app.command("store")(bench_store.bench_store)
 app.command("probe")(probe_cli.probe)
+app.command("controller")(controller_cli.controller)
 
 
 def main() -> None:

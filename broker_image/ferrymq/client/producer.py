@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from ferrymq.client.allocate import MessageQueue
 from ferrymq.client.broker_api import SendResult, v2_ext
 from ferrymq.client.compression import compress_body
-from ferrymq.client.errors import MessageValidationError, MQClientError
+from ferrymq.client.errors import BrokerUnreachableError, MessageValidationError, MQClientError
 from ferrymq.client.instance import DEFAULT_TOPIC, ClientInstance
 from ferrymq.client.latency_fault import MQFaultStrategy
 from ferrymq.client.lifecycle import ClientMember
@@ -388,13 +388,16 @@ class Producer(ClientMember):
                     msg_id=msg_id,
                 )
             except MQClientError as exc:
-                if not tries.retry_after(mq, exc):
-                    raise
-                if exc.refresh_route:
+                # re-read the route on a dead broker too, even when this send is not retried:
+                # after a failover the NameServer names the new master within seconds, long
+                # before the 30 s poll
+                if exc.refresh_route or isinstance(exc, BrokerUnreachableError):
                     try:
                         await instance.update_route(topic)
                     except MQClientError as refresh_exc:
                         log.info("route refresh of %s failed: %s", topic, refresh_exc)
+                if not tries.retry_after(mq, exc):
+                    raise
                 continue
             if tries.accept(mq, result):
                 return result

@@ -27,7 +27,7 @@ from functools import partial
 
 from ferrymq.client.allocate import MessageQueue
 from ferrymq.client.broker_api import PullStatus
-from ferrymq.client.errors import MQClientError
+from ferrymq.client.errors import BrokerUnreachableError, MQClientError
 from ferrymq.client.instance import ClientInstance
 from ferrymq.client.offset_store import OffsetStore
 from ferrymq.client.process_queue import FLOW_CONTROL_DELAY_S, FlowControl, FlowLimits, ProcessQueue
@@ -153,6 +153,14 @@ class PullService:
                 raise
             except MQClientError as exc:
                 log.info("pull of %s at %d failed: %s", mq, next_offset, exc)
+                if exc.refresh_route or isinstance(exc, BrokerUnreachableError):
+                    # a dead broker (e.g. a failed-over master): re-read the route now rather
+                    # than at the 30 s poll, and forget its suggested broker
+                    self._suggested.pop(mq, None)
+                    try:
+                        await self.instance.update_route(mq.topic)
+                    except MQClientError as refresh_exc:
+                        log.info("route refresh of %s failed: %s", mq.topic, refresh_exc)
                 await asyncio.sleep(PULL_DELAY_WHEN_EXCEPTION_S)
                 continue
             if self.config.pull_interval_s > 0:

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ferrymq.ha.config import HAConfig
+from ferrymq.ha.handshake import read_handshake
 from ferrymq.ha.protocol import (
     HAProtocolError,
     ReportReader,
@@ -125,6 +126,8 @@ class HAConnection:
         self.slave_ack_offset = -1
         self.slave_request_offset = -1
         self.next_transfer_from = -1
+        # controller mode: the replica's brokerId from its handshake (None: a 4.x slave)
+        self.slave_broker_id: int | None = None
         self.close_reason = ""
         self._first_report = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -164,9 +167,13 @@ class HAConnection:
     async def _read_loop(self) -> None:
         reports = ReportReader()
         housekeeping = self._config.housekeeping_interval_s
+        self.slave_broker_id, pending = await read_handshake(self._reader, housekeeping)
         while True:
             try:
-                data = await asyncio.wait_for(self._reader.read(READ_CHUNK), housekeeping)
+                data = pending or await asyncio.wait_for(
+                    self._reader.read(READ_CHUNK), housekeeping
+                )
+                pending = b""
             except TimeoutError:
                 self.close_reason = f"no report from the slave for {housekeeping:g} s"
                 return

@@ -12,6 +12,7 @@ The broker wires one of these per store; it owns nothing global.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from ferrymq.ha.config import HAConfig, Role
 from ferrymq.ha.master import HAMaster, Refusal
@@ -30,6 +31,8 @@ class HAService:
         self.master: HAMaster | None = None
         self.client: HAClient | None = None
         self.transfer: GroupTransferService | None = None
+        # controller mode (ha/auto_switch.py) follows every slave report too
+        self.report_listeners: list[Callable[[int], None]] = []
         if config.role.is_master:
             self.master = HAMaster(port, config, on_report=self._on_slave_report)
             self.transfer = GroupTransferService(
@@ -75,6 +78,8 @@ class HAService:
     def _on_slave_report(self, offset: int) -> None:
         if self.transfer is not None:
             self.transfer.notify_transfer_some(offset)
+        for listener in self.report_listeners:
+            listener(offset)
 
     def notify_new_data(self, *_: object) -> None:
         """New CommitLog bytes exist: wake idle writers now instead of at their 100 ms poll.

@@ -19,6 +19,7 @@ import logging
 import time
 
 from ferrymq.ha.config import HAConfig
+from ferrymq.ha.handshake import encode_handshake
 from ferrymq.ha.protocol import FrameReader, HAProtocolError, TransferFrame, encode_report
 from ferrymq.ha.store_port import ReplicationSink
 
@@ -60,6 +61,8 @@ class HAClient:
         self.last_error = ""
         self.connects = 0
         self.bytes_received = 0
+        # controller mode: announce this brokerId before the first report (ha/handshake.py)
+        self.handshake_broker_id: int | None = None
 
     def update_master_address(self, address: str | None) -> None:
         """Point at a (new) master HA address; a live connection to another address is dropped."""
@@ -129,6 +132,8 @@ class HAClient:
         frames = FrameReader()
         sink = self._sink
         try:
+            if self.handshake_broker_id is not None:
+                writer.write(encode_handshake(self.handshake_broker_id))
             self._report(writer, sink.max_offset())
             await writer.drain()
             last_report = last_read = time.monotonic()

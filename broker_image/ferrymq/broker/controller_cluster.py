@@ -1,0 +1,107 @@
+"""A LocalCluster in controller mode: one NameServer, one controller (``ferrymq controller``) and
+broker groups whose replicas (brokerId 1..n) let the controller pick the master and fail over.
+
+Each replica gets a fixed, free listen port and HA port (listen + 1 picked as free too), so a
+killed broker restarted on the same conf returns at the same address.
+"""
+
+from __future__ import annotations
+
+from ferrymq.broker.local_cluster import BrokerSpec, Child, LocalCluster, pick_free_port
+
+
+class ControllerLocalCluster(LocalCluster):
+    def __init__(
+        self,
+        *args: object,
+        all_ack_in_sync_state_set: bool = True,
+        heartbeat_timeout_ms: int = 3000,
+        heartbeat_interval_ms: int = 300,
+        scan_interval_ms: int = 200,
+        **kwargs: object,
+    ) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.all_ack = all_ack_in_sync_state_set
+        self.heartbeat_timeout_ms = heartbeat_timeout_ms
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.scan_interval_ms = scan_interval_ms
+        self.controller: Child | None = None
+
+    @property
+    def controller_addr(self) -> str:
+        if self.controller is None:
+            raise RuntimeError("the cluster is not started")
+        return f"{self.host}:{self.controller.port}"
+
+    @property
+    def children(self) -> list[Child]:
+        return super().children + ([self.controller] if self.controller else [])
+
+    def broker_specs(self) -> list[BrokerSpec]:
+        specs = []
+        for i in range(self.groups):
+            for n in range(1, self.slaves + 2):
+                specs.append(BrokerSpec(self.group_name(i), n, pick_free_port(self.host)))
+        return specs
+
+    def broker_conf(self, spec: BrokerSpec) -> dict[str, str]:
+        conf = super().broker_conf(spec)
+        conf.update(
+            {
+                "brokerRole": "SYNC_MASTER",
+                "enableControllerMode": "true",
+                "controllerAddr": self.controller_addr,
+                "controllerHeartBeatTimeoutMills": str(self.heartbeat_timeout_ms),
+                "brokerHeartbeatInterval": str(self.heartbeat_interval_ms),
+                "allAckInSyncStateSet": str(self.all_ack).lower(),
+                "haListenPort": str(pick_free_port(self.host)),
+                "fastChannelEnable": "false",
+            }
+        )
+        conf.update(self.extra_conf)
+        return conf
+
+    def start_controller(self) -> Child:
+        conf_dir = self.data_dir / "conf"
+        conf_dir.mkdir(parents=True, exist_ok=True)
+        conf_path = conf_dir / "controller.conf"
+        if not conf_path.exists():
+            port = pick_free_port(self.host)
+            conf_path.write_text(
+                f"listenPort={port}\nbindAddress={self.host}\n"
+                f"controllerStorePath={self.data_dir / 'controller'}\n"
+                f"scanNotActiveBrokerInterval={self.scan_interval_ms}\n"
+            )
+        child = self._spawn("controller", ["controller", "-c", str(conf_path)])
+        child.conf_path = conf_path
+        self._wait_ready(child)
+        self.controller = child
+        return child
+
+    def restart_controller(self, *, kill: bool = True) -> Child:
+        assert self.controller is not None
+        if kill:
+            self.controller.proc.kill()
+            self.controller.proc.wait(timeout=30)
+        else:
+            self._terminate([self.controller])
+        return self.start_controller()
+
+    def start(self) -> None:
+        try:
+            self.namesrv = self._spawn(
+                "namesrv",
+                ["namesrv", "--listen-port", str(self.namesrv_port), "--bind", self.host],
+            )
+            self._wait_ready(self.namesrv)
+            self.start_controller()
+            for spec in self.broker_specs():
+                self.start_broker(spec)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        super().stop()
+        if self.controller is not None:
+            self._terminate([self.controller])

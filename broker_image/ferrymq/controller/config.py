@@ -1,0 +1,38 @@
+"""ControllerConfig: ``controller.conf`` keys (upstream ControllerConfig + NettyServerConfig names)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from ferrymq.properties import load_config
+
+DEFAULT_CONTROLLER_PORT = 9878
+# upstream BrokerConfig.controllerHeartBeatTimeoutMills: used when a heartbeat names none
+DEFAULT_HEARTBEAT_TIMEOUT_MS = 10_000
+
+
+class ControllerConfig(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    listen_port: int = Field(default=DEFAULT_CONTROLLER_PORT, ge=0, le=65535)
+    # ferrymq extension, as for the NameServer: the address to bind
+    bind_address: str = "0.0.0.0"
+    # where the controller's state file lives (upstream: the DLedger/JRaft store directory)
+    controller_store_path: Path = Field(default_factory=lambda: Path.home() / "ferrymq-controller")
+    # how often brokers whose heartbeats stopped are looked for (upstream default 5 s)
+    scan_not_active_broker_interval: int = Field(default=5_000, ge=10, description="ms")
+    # upstream notifyBrokerRoleChanged: push NOTIFY_BROKER_ROLE_CHANGED after an election
+    notify_broker_role_changed: bool = True
+
+
+def load_controller_config(
+    path: Path | None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, str] | None = None,
+) -> ControllerConfig:
+    """controller.conf (+ FERRYMQ_* environment + overrides); ConfigError names bad keys."""
+    return load_config(ControllerConfig, path, env, overrides).model

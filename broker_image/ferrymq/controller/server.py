@@ -1,0 +1,397 @@
+"""The controller process (upstream ``ControllerManager`` + ``ControllerRequestProcessor``), one
+per deployment with a file store: ``ferrymq controller -c controller.conf``.
+
+Everything runs on one event loop, so each request sees and changes the state atomically; an
+answer (and any NOTIFY_BROKER_ROLE_CHANGED) leaves only after the changed state is on disk, so a
+controller that crashes and restarts never contradicts what it told a broker. A controller that
+is down elects nobody; brokers fence themselves (see ``ferrymq.broker.controller_mode``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from collections.abc import Callable
+
+import orjson
+
+from ferrymq.controller.config import DEFAULT_HEARTBEAT_TIMEOUT_MS, ControllerConfig
+from ferrymq.controller.decisions import (
+    Refused,
+    Registration,
+    check_alter_sync_state_set,
+    elect_master,
+    next_epoch,
+    validate_registration,
+)
+from ferrymq.controller.protocol import ControllerRequestCode as Req
+from ferrymq.controller.protocol import ControllerResponseCode as Resp
+from ferrymq.controller.state import FileStateStore, GroupState, Replica
+from ferrymq.remoting.channel import Channel
+from ferrymq.remoting.client import RemotingClient
+from ferrymq.remoting.codes import ResponseCode
+from ferrymq.remoting.command import RemotingCommand
+from ferrymq.remoting.errors import RemotingError
+from ferrymq.remoting.processor import AsyncHandler
+from ferrymq.remoting.server import RemotingServer
+
+log = logging.getLogger(__name__)
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+def _ext_int(request: RemotingCommand, name: str, default: int | None = None) -> int:
+    raw = request.ext_fields.get(name)
+    if raw is None or raw == "":
+        if default is None:
+            raise Refused(Resp.CONTROLLER_INVALID_REQUEST, f"missing header field {name}")
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise Refused(
+            Resp.CONTROLLER_INVALID_REQUEST, f"header field {name}={raw!r} is not an integer"
+        ) from None
+
+
+def _ext_str(request: RemotingCommand, name: str) -> str:
+    value = request.ext_fields.get(name, "").strip()
+    if not value:
+        raise Refused(Resp.CONTROLLER_INVALID_REQUEST, f"missing header field {name}")
+    return value
+
+
+class ControllerServer:
+    def __init__(self, config: ControllerConfig, *, clock: Callable[[], int] = _now_ms) -> None:
+        self.config = config
+        self.clock = clock
+        self.store = FileStateStore(config.controller_store_path)
+        self.groups: dict[str, GroupState] = {}
+        self.server = RemotingServer(config.bind_address, config.listen_port, name="controller")
+        self.client = RemotingClient(name="controller-notify")
+        self.elections = 0
+        self._scan: asyncio.Task[None] | None = None
+        self._notifies: set[asyncio.Task[None]] = set()
+        handlers: dict[int, Callable[[RemotingCommand], object]] = {
+            Req.CONTROLLER_REGISTER_BROKER: self._register,
+            Req.BROKER_HEARTBEAT: self._heartbeat,
+            Req.CONTROLLER_ALTER_SYNC_STATE_SET: self._alter_sync_state_set,
+            Req.CONTROLLER_GET_REPLICA_INFO: self._get_replica_info,
+            Req.CONTROLLER_ELECT_MASTER: self._elect_by_admin,
+            Req.CONTROLLER_GET_SYNC_STATE_DATA: self._get_sync_state_data,
+        }
+        for code, handler in handlers.items():
+            self.server.register(code, self._wrap(handler))
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    def _wrap(self, handler: Callable[[RemotingCommand], object]) -> AsyncHandler:
+        async def run(channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+            try:
+                result = handler(request)
+                if asyncio.iscoroutine(result):
+                    result = await result
+                assert isinstance(result, RemotingCommand)
+                return result
+            except Refused as exc:
+                log.warning("refused %s: %s", Req(request.code).name, exc)
+                return request.response(exc.code, str(exc))
+            except Exception as exc:
+                log.exception("controller request %d failed", request.code)
+                return request.response(ResponseCode.SYSTEM_ERROR, f"controller error: {exc!r}")
+
+        return run
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.config.controller_store_path.mkdir(parents=True, exist_ok=True)
+        self.groups = await asyncio.to_thread(self.store.load, self.clock())
+        await self.server.start()
+        self._scan = asyncio.get_running_loop().create_task(self._scan_loop())
+        log.info(
+            "controller serving on %s:%d with %d group(s) from %s",
+            self.config.bind_address,
+            self.port,
+            len(self.groups),
+            self.store.path,
+        )
+
+    async def stop(self) -> None:
+        if self._scan is not None:
+            self._scan.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._scan
+        for task in list(self._notifies):
+            task.cancel()
+        await self.server.stop()
+        await self.client.close()
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    def _group(self, request: RemotingCommand) -> GroupState:
+        name = _ext_str(request, "brokerName")
+        group = self.groups.get(name)
+        if group is None:
+            raise Refused(
+                Resp.CONTROLLER_BROKER_METADATA_NOT_EXIST, f"no broker group named {name}"
+            )
+        return group
+
+    def _answer(self, request: RemotingCommand, group: GroupState) -> RemotingCommand:
+        info = group.replica_info()
+        return request.response(ResponseCode.SUCCESS, None, info.to_ext(), info.body())
+
+    def _elect(self, group: GroupState, *, exclude: int | None, preferred: int | None) -> bool:
+        """Elect from the alive SyncStateSet; True when the master changed (state not yet saved)."""
+        chosen = elect_master(
+            group.sync_state_set, group.views(self.clock()), exclude=exclude, preferred=preferred
+        )
+        if chosen is None:
+            if group.master_id is not None and exclude == group.master_id:
+                log.error(
+                    "group %s: master %s is gone and no alive replica of the SyncStateSet %s "
+                    "can take over; no master until one returns",
+                    group.broker_name,
+                    group.master_id,
+                    sorted(group.sync_state_set),
+                )
+                group.master_id = None
+                return True
+            return False
+        if chosen == group.master_id:
+            return False
+        old = group.master_id
+        group.master_id = chosen
+        group.master_epoch = next_epoch(group.master_epoch)
+        # the new master starts alone; replicas rejoin as they catch up with it
+        group.sync_state_set = {chosen}
+        group.sync_state_set_epoch += 1
+        self.elections += 1
+        log.warning(
+            "group %s: elected broker %d (was %s) as master, epoch %d",
+            group.broker_name,
+            chosen,
+            old,
+            group.master_epoch,
+        )
+        return True
+
+    async def _commit(self, group: GroupState, changed_master: bool) -> None:
+        await self.store.save(self.groups)
+        if changed_master and self.config.notify_broker_role_changed:
+            self._notify(group)
+
+    def _notify(self, group: GroupState) -> None:
+        info = group.replica_info()
+        for replica in group.replicas.values():
+            request = RemotingCommand.request(
+                Req.NOTIFY_BROKER_ROLE_CHANGED,
+                {**info.to_ext(), "brokerName": group.broker_name},
+                info.body(),
+            )
+            task = asyncio.get_running_loop().create_task(self._send_notify(replica.addr, request))
+            self._notifies.add(task)
+            task.add_done_callback(self._notifies.discard)
+
+    async def _send_notify(self, addr: str, request: RemotingCommand) -> None:
+        # best effort: a broker that misses it learns the same from its next heartbeat answer
+        with contextlib.suppress(RemotingError, OSError, ValueError, TimeoutError):
+            await self.client.invoke(addr, request, 1.0)
+
+    def _maybe_elect_masterless(self, group: GroupState) -> bool:
+        if group.master_id is not None:
+            return False
+        if group.master_epoch == 0:
+            return False  # the first registration of a new group decides (see _register)
+        return self._elect(group, exclude=None, preferred=None)
+
+    # --- handlers ---------------------------------------------------------------------------
+
+    async def _register(self, request: RemotingCommand) -> RemotingCommand:
+        reg = Registration(
+            cluster_name=request.ext_fields.get("clusterName", ""),
+            broker_name=request.ext_fields.get("brokerName", ""),
+            broker_id=_ext_int(request, "brokerId"),
+            broker_addr=request.ext_fields.get("brokerAddr", ""),
+            epoch=_ext_int(request, "epoch", 0),
+        )
+        group = self.groups.get(reg.broker_name.strip())
+        now = self.clock()
+        existing = group.replicas.get(reg.broker_id) if group else None
+        live_addr = existing.addr if existing is not None and existing.alive(now) else None
+        validate_registration(
+            reg,
+            group_cluster=group.cluster_name if group else None,
+            group_epoch=group.master_epoch if group else 0,
+            live_addr_of_id=live_addr,
+        )
+        if group is None:
+            group = GroupState(reg.cluster_name.strip(), reg.broker_name.strip())
+            self.groups[group.broker_name] = group
+        replica = group.replicas.get(reg.broker_id)
+        if replica is None:
+            replica = group.replicas[reg.broker_id] = Replica(reg.broker_id, reg.broker_addr)
+        replica.addr = reg.broker_addr
+        replica.ha_addr = request.ext_fields.get("haAddress", replica.ha_addr)
+        replica.last_heartbeat_ms = now
+        replica.heartbeat_timeout_ms = _ext_int(
+            request, "heartbeatTimeoutMills", DEFAULT_HEARTBEAT_TIMEOUT_MS
+        )
+        replica.max_offset = _ext_int(request, "maxOffset", -1)
+        changed = False
+        if group.master_id is None and group.master_epoch == 0:
+            # a brand-new group: its first broker becomes the master of epoch 1
+            group.master_id = reg.broker_id
+            group.master_epoch = 1
+            group.sync_state_set = {reg.broker_id}
+            group.sync_state_set_epoch += 1
+            self.elections += 1
+            changed = True
+            log.warning("group %s: first master is broker %d", group.broker_name, reg.broker_id)
+        else:
+            changed = self._maybe_elect_masterless(group)
+        await self._commit(group, changed)
+        log.info(
+            "registered %s/%d at %s (master %s, epoch %d)",
+            group.broker_name,
+            reg.broker_id,
+            reg.broker_addr,
+            group.master_id,
+            group.master_epoch,
+        )
+        return self._answer(request, group)
+
+    async def _heartbeat(self, request: RemotingCommand) -> RemotingCommand:
+        group = self._group(request)
+        broker_id = _ext_int(request, "brokerId")
+        replica = group.replicas.get(broker_id)
+        if replica is None or replica.addr != request.ext_fields.get("brokerAddr", replica.addr):
+            raise Refused(
+                Resp.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
+                f"broker {group.broker_name}/{broker_id} is not registered; register first",
+            )
+        replica.last_heartbeat_ms = self.clock()
+        replica.heartbeat_timeout_ms = _ext_int(
+            request, "heartbeatTimeoutMills", replica.heartbeat_timeout_ms
+        )
+        replica.max_offset = _ext_int(request, "maxOffset", replica.max_offset)
+        ha_addr = request.ext_fields.get("haAddress")
+        dirty = False
+        if ha_addr is not None and ha_addr != replica.ha_addr:
+            replica.ha_addr = ha_addr
+            dirty = True
+        changed = self._maybe_elect_masterless(group)
+        if changed or dirty:
+            await self._commit(group, changed)
+        return self._answer(request, group)
+
+    async def _alter_sync_state_set(self, request: RemotingCommand) -> RemotingCommand:
+        group = self._group(request)
+        try:
+            body = orjson.loads(request.body_bytes() or b"{}")
+            new_set = {int(b) for b in body["syncStateSet"]}
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise Refused(
+                Resp.CONTROLLER_INVALID_REQUEST, f"body must be {{'syncStateSet': [ids]}}: {exc!r}"
+            ) from None
+        check_alter_sync_state_set(
+            master_id=group.master_id,
+            master_epoch=group.master_epoch,
+            sync_state_set_epoch=group.sync_state_set_epoch,
+            known_ids=set(group.replicas),
+            request_master_id=_ext_int(request, "masterBrokerId"),
+            request_master_epoch=_ext_int(request, "masterEpoch"),
+            request_sss_epoch=_ext_int(request, "syncStateSetEpoch"),
+            new_set=new_set,
+        )
+        if new_set != group.sync_state_set:
+            group.sync_state_set = new_set
+            group.sync_state_set_epoch += 1
+            log.info(
+                "group %s: SyncStateSet %s (epoch %d)",
+                group.broker_name,
+                sorted(new_set),
+                group.sync_state_set_epoch,
+            )
+            await self._commit(group, False)
+        return self._answer(request, group)
+
+    def _get_replica_info(self, request: RemotingCommand) -> RemotingCommand:
+        return self._answer(request, self._group(request))
+
+    async def _elect_by_admin(self, request: RemotingCommand) -> RemotingCommand:
+        """Planned switchover (upstream ELECT_MASTER from mqadmin): the named broker, if it is an
+        alive member of the SyncStateSet; otherwise the best eligible one."""
+        group = self._group(request)
+        preferred = _ext_int(request, "brokerId", -1)
+        changed = self._elect(group, exclude=None, preferred=preferred if preferred > 0 else None)
+        if preferred > 0 and group.master_id != preferred:
+            raise Refused(
+                Resp.CONTROLLER_ELECT_MASTER_FAILED,
+                f"broker {preferred} of {group.broker_name} is not an alive member of the "
+                f"SyncStateSet {sorted(group.sync_state_set)}",
+            )
+        await self._commit(group, changed)
+        return self._answer(request, group)
+
+    def _get_sync_state_data(self, request: RemotingCommand) -> RemotingCommand:
+        now = self.clock()
+        body = {
+            name: {
+                **g.to_json(),
+                "alive": sorted(b for b, r in g.replicas.items() if r.alive(now)),
+            }
+            for name, g in self.groups.items()
+        }
+        return request.response(ResponseCode.SUCCESS, None, None, orjson.dumps(body))
+
+    # --- the scan for dead masters (upstream scanNotActiveBroker) ---------------------------
+
+    async def scan_once(self) -> None:
+        now = self.clock()
+        for group in list(self.groups.values()):
+            master = group.replicas.get(group.master_id) if group.master_id is not None else None
+            if master is None or master.alive(now):
+                continue
+            log.warning(
+                "group %s: master %d missed heartbeats for %d ms",
+                group.broker_name,
+                master.broker_id,
+                now - master.last_heartbeat_ms,
+            )
+            if self._elect(group, exclude=master.broker_id, preferred=None):
+                await self._commit(group, True)
+
+    async def _scan_loop(self) -> None:
+        while True:
+            # the scan cadence, not synchronisation
+            await asyncio.sleep(self.config.scan_not_active_broker_interval / 1000)
+            try:
+                await self.scan_once()
+            except Exception:
+                log.exception("controller scan failed")
+
+
+async def serve(config: ControllerConfig) -> None:
+    """Run a controller until SIGTERM or SIGINT."""
+    controller = ControllerServer(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await controller.start()
+        print(f"Controller ready on port {controller.port}", flush=True)
+        await stop.wait()
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        await controller.stop()
