@@ -24,6 +24,7 @@ from ferrymq_operator import (
 )
 from ferrymq_operator.builders import audit as audit_builder
 from ferrymq_operator.builders import broker as broker_builder
+from ferrymq_operator.builders import controller as controller_builder
 from ferrymq_operator.builders import names
 from ferrymq_operator.builders import namesrv as namesrv_builder
 from ferrymq_operator.builders.names import Owner
@@ -499,6 +500,17 @@ async def delete_removed_claims(
             )
 
 
+async def group_masters(kube: k8s.Kube, owner: Owner) -> list[dict[str, Any]]:
+    """Each group's master and epoch from the controller's state ConfigMap ([] until written)."""
+    try:
+        state = await kube.get(
+            "v1", "ConfigMap", owner.namespace, names.controller_state_configmap(owner.name)
+        )
+    except k8s.ApiError:
+        return []
+    return controller_builder.group_masters((state or {}).get("data"))
+
+
 def broker_admin_address(owner: Owner, spec: models.BrokerSpec, group: int, domain: str) -> str:
     return broker_builder.pod_address(owner, spec, group, 0, domain)
 
@@ -530,7 +542,8 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
         if failure is None:
             failure = port_conflict(ctx, body, host_ports.broker_ranges(spec))
         if failure is None:
-            objects = broker_builder.desired(owner, spec, addr, ctx.versions.pdb)
+            objects = controller_builder.desired(owner, spec)
+            objects += broker_builder.desired(owner, spec, addr, ctx.versions.pdb)
             objects += audit_builder.desired(owner, spec, addr, ctx.versions.cronjob)
             failure = await _apply_all(ctx.kube, objects, result)
         if failure is None and spec.audit is None:
@@ -576,6 +589,8 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
     status = compute(generation, workloads, previous, failure, now(), pending=pending)
     status["topicSyncedGroups"] = synced
     status["drains"] = drains
+    if controller_builder.enabled(spec):
+        status["groupMasters"] = await group_masters(ctx.kube, owner)
     if not isinstance(addr, Failure):
         status["nameServerAddr"] = addr
         if namesrv_note is not None and previous.name_server_addr:

@@ -31,7 +31,7 @@ class ControllerConfig(BaseModel):
     # controller (of several) that answers and elects (upstream: controllerType DLedger/jRaft)
     controller_store_type: Literal["file", "kubernetes"] = "file"
     # empty: the pod's own namespace
-    controller_k8s_namespace: str = ""
+    controller_namespace: str = ""
     controller_state_config_map: str = "ferrymq-controller-state"
     controller_lease_name: str = "ferrymq-controller"
     controller_lease_duration_seconds: int = Field(default=15, ge=2, le=300)

@@ -453,7 +453,7 @@ def build_controller(config: ControllerConfig) -> ControllerServer:
         pod_namespace,
     )
 
-    namespace = config.controller_k8s_namespace or pod_namespace()
+    namespace = config.controller_namespace or pod_namespace()
     client = api_client()
     return ControllerServer(
         config,
