@@ -336,6 +336,10 @@ async def _lifecycle_steps(
         _selector(names.selector_labels(owner, names.COMPONENT_BROKER)),
     )
     states = lifecycle.group_states(owner, spec.replicas_per_group, existing, pods, spec.groups)
+    switchover: lifecycle.SwitchOverCall | None = None
+    if controller_builder.enabled(spec):
+        states = lifecycle.with_controller(states, await group_masters(ctx.kube, owner))
+        switchover = lifecycle.remoting_switchover(owner, timeout)
     workloads = lifecycle.settle_on_delete(workloads, states)
     policy = rollout.Policy(ctx.settings.rollout_stall_seconds, ctx.settings.rollout_max_lag_bytes)
     runtime_info = lifecycle.remoting_runtime_info(addr, timeout)
@@ -358,6 +362,7 @@ async def _lifecycle_steps(
         policy,
         result.events,
         datetime.datetime.now(datetime.UTC),
+        switchover,
     )
     if outcome.remove_restart_annotation:
         await ctx.kube.patch_annotations(
