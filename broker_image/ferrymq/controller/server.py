@@ -445,6 +445,13 @@ def build_controller(config: ControllerConfig) -> ControllerServer:
     """The file store, or (controllerStoreType=kubernetes) a ConfigMap + Lease on the API."""
     if config.controller_store_type == "file":
         return ControllerServer(config)
+    try:
+        import kubernetes  # noqa: F401
+    except ImportError:
+        raise ValueError(
+            "controllerStoreType=kubernetes needs the kubernetes package: "
+            "pip install 'ferrymq[k8s-controller]'"
+        ) from None
     from ferrymq.controller.k8s_store import (
         ConfigMapStateStore,
         LeaseElector,
