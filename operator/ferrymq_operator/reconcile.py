@@ -420,8 +420,11 @@ async def sync_topics(
     workloads: list[WorkloadObservation],
     synced: list[int],
     result: Result,
+    master_of: Mapping[int, int] | None = None,
 ) -> tuple[list[int], str | None]:
-    """Copy topics to every new group whose master is ready; returns (synced groups, pending note)."""
+    """Copy topics to every new group whose master is ready; returns (synced groups, pending note).
+    ``master_of``: group -> the elected master's pod ordinal (spec.failover controller), else 0."""
+    masters = master_of or {}
     ready_master = {i: w.master_ready is True for i, w in enumerate(workloads)}
     sources = [g for g in synced if g < spec.groups and ready_master.get(g)]
     pending = [g for g in range(spec.groups) if g not in synced]
@@ -439,8 +442,8 @@ async def sync_topics(
         try:
             created = await broker_admin.copy_topics(
                 ctx.admin,
-                [broker_admin_address(owner, spec, g, domain) for g in sources],
-                broker_admin_address(owner, spec, group, domain),
+                [broker_admin_address(owner, spec, g, domain, masters.get(g, 0)) for g in sources],
+                broker_admin_address(owner, spec, group, domain, masters.get(group, 0)),
                 cluster,
                 all_brokers,
             )
@@ -516,8 +519,20 @@ async def group_masters(kube: k8s.Kube, owner: Owner) -> list[dict[str, Any]]:
     return controller_builder.group_masters((state or {}).get("data"))
 
 
-def broker_admin_address(owner: Owner, spec: models.BrokerSpec, group: int, domain: str) -> str:
-    return broker_builder.pod_address(owner, spec, group, 0, domain)
+def broker_admin_address(
+    owner: Owner, spec: models.BrokerSpec, group: int, domain: str, ordinal: int = 0
+) -> str:
+    return broker_builder.pod_address(owner, spec, group, ordinal, domain)
+
+
+def master_ordinals(owner: Owner, masters: Sequence[Mapping[str, Any]]) -> dict[int, int]:
+    """group -> pod ordinal of its elected master (replica id - 1), for groups that have one."""
+    out = {}
+    for m in masters:
+        group = names.group_of_statefulset(owner.name, str(m.get("brokerName", "")))
+        if group is not None and m.get("masterBrokerId") is not None:
+            out[group] = int(m["masterBrokerId"]) - 1
+    return out
 
 
 async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
@@ -586,16 +601,23 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
         outcome, namesrv_note, workloads = await _lifecycle_steps(
             ctx, owner, spec, body, previous, existing, workloads, addr, result
         )
+    masters = await group_masters(ctx.kube, owner) if controller_builder.enabled(spec) else None
     synced, pending = await sync_topics(
-        ctx, owner, spec, workloads, initial_synced_groups(previous, spec.groups), result
+        ctx,
+        owner,
+        spec,
+        workloads,
+        initial_synced_groups(previous, spec.groups),
+        result,
+        master_ordinals(owner, masters) if masters is not None else None,
     )
     notes = [n for n in (pending, lifecycle.drain_pending(drains), namesrv_note) if n]
     pending = "; ".join(notes) if notes else None
     status = compute(generation, workloads, previous, failure, now(), pending=pending)
     status["topicSyncedGroups"] = synced
     status["drains"] = drains
-    if controller_builder.enabled(spec):
-        status["groupMasters"] = await group_masters(ctx.kube, owner)
+    if masters is not None:
+        status["groupMasters"] = masters
     if not isinstance(addr, Failure):
         status["nameServerAddr"] = addr
         if namesrv_note is not None and previous.name_server_addr:

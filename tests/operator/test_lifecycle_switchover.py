@@ -176,3 +176,18 @@ async def test_roll_hands_over_instead_of_deleting_the_master() -> None:
     assert asked == [(0, 1)]
     assert events and events[0][1] == "SwitchOver"
     assert outcome.status is not None and "handing mastership" in outcome.status["message"]
+
+
+def test_topic_copy_goes_to_the_elected_master() -> None:
+    from ferrymq_operator import models, reconcile
+
+    owner = Owner("ferrymq.io/v1alpha1", "Broker", "orders", "ns", "u")
+    masters = [
+        {"brokerName": "orders-broker-0", "masterBrokerId": 2},
+        {"brokerName": "orders-broker-1", "masterBrokerId": None},
+        {"brokerName": "other-broker-0", "masterBrokerId": 1},
+    ]
+    assert reconcile.master_ordinals(owner, masters) == {0: 1}
+    spec = models.parse_broker_spec({"nameServerRef": {"name": "r"}, "failover": "controller"})
+    addr = reconcile.broker_admin_address(owner, spec, 0, "cluster.local", 1)
+    assert addr.startswith("orders-broker-0-1.orders-broker-hs.ns.svc.cluster.local:")
