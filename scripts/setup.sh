@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # Creates .venv/ at the repository root and installs ferrymq with every extra the tests need.
-# Idempotent: a second run only checks. Installs a JRE for PySpark where none is present.
+# Idempotent: a second run only checks. Installs a JRE for PySpark and Prometheus (the
+# observability tests) where they are not present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 if ! command -v java >/dev/null 2>&1; then
   echo "setup: installing a Java runtime for PySpark (openjdk-17-jre-headless)"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+fi
+if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
+  # the observability tests start a real Prometheus server and run promtool on the chart's rules
+  echo "setup: installing Prometheus and promtool (Debian package prometheus)"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null
 fi
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv

@@ -200,6 +200,15 @@ def test_probes_target_the_broker_port(broker_owner: Owner) -> None:
     assert startup["periodSeconds"] * startup["failureThreshold"] >= 1800
 
 
+def test_metrics_port_is_a_named_container_port(broker_owner: Owner) -> None:
+    """The chart's PodMonitor scrapes the container port named "metrics"."""
+    c = container(
+        build(broker_owner, config={"metricsPort": "5557"})[("StatefulSet", "orders-broker-0")]
+    )
+    assert {p["name"]: p["containerPort"] for p in c["ports"]}["metrics"] == 5557
+    assert conf(build(broker_owner, config={"metricsPort": "5557"}), 0, 0)["metricsPort"] == "5557"
+
+
 def test_pdb_max_unavailable_one_per_group(broker_owner: Owner) -> None:
     objs = build(broker_owner, pdb="policy/v1beta1", groups=2)
     for group in range(2):

@@ -64,6 +64,7 @@ def test_normal_broker_conf_warns_of_no_unknown_key(tmp_path: Path) -> None:
             fileReservedTime="48",
             serverChannelMaxIdleTimeSeconds="120",
             shutdownGraceSeconds="10",
+            consumerLagSampleInterval="10000",
         ),
     )
     log = tmp_path / "broker.log"

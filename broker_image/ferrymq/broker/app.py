@@ -19,10 +19,21 @@ from ferrymq.broker.config import BrokerConfig, config_dir, role_problem
 from ferrymq.broker.config_file import ConfigFile
 from ferrymq.broker.consumer_offsets import ConsumerOffsetManager
 from ferrymq.broker.controller_mode_config import ControllerModeSettings
+from ferrymq.broker.lag.config import LagConfig, load_lag_config
+from ferrymq.broker.lag.sampler import ConsumerLagSampler
 from ferrymq.broker.long_polling import PullRequestHoldService
-from ferrymq.broker.metrics import BrokerCollector, BrokerFigures, MetricsServer
+from ferrymq.broker.metrics import (
+    BrokerCollector,
+    BrokerFigures,
+    DiskCollector,
+    LagCollector,
+    MetricsServer,
+    TopicInCounter,
+)
 from ferrymq.broker.processors.admin_broker import AdminBrokerProcessor
 from ferrymq.broker.processors.admin_consumer import AdminConsumerProcessor
+from ferrymq.broker.processors.admin_offset import AdminOffsetProcessor
+from ferrymq.broker.processors.admin_stats import AdminStatsProcessor, StoreConsumeQueues
 from ferrymq.broker.processors.admin_topic import AdminTopicProcessor
 from ferrymq.broker.processors.client_manage import ClientManageProcessor
 from ferrymq.broker.processors.consumer_manage import ConsumerManageProcessor
@@ -33,6 +44,7 @@ from ferrymq.broker.processors.send import SendMessageProcessor
 from ferrymq.broker.register import BrokerRegistration, RegisterOutcome
 from ferrymq.broker.role_switch import ControllerMode
 from ferrymq.broker.semantics import SemanticsConfig, SemanticsServices, load_semantics_config
+from ferrymq.broker.stats_manager import BrokerStatsManager
 from ferrymq.broker.subscription_groups import SubscriptionGroupManager
 from ferrymq.broker.topic_config import TopicConfigManager
 from ferrymq.ha.broker_ha import BrokerHA, ManagerSyncTargets
@@ -56,8 +68,14 @@ class BrokerApp:
         semantics_config: SemanticsConfig | None = None,
         ha_settings: HASettings | None = None,
         controller_mode: ControllerModeSettings | None = None,
+        lag_config: LagConfig | None = None,
     ) -> None:
         self.config = config
+        # consumerLag* keys of the same broker.conf (and FERRYMQ_* environment)
+        self.lag_config = lag_config or load_lag_config(config.broker_config_path)
+        self.lag: ConsumerLagSampler | None = None
+        self.inflow = TopicInCounter()
+        self.stats_manager: BrokerStatsManager | None = None
         # haListenPort defaults to the configured listenPort + 1 (upstream BrokerStartup)
         self.ha_settings = (ha_settings or HASettings()).with_default_port(config.listen_port)
         self.ha: BrokerHA | None = None
@@ -65,7 +83,12 @@ class BrokerApp:
         self.semantics_config = semantics_config or load_semantics_config(None)
         self.semantics: SemanticsServices | None = None
         self.store_config = store_config
-        problem = role_problem(config.broker_id, store_config.broker_role.value)
+        controller_decides = controller_mode is not None and controller_mode.enable_controller_mode
+        problem = (
+            None
+            if controller_decides
+            else role_problem(config.broker_id, store_config.broker_role.value)
+        )
         if problem is not None:
             raise ValueError(problem)
         limits = config.server_limits()
@@ -199,6 +222,19 @@ class BrokerApp:
         assert self.semantics is not None
         await self.semantics.start()
         self.store.add_dispatch_round_listener(self.hold.on_dispatch_round)
+        self.store.add_dispatch_round_listener(self.inflow.on_dispatch_round)
+        self.lag = ConsumerLagSampler(
+            self.lag_config,
+            self.store,
+            self.topics,
+            self.offsets,
+            self.consumers,
+            is_slave=lambda: self.is_slave,
+        )
+        self.lag.start()
+        self.stats_manager = self._build_stats_manager(self.store, self.lag)
+        self.stats_manager.start()
+        self._wire_monitoring(self.store, self.stats_manager)
         await self._start_ha(self.store)
         await self.server.start()
         if self.fast_server is not None:
@@ -281,6 +317,51 @@ class BrokerApp:
         ).register_to(self.server)
         AdminConsumerProcessor(
             cfg, store, self.topics, self.groups, self.offsets, self.consumers, self.producers
+        ).register_to(self.server)
+
+    def _build_stats_manager(
+        self, store: MessageStore, lag: ConsumerLagSampler
+    ) -> BrokerStatsManager:
+        cluster = self.config.broker_cluster_name
+
+        def put() -> int:
+            return self.send.stats.put_messages if self.send else 0
+
+        def got() -> int:
+            return self.pull.stats.got_messages if self.pull else 0
+
+        return BrokerStatsManager(
+            put_total=put,
+            get_transferred=got,
+            # the store keeps its get counters as plain attributes (see MessageStore.runtime_info)
+            get_found=lambda: int(getattr(store, "_get_found_total", 0)),
+            get_miss=lambda: int(getattr(store, "_get_miss_total", 0)),
+            items={
+                "TOPIC_PUT_NUMS": lambda: self.inflow.messages,
+                "TOPIC_PUT_SIZE": lambda: self.inflow.bytes,
+                "GROUP_GET_NUMS": lambda: {
+                    f"{r.topic}@{r.group}": r.consumed_total for r in lag.snapshot.topics
+                },
+                "BROKER_PUT_NUMS": lambda: {cluster: put()},
+                "BROKER_GET_NUMS": lambda: {cluster: got()},
+            },
+        )
+
+    def _wire_monitoring(self, store: MessageStore, stats: BrokerStatsManager) -> None:
+        """Offset and monitoring admin codes (222, 223, 303, 305, 306, 309, 314-317, 321, 328)."""
+        AdminOffsetProcessor(
+            self.config, store, self.topics, self.groups, self.offsets, self.consumers
+        ).register_to(self.server)
+        AdminStatsProcessor(
+            self.config,
+            store,
+            StoreConsumeQueues(store),
+            self.topics,
+            self.groups,
+            self.offsets,
+            self.consumers,
+            self.producers,
+            stats,
         ).register_to(self.server)
 
     async def _start_ha(self, store: MessageStore) -> None:
@@ -415,6 +496,7 @@ class BrokerApp:
             "msgGetTotalTodayNow": str(pull.got_messages if pull else 0),
             "heldPullRequests": str(self.hold.held_count),
             "consumerGroups": str(len(self.consumers.table)),
+            **(self.stats_manager.runtime_info() if self.stats_manager is not None else {}),
             **(self.ha.runtime_info() if self.ha is not None else {}),
             **(self.controller_mode.runtime_info() if self.controller_mode is not None else {}),
         }
@@ -450,6 +532,16 @@ class BrokerApp:
         if self.ha is not None:
             ha_service = self.ha.service
             self.metrics.registry.register(HACollector(labels, lambda: ha_figures(ha_service)))
+        if self.lag is not None:
+            self.metrics.registry.register(LagCollector(labels, self.lag, self.inflow))
+        store_config = self.store_config
+        self.metrics.registry.register(
+            DiskCollector(
+                labels,
+                lambda: str(store_config.commit_log_dir),
+                lambda: store_config.disk_max_used_space_ratio / 100,
+            )
+        )
         self.metrics.start()
 
     # --- shutdown ---------------------------------------------------------------------------
@@ -472,6 +564,10 @@ class BrokerApp:
             await cancel_and_wait(task)
         if self.client_manage is not None:
             self.client_manage.stop_watching()
+        if self.lag is not None:
+            await self.lag.stop()
+        if self.stats_manager is not None:
+            await self.stats_manager.stop()
         for task in list(self._saves):
             with contextlib.suppress(Exception):
                 await task

@@ -208,9 +208,14 @@ def load_broker_configs(
         )
     broker, store = models
     assert isinstance(broker, BrokerConfig) and isinstance(store, MessageStoreConfig)
-    problem = role_problem(broker.broker_id, store.broker_role.value)
-    if problem is not None:
-        raise ConfigError(f"{source}: {problem}")
+    from ferrymq.broker.controller_mode_config import load_controller_mode_settings
+
+    # in controller mode the controller decides the role: brokerId is the replica id (>= 1) and
+    # brokerRole only says whether a master waits for its replicas
+    if not load_controller_mode_settings(path, env).enable_controller_mode:
+        problem = role_problem(broker.broker_id, store.broker_role.value)
+        if problem is not None:
+            raise ConfigError(f"{source}: {problem}")
     broker.broker_config_path = path
     return broker, store
 
@@ -219,10 +224,12 @@ def other_broker_conf_models() -> tuple[type[BaseModel], ...]:
     """The other settings models read from the same broker.conf (loaded by their own services):
     their keys are known, so they are not reported as unknown. Add a new one here."""
     # imported here: these modules import broker code that imports this module
+    from ferrymq.broker.controller_mode_config import ControllerModeSettings
+    from ferrymq.broker.lag.config import LagConfig
     from ferrymq.broker.semantics import SemanticsConfig
     from ferrymq.ha.config import HASettings
 
-    return (HASettings, SemanticsConfig)
+    return (HASettings, SemanticsConfig, LagConfig, ControllerModeSettings)
 
 
 def role_problem(broker_id: int, broker_role: str) -> str | None:

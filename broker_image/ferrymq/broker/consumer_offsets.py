@@ -25,7 +25,19 @@ def split_key(key: str) -> tuple[str, str] | None:
 class ConsumerOffsetManager:
     def __init__(self) -> None:
         self.offset_table: dict[str, dict[int, int]] = {}
+        # upstream pullOffsetTable: the next offset handed out by a pull (memory only)
+        self.pull_offset_table: dict[str, dict[int, int]] = {}
         self.dirty = False
+
+    def commit_pull_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        key = offset_key(topic, group)
+        table = self.pull_offset_table.get(key)
+        if table is None:
+            table = self.pull_offset_table[key] = {}
+        table[queue_id] = offset
+
+    def query_pull_offsets(self, group: str, topic: str) -> dict[int, int]:
+        return dict(self.pull_offset_table.get(offset_key(topic, group), {}))
 
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         table = self.offset_table.setdefault(offset_key(topic, group), {})
@@ -64,6 +76,7 @@ class ConsumerOffsetManager:
             parts = split_key(key)
             if parts is not None and parts[0] == topic:
                 del self.offset_table[key]
+                self.pull_offset_table.pop(key, None)
                 self.dirty = True
 
     def remove_group(self, group: str) -> None:
@@ -71,6 +84,7 @@ class ConsumerOffsetManager:
             parts = split_key(key)
             if parts is not None and parts[1] == group:
                 del self.offset_table[key]
+                self.pull_offset_table.pop(key, None)
                 self.dirty = True
 
     def wrapper(self) -> ConsumerOffsetSerializeWrapper:

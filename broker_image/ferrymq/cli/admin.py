@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.live import Live
 from rich.table import Table
 
 from ferrymq.cli.client_common import NamesrvOption, namesrv_list, run_client
 from ferrymq.client.admin import AdminClient, QueueProgress
 from ferrymq.client.consume_service import RETRY_GROUP_TOPIC_PREFIX
+from ferrymq.client.lag_watch import LagRow, LagWatcher, format_eta
 from ferrymq.message import MessageExt
 from ferrymq.remoting import bodies
 
@@ -275,3 +278,187 @@ def message_view(
     console.print(_message_table([msg]))
     for name, value in sorted(msg.properties.items()):
         console.print(f"  {name} = {value}", highlight=False)
+
+
+# --- issue 18: offsets, consumer status, topic stats, live lag --------------------------------
+
+
+@admin_app.command("reset-offset")
+def reset_offset(
+    group: Annotated[str, typer.Option("--group", "-g")],
+    topic: Annotated[str, typer.Option("--topic", "-t")],
+    namesrv: NamesrvOption = "127.0.0.1:9876",
+    timestamp: Annotated[
+        str | None,
+        typer.Option(
+            "--timestamp",
+            "-s",
+            help="Epoch ms, 'now', or yyyy-MM-dd#HH:mm:ss:SSS (mqadmin resetOffsetByTime).",
+        ),
+    ] = None,
+    offset: Annotated[
+        int | None, typer.Option("--offset", "-o", min=0, help="Move every queue to this offset.")
+    ] = None,
+    force: Annotated[
+        bool, typer.Option(help="Also move forward (--no-force: only ever move back).")
+    ] = True,
+    verbose: Verbose = False,
+) -> None:
+    """Move a consumer group's offsets on a topic to a time or an offset. Online consumers move at
+    once (INVOKE_BROKER_TO_RESET_OFFSET); with none online the offsets are committed on the
+    brokers for when the group comes back."""
+    if (timestamp is None) == (offset is None):
+        raise typer.BadParameter("give exactly one of --timestamp and --offset")
+    at_ms = -1
+    if timestamp is not None:
+        at_ms = parse_timestamp(timestamp)
+        if at_ms > int(dt.datetime.now().timestamp() * 1000):
+            console.print(
+                "[yellow]warning:[/yellow] the timestamp is in the future: every queue moves to "
+                "its end (the backlog is skipped)"
+            )
+    addrs = namesrv_list(namesrv)
+
+    async def go() -> dict[bodies.MessageQueue, int]:
+        async with AdminClient(addrs) as admin:
+            return await admin.reset_offset(
+                group, topic, timestamp=at_ms, offset=offset, force=force
+            )
+
+    table = Table("topic", "broker", "queue", "new offset", title=f"reset-offset of {group}")
+    for mq, new in sorted(run_client(go(), verbose=verbose).items()):
+        table.add_row(mq.topic, mq.broker_name, str(mq.queue_id), str(new))
+    console.print(table)
+
+
+def parse_timestamp(text: str) -> int:
+    """Epoch ms, 'now', or mqadmin's ``yyyy-MM-dd#HH:mm:ss:SSS`` (local time)."""
+    if text == "now":
+        return int(dt.datetime.now().timestamp() * 1000)
+    if text.isdigit():
+        return int(text)
+    try:
+        parsed = dt.datetime.strptime(text, "%Y-%m-%d#%H:%M:%S:%f")
+    except ValueError:
+        raise typer.BadParameter(
+            f"{text!r} is not epoch ms, 'now' or yyyy-MM-dd#HH:mm:ss:SSS", param_hint="--timestamp"
+        ) from None
+    return int(parsed.timestamp() * 1000)
+
+
+@admin_app.command("consumer-status")
+def consumer_status(
+    group: Annotated[str, typer.Option("--group", "-g")],
+    topic: Annotated[str, typer.Option("--topic", "-t")],
+    namesrv: NamesrvOption = "127.0.0.1:9876",
+    client_id: Annotated[str | None, typer.Option("--client-id", "-i")] = None,
+    verbose: Verbose = False,
+) -> None:
+    """The offsets each online consumer of the group holds (INVOKE_BROKER_TO_GET_CONSUMER_STATUS)."""
+    addrs = namesrv_list(namesrv)
+
+    async def go() -> dict[str, dict[bodies.MessageQueue, int]]:
+        async with AdminClient(addrs) as admin:
+            return await admin.consumer_status(group, topic, client_id)
+
+    table = Table("client", "broker", "queue", "offset", title=f"consumer status of {group}")
+    for client, offsets in sorted(run_client(go(), verbose=verbose).items()):
+        for mq, value in sorted(offsets.items()):
+            table.add_row(client, mq.broker_name, str(mq.queue_id), str(value))
+    console.print(table)
+
+
+@admin_app.command("topic-stats")
+def topic_stats(
+    topic: Annotated[str, typer.Option("--topic", "-t")],
+    namesrv: NamesrvOption = "127.0.0.1:9876",
+    verbose: Verbose = False,
+) -> None:
+    """Per queue: min and max offset and the last store time (mqadmin topicStatus)."""
+    addrs = namesrv_list(namesrv)
+
+    async def go() -> bodies.TopicStatsTable:
+        async with AdminClient(addrs) as admin:
+            return await admin.topic_stats(topic)
+
+    stats = run_client(go(), verbose=verbose)
+    table = Table("broker", "queue", "min offset", "max offset", "last updated", title=topic)
+    for mq, off in sorted(stats.offset_table.items()):
+        table.add_row(
+            mq.broker_name,
+            str(mq.queue_id),
+            str(off.min_offset),
+            str(off.max_offset),
+            _ms(off.last_update_timestamp),
+        )
+    console.print(table)
+    console.print(
+        f"messages stored: {sum(o.max_offset - o.min_offset for o in stats.offset_table.values())}"
+    )
+
+
+_STATUS_STYLE = {
+    "OK": "green",
+    "WARN": "yellow",
+    "ERR": "bold red",
+    "NOTFOUND": "dim",
+}
+
+
+def lag_table(rows: list[LagRow], title: str) -> Table:
+    table = Table("group", "topic", "lag", "lag latency", "status", "ETA", "online", title=title)
+    for r in rows:
+        style = _STATUS_STYLE.get(r.status.name, "")
+        table.add_row(
+            r.group,
+            r.topic,
+            str(r.lag),
+            f"{r.latency_ms / 1000:.1f}s",
+            f"[{style}]{r.status.name}[/{style}]" if style else r.status.name,
+            format_eta(r.eta_s),
+            "yes" if r.online else "no",
+        )
+    return table
+
+
+@admin_app.command("lag")
+def lag(
+    namesrv: NamesrvOption = "127.0.0.1:9876",
+    group: Annotated[str | None, typer.Option("--group", "-g", help="Only this group.")] = None,
+    watch: Annotated[bool, typer.Option("--watch", "-w", help="Refresh in place.")] = False,
+    interval: Annotated[float, typer.Option(min=0.2, help="Seconds between samples.")] = 2.0,
+    window: Annotated[float, typer.Option(min=1.0, help="Status window, seconds.")] = 60.0,
+    count: Annotated[
+        int, typer.Option(min=0, help="Stop after this many refreshes (0: until Ctrl-C).")
+    ] = 0,
+    verbose: Verbose = False,
+) -> None:
+    """Consumer lag per group and topic with a Burrow-style status (OK, WARN, ERR) and the time
+    until the backlog clears. Without --watch: three samples, one table."""
+    addrs = namesrv_list(namesrv)
+    samples = count or (0 if watch else 3)
+
+    async def go() -> list[LagRow]:
+        async with AdminClient(addrs) as admin:
+            watcher = LagWatcher(
+                admin, group=group, window_s=window, eta_window_s=min(window, 30.0)
+            )
+            rows = await watcher.sample()
+            done = 1
+            if not watch:
+                while done < samples:
+                    await asyncio.sleep(interval)  # the sampling cadence
+                    rows = await watcher.sample()
+                    done += 1
+                return rows
+            with Live(lag_table(rows, "consumer lag"), console=console, auto_refresh=False) as live:
+                while samples == 0 or done < samples:
+                    await asyncio.sleep(interval)  # the refresh cadence
+                    rows = await watcher.sample()
+                    done += 1
+                    live.update(lag_table(rows, "consumer lag"), refresh=True)
+            return rows
+
+    rows = run_client(go(), verbose=verbose)
+    if not watch:
+        console.print(lag_table(rows, "consumer lag"))

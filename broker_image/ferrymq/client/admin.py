@@ -15,6 +15,7 @@ from ferrymq.client.allocate import MessageQueue
 from ferrymq.client.errors import MQClientError, NoRouteError
 from ferrymq.client.instance import ClientInstance
 from ferrymq.client.lifecycle import InstanceUser
+from ferrymq.client.monitoring_admin import MonitoringAdmin
 from ferrymq.client.route_cache import MASTER_ID, publish_queues, subscribe_queues
 from ferrymq.message import MessageExt, decode_message_id
 from ferrymq.remoting import bodies, headers
@@ -38,7 +39,7 @@ class QueueProgress:
         return max(0, self.broker_offset - self.consumer_offset)
 
 
-class AdminClient(InstanceUser):
+class AdminClient(MonitoringAdmin, InstanceUser):
     role = "admin client"
 
     def __init__(

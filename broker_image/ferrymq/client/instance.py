@@ -23,6 +23,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
+from ferrymq.client import admin_handlers
 from ferrymq.client.broker_api import BrokerApi
 from ferrymq.client.errors import ClientStateError, MQClientError, NoRouteError
 from ferrymq.client.namesrv_api import NamesrvApi, parse_namesrv_addr
@@ -116,6 +117,18 @@ class ClientInstance:
         self._stopped = False
         self.processors.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_ids_changed)
         self.processors.register(RequestCode.GET_CONSUMER_RUNNING_INFO, self._on_running_info)
+        self.processors.register(
+            RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+            lambda ch, req: admin_handlers.on_reset_offset(self, ch, req),
+        )
+        self.processors.register(
+            RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT,
+            lambda ch, req: admin_handlers.on_consumer_status(self, ch, req),
+        )
+        self.processors.register(
+            RequestCode.CONSUME_MESSAGE_DIRECTLY,
+            lambda ch, req: admin_handlers.on_consume_directly(self, ch, req),
+        )
 
     # --- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:

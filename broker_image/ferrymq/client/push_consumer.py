@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import os
 import time
@@ -20,7 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from ferrymq.client.allocate import MessageQueue, strategy_name
-from ferrymq.client.consume_service import ConsumeService, Listener
+from ferrymq.client.consume_service import (
+    ConsumeContext,
+    ConsumeService,
+    ConsumeStatus,
+    Listener,
+    result_status,
+)
 from ferrymq.client.errors import ClientStateError, MQClientError
 from ferrymq.client.instance import ClientInstance
 from ferrymq.client.lifecycle import ClientMember
@@ -346,6 +353,54 @@ class PushConsumer(ClientMember):
             "mqTable": mq_table,
             "statusTable": {},
         }
+
+    # --- admin relays (RESET_CONSUMER_CLIENT_OFFSET, GET_CONSUMER_STATUS_FROM_CLIENT) ----------
+    async def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """Upstream resetOffset: drop the queues' in-flight messages, store the new offsets on
+        the broker, then rebalance so the queues start again from there."""
+        if self.rebalance is None or self.offset_store is None or self.pull_service is None:
+            return
+        for mq, offset in offsets.items():
+            if mq.topic != topic:
+                continue
+            pq = self.rebalance.process_queues.pop(mq, None)
+            if pq is not None:
+                pq.dropped = True
+                await self.pull_service.stop_queue(mq)
+            self.offset_store.update_offset(mq, offset, increase_only=False)
+            try:
+                await self.offset_store.persist(mq)
+            except MQClientError as exc:
+                log.warning("%s: storing the reset offset of %s failed: %s", self.group, mq, exc)
+            self.offset_store.remove_offset(mq)
+        await self.do_rebalance()
+
+    async def consume_directly(self, msg: MessageExt, broker_name: str) -> tuple[str, str | None]:
+        """(consumeResult, remark) of running the listener on ``msg`` once (upstream
+        ConsumeMessageConcurrentlyService.consumeMessageDirectly): CR_SUCCESS, CR_LATER or
+        CR_THROW_EXCEPTION."""
+        listener = self.listener
+        if listener is None:
+            return "CR_THROW_EXCEPTION", "no listener registered"
+        ctx = ConsumeContext(MessageQueue(msg.topic, broker_name, msg.queue_id))
+        try:
+            if inspect.iscoroutinefunction(listener):
+                result = await listener([msg], ctx)
+            elif self.run_sync_listener_in_thread:
+                result = await asyncio.to_thread(listener, [msg], ctx)
+            else:
+                result = listener([msg], ctx)
+        except Exception as exc:
+            return "CR_THROW_EXCEPTION", f"{type(exc).__name__}: {exc}"
+        if result_status(result) is ConsumeStatus.CONSUME_SUCCESS:
+            return "CR_SUCCESS", None
+        return "CR_LATER", None
+
+    def consume_status(self, topic: str) -> dict[MessageQueue, int]:
+        """The offsets this consumer holds for ``topic`` (upstream getConsumeStatus)."""
+        if self.offset_store is None:
+            return {}
+        return self.offset_store.clone_offsets(topic)
 
     # --- internals ------------------------------------------------------------------------------
     async def _on_queue_removed(self, mq: MessageQueue, pq: ProcessQueue) -> None:

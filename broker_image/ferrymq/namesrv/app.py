@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from ferrymq.namesrv.admin_processor import NamesrvAdminProcessor
 from ferrymq.namesrv.config import NamesrvConfig
 from ferrymq.namesrv.housekeeping import Housekeeping
 from ferrymq.namesrv.kv_config import KVConfigManager
@@ -31,7 +32,13 @@ class NamesrvApp:
             interval_ms=config.scan_not_active_broker_interval,
             expire_ms=config.broker_channel_expired_time,
         )
+        # admin codes 304, 311-313, 318, 319; a config update re-tunes housekeeping
+        NamesrvAdminProcessor(self.routes, config, self._config_changed).register_to(self.server)
         self._metrics_server: object | None = None
+
+    def _config_changed(self, names: list[str]) -> None:
+        self.housekeeping.interval_ms = self.config.scan_not_active_broker_interval
+        self.housekeeping.expire_ms = self.config.broker_channel_expired_time
 
     @property
     def port(self) -> int:

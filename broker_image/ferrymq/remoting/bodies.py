@@ -489,3 +489,123 @@ class UnlockBatchRequestBody(Body):
 
 class BrokerRuntimeInfo(KVTable):
     """GET_BROKER_RUNTIME_INFO answers a KVTable of string stats."""
+
+
+# --------------------------------------------------------------------------------------------
+# Admin and monitoring bodies (upstream remoting/protocol/body, admin)
+
+
+class GetConsumerStatusBody(Body):
+    """INVOKE_BROKER_TO_GET_CONSUMER_STATUS answer (``consumerTable``: clientId -> mq -> offset)
+    and GET_CONSUMER_STATUS_FROM_CLIENT answer (``messageQueueTable``: mq -> offset)."""
+
+    message_queue_table: Annotated[dict[MessageQueue, int], BeforeValidator(_mq_key_in)] = Field(
+        default_factory=dict
+    )
+    consumer_table: Annotated[dict[str, dict[MessageQueue, int]], MapOrNone] = Field(
+        default_factory=dict
+    )
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> Self:
+        if isinstance(obj, dict) and isinstance(obj.get("consumerTable"), dict):
+            obj = {
+                **obj,
+                "consumerTable": {k: _mq_key_in(v) for k, v in obj["consumerTable"].items()},
+            }
+        return super().from_json_obj(obj)
+
+    def to_json_obj(self) -> Any:
+        return {
+            "messageQueueTable": _mq_keyed(dict(sorted(self.message_queue_table.items()))),
+            "consumerTable": {
+                client: _mq_keyed(dict(sorted(table.items())))
+                for client, table in sorted(self.consumer_table.items())
+            },
+        }
+
+
+class QueueTimeSpan(Body):
+    message_queue: MessageQueue
+    min_time_stamp: int = 0
+    max_time_stamp: int = 0
+    consume_time_stamp: int = 0
+    delay_time: int = 0
+
+
+class QueryConsumeTimeSpanBody(Body):
+    consume_time_span_set: Annotated[list[QueueTimeSpan], ListOrNone] = Field(default_factory=list)
+
+
+class BrokerStatsItem(Body):
+    sum: int = 0
+    tps: float = 0.0
+    avgpt: float = 0.0
+
+
+class BrokerStatsData(Body):
+    stats_minute: BrokerStatsItem = Field(default_factory=BrokerStatsItem)
+    stats_hour: BrokerStatsItem = Field(default_factory=BrokerStatsItem)
+    stats_day: BrokerStatsItem = Field(default_factory=BrokerStatsItem)
+
+
+class ConsumeStatsList(Body):
+    """GET_BROKER_CONSUME_STATS: ``[{group: [ConsumeStats per topic]}]``, brokerAddr, totalDiff."""
+
+    consume_stats_list: Annotated[list[dict[str, list[ConsumeStats]]], ListOrNone] = Field(
+        default_factory=list
+    )
+    broker_addr: str | None = None
+    total_diff: int = 0
+    total_inflight_diff: int = 0
+
+    def to_json_obj(self) -> Any:
+        return {
+            "consumeStatsList": [
+                {group: [s.to_json_obj() for s in stats] for group, stats in item.items()}
+                for item in self.consume_stats_list
+            ],
+            "brokerAddr": self.broker_addr,
+            "totalDiff": self.total_diff,
+            "totalInflightDiff": self.total_inflight_diff,
+        }
+
+
+class ConsumeQueueData(Body):
+    physic_offset: int = 0
+    physic_size: int = 0
+    tags_code: int = 0
+    extend_data_json: str | None = None
+    bit_map: str | None = None
+    eval: bool = False
+    msg: str | None = None
+
+
+class QueryConsumeQueueResponseBody(Body):
+    subscription_data: SubscriptionData | None = None
+    filter_data: str | None = None
+    queue_data: Annotated[list[ConsumeQueueData], ListOrNone] = Field(default_factory=list)
+    max_queue_index: int = 0
+    min_queue_index: int = 0
+
+
+class ProducerInfo(Body):
+    """One producer of GET_ALL_PRODUCER_INFO (upstream ProducerInfo)."""
+
+    client_id: str
+    remote_ip: str = Field(alias="remoteIP")
+    language: str = "JAVA"
+    version: int = 0
+    last_update_timestamp: int = 0
+
+
+class ProducerTableInfo(Body):
+    data: Annotated[dict[str, list[ProducerInfo]], MapOrNone] = Field(default_factory=dict)
+
+
+class ConsumeMessageDirectlyResult(Body):
+    order: bool = False
+    auto_commit: bool = True
+    consume_result: str | None = None
+    remark: str | None = None
+    spent_time_mills: int = 0

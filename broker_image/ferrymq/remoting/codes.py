@@ -96,6 +96,7 @@ class RequestCode(IntEnum):
     SEND_REPLY_MESSAGE_V2 = 325
     PUSH_REPLY_MESSAGE_TO_CLIENT = 326
     ADD_WRITE_PERM_OF_BROKER = 327
+    GET_ALL_PRODUCER_INFO = 328
 
 
 class ResponseCode(IntEnum):

@@ -584,12 +584,75 @@ class DeleteSubscriptionGroupRequestHeader(Header):
 
 @dataclass(slots=True)
 class ResetOffsetRequestHeader(Header):
+    """INVOKE_BROKER_TO_RESET_OFFSET / RESET_CONSUMER_CLIENT_OFFSET; 5.x adds queueId and offset
+    (reset one queue, or with queueId -1 every queue, to an offset instead of a time)."""
+
     topic: str
     group: str
     timestamp: int
     is_force: bool = True
+    queue_id: int = -1
+    offset: int | None = None
 
 
 def decode(cls: type[_H], ext: Mapping[str, str] | None) -> _H:
     """``cls.from_ext(ext)``, for call sites that pick the class dynamically."""
     return cls.from_ext(ext)
+
+
+# --- admin and monitoring (upstream remoting/protocol/header) ------------------------------------
+
+
+@dataclass(slots=True)
+class GetConsumerStatusRequestHeader(Header):
+    topic: str
+    group: str
+    client_addr: str | None = None
+
+
+@dataclass(slots=True)
+class QueryConsumeTimeSpanRequestHeader(Header):
+    topic: str
+    group: str
+
+
+@dataclass(slots=True)
+class ConsumeMessageDirectlyResultRequestHeader(Header):
+    consumer_group: str
+    client_id: str | None = None
+    msg_id: str | None = None
+    broker_name: str | None = None
+    topic: str | None = None
+
+
+@dataclass(slots=True)
+class CloneGroupOffsetRequestHeader(Header):
+    src_group: str
+    dest_group: str
+    topic: str | None = None
+    offline: bool = False
+
+
+@dataclass(slots=True)
+class ViewBrokerStatsDataRequestHeader(Header):
+    stats_name: str
+    stats_key: str
+
+
+@dataclass(slots=True)
+class GetConsumeStatsInBrokerHeader(Header):
+    is_order: bool = False
+
+
+@dataclass(slots=True)
+class QueryConsumeQueueRequestHeader(Header):
+    topic: str
+    queue_id: int
+    index: int
+    count: int
+    consumer_group: str | None = None
+
+
+@dataclass(slots=True)
+class GetAllProducerInfoRequestHeader(Header):
+    pass

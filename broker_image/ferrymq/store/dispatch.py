@@ -108,6 +108,20 @@ class RoundRecords(Sequence[DispatchRequest]):
                 out.update(r.topic for r in part)
         return out
 
+    def topic_totals(self) -> dict[str, tuple[int, int]]:
+        """``topic -> (records, record bytes)`` of the round (a columnar run costs one sum);
+        what the broker's messages/throughput-in metrics add up."""
+        out: dict[str, tuple[int, int]] = {}
+        for part in self._parts:
+            if isinstance(part, DispatchColumns):
+                n, size = out.get(part.topic, (0, 0))
+                out[part.topic] = (n + len(part), size + int(part.msg_size.sum()))
+            else:
+                for r in part:
+                    n, size = out.get(r.topic, (0, 0))
+                    out[r.topic] = (n + 1, size + r.msg_size)
+        return out
+
     def arrivals(self) -> Iterator[tuple[str, int, int, int]]:
         """``(topic, queue_id, consume_queue_offset, tags_code)`` of each record: what waking
         held pulls needs, read from a columnar run without making its requests."""

@@ -130,11 +130,16 @@ def group_labels(owner: Owner, group: int) -> dict[str, str]:
 
 
 def _ports(spec: BrokerSpec) -> list[tuple[str, int]]:
-    return [
+    ports = [
         ("broker", spec.listen_port),
         ("ha", spec.listen_port + 1),
         ("fast", spec.listen_port - 2),
     ]
+    # the chart's PodMonitor scrapes the container port named "metrics" (spec.config metricsPort)
+    metrics = spec.config.get("metricsPort", "").strip()
+    if metrics.isdigit() and int(metrics) > 0:
+        ports.append(("metrics", int(metrics)))
+    return ports
 
 
 def headless_service(owner: Owner, spec: BrokerSpec) -> dict[str, Any]:

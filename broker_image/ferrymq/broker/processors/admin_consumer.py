@@ -1,7 +1,8 @@
 """Consumer administration: GET_ALL_CONSUMER_OFFSET (43), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200),
 GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), DELETE_SUBSCRIPTIONGROUP (207),
 GET_CONSUMER_CONNECTION_LIST (203), GET_PRODUCER_CONNECTION_LIST (204), GET_CONSUME_STATS (208),
-QUERY_TOPIC_CONSUME_BY_WHO (300), and GET_CONSUMER_RUNNING_INFO (307) relayed to the named client."""
+QUERY_TOPIC_CONSUME_BY_WHO (300), and GET_CONSUMER_RUNNING_INFO (307) and CONSUME_MESSAGE_DIRECTLY
+(309) relayed to the named client."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ from collections.abc import Iterable
 from ferrymq.broker.client_registry import ClientChannelInfo, ConsumerManager, ProducerManager
 from ferrymq.broker.config import BrokerConfig
 from ferrymq.broker.consumer_offsets import ConsumerOffsetManager
-from ferrymq.broker.processors.common import guarded, guarded_async
+from ferrymq.broker.processors.common import encode_message_ext, guarded, guarded_async
 from ferrymq.broker.store_port import MessageStorePort
 from ferrymq.broker.subscription_groups import SubscriptionGroupManager
 from ferrymq.broker.topic_config import TopicConfigManager
+from ferrymq.message import MessageDecodeError, decode_message_id
 from ferrymq.remoting.bodies import (
     Connection,
     ConsumerConnection,
@@ -30,6 +32,7 @@ from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.errors import RemotingError, RemotingTimeoutError
 from ferrymq.remoting.headers import (
+    ConsumeMessageDirectlyResultRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
     GetConsumerConnectionListRequestHeader,
     GetConsumeStatsRequestHeader,
@@ -92,6 +95,9 @@ class AdminConsumerProcessor:
         server.register(
             RequestCode.GET_CONSUMER_RUNNING_INFO, guarded_async(self.consumer_running_info)
         )
+        server.register(
+            RequestCode.CONSUME_MESSAGE_DIRECTLY, guarded_async(self.consume_message_directly)
+        )
 
     async def consumer_running_info(
         self, channel: Channel, request: RemotingCommand
@@ -99,6 +105,41 @@ class AdminConsumerProcessor:
         """Relay to the client's own connection and hand its answer back (upstream callConsumer)."""
         group = request.ext_fields.get("consumerGroup", "")
         client_id = request.ext_fields.get("clientId", "")
+        return await self._call_consumer(
+            request, group, client_id, request.ext_fields, request.body
+        )
+
+    async def consume_message_directly(
+        self, channel: Channel, request: RemotingCommand
+    ) -> RemotingCommand:
+        """CONSUME_MESSAGE_DIRECTLY (309): the stored message named by msgId, relayed to the
+        named consumer, which consumes it and answers a ConsumeMessageDirectlyResult."""
+        h = ConsumeMessageDirectlyResultRequestHeader.from_ext(request.ext_fields)
+        try:
+            _host, _port, offset = decode_message_id(h.msg_id or "")
+        except MessageDecodeError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
+        msg = self.store.look_message_by_offset(offset)
+        if msg is None:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR, f"no message with msgId {h.msg_id} in this broker"
+            )
+        ext = {**request.ext_fields, "brokerName": self.config.broker_name}
+        config = self.topics.get(msg.topic)
+        if config is not None:
+            ext["topicSysFlag"] = str(config.topic_sys_flag)
+        return await self._call_consumer(
+            request, h.consumer_group, h.client_id or "", ext, encode_message_ext(msg)
+        )
+
+    async def _call_consumer(
+        self,
+        request: RemotingCommand,
+        group: str,
+        client_id: str,
+        ext: dict[str, str],
+        body: object,
+    ) -> RemotingCommand:
         info = self.consumers.get(group)
         target = None
         if info is not None:
@@ -107,7 +148,7 @@ class AdminConsumerProcessor:
             return request.response(
                 ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online"
             )
-        relay = RemotingCommand.request(request.code, request.ext_fields, request.body)
+        relay = RemotingCommand.request(request.code, ext, body)  # type: ignore[arg-type]
         try:
             answer = await target.channel.invoke(relay, RUNNING_INFO_TIMEOUT_S)
         except RemotingTimeoutError:

@@ -205,6 +205,11 @@ class PullMessageProcessor:
             if self.hold.closed:
                 suspend = False
 
+        if code == ResponseCode.SUCCESS:
+            # upstream commitPullOffset: what was handed out, for the inflight/ready lag metrics
+            self.offsets.commit_pull_offset(
+                h.consumer_group, h.topic, h.queue_id, result.next_begin_offset
+            )
         return self._respond(request, result, code, group_config.which_broker_when_consume_slowly)
 
     def _subscription_filter(self, h: PullMessageRequestHeader) -> Any:

@@ -1,0 +1,210 @@
+"""Offset administration: INVOKE_BROKER_TO_RESET_OFFSET (222, mqadmin resetOffsetByTime; the
+broker tells each online consumer with RESET_CONSUMER_CLIENT_OFFSET 220),
+INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223, asks each consumer with
+GET_CONSUMER_STATUS_FROM_CLIENT 221) and CLONE_GROUP_OFFSET (314).
+
+Answers as upstream 4.x Broker2Client: a topic this broker lacks -> TOPIC_NOT_EXIST; a group that
+never committed on a queue -> SYSTEM_ERROR "THe consumer group <g> not exist"; nobody online ->
+CONSUMER_NOT_ONLINE (a reset) or SYSTEM_ERROR "No Any Consumer online..." (a status query).
+A timestamp with no message at or after it (e.g. in the future) resolves to the queue's max
+offset, as upstream's search does. ferrymq also commits the reset offsets on the broker (5.x's
+server-side reset) so lag reflects the reset before the consumers' next commit; 5.x's
+``queueId``/``offset`` header fields reset to an offset instead of a time.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ferrymq.broker.client_registry import ConsumerManager
+from ferrymq.broker.config import BrokerConfig
+from ferrymq.broker.consumer_offsets import ConsumerOffsetManager
+from ferrymq.broker.processors.common import guarded, guarded_async
+from ferrymq.broker.store_port import MessageStorePort
+from ferrymq.broker.subscription_groups import SubscriptionGroupManager
+from ferrymq.broker.topic_config import TopicConfigManager
+from ferrymq.remoting.bodies import (
+    BodyError,
+    GetConsumerStatusBody,
+    MessageQueue,
+    ResetOffsetBody,
+)
+from ferrymq.remoting.channel import Channel
+from ferrymq.remoting.codes import RequestCode, ResponseCode
+from ferrymq.remoting.command import RemotingCommand
+from ferrymq.remoting.errors import RemotingError
+from ferrymq.remoting.headers import (
+    CloneGroupOffsetRequestHeader,
+    GetConsumerStatusRequestHeader,
+    ResetOffsetRequestHeader,
+)
+from ferrymq.remoting.server import RemotingServer
+
+log = logging.getLogger(__name__)
+
+# upstream invokeSync(channel, request, 5000)
+CLIENT_TIMEOUT_S = 5.0
+
+
+class OffsetRefused(Exception):
+    def __init__(self, code: int, remark: str) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+
+def reset_target(*, consumer_offset: int, found_offset: int, is_force: bool) -> int:
+    """Upstream's choice: forced resets go to the offset found; otherwise only backwards."""
+    found = max(0, found_offset)
+    return found if is_force or found < consumer_offset else consumer_offset
+
+
+class AdminOffsetProcessor:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store: MessageStorePort,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+        offsets: ConsumerOffsetManager,
+        consumers: ConsumerManager,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.topics = topics
+        self.groups = groups
+        self.offsets = offsets
+        self.consumers = consumers
+
+    def register_to(self, server: RemotingServer) -> None:
+        server.register(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, guarded_async(self.reset_offset))
+        server.register(
+            RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, guarded_async(self.consumer_status)
+        )
+        server.register(RequestCode.CLONE_GROUP_OFFSET, guarded(self.clone_group_offset))
+
+    # --- 222 --------------------------------------------------------------------------------
+    def plan_reset(self, h: ResetOffsetRequestHeader) -> dict[MessageQueue, int]:
+        """The new offset of each queue; raises OffsetRefused with upstream's code and remark."""
+        config = self.topics.get(h.topic)
+        if config is None:
+            raise OffsetRefused(
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"[reset-offset] reset offset failed, no topic in this broker. topic={h.topic}",
+            )
+        queue_ids = range(config.write_queue_nums)
+        if h.queue_id >= 0:
+            if h.queue_id >= config.write_queue_nums:
+                raise OffsetRefused(
+                    ResponseCode.SYSTEM_ERROR, f"queueId {h.queue_id} of {h.topic} does not exist"
+                )
+            queue_ids = range(h.queue_id, h.queue_id + 1)
+        table: dict[MessageQueue, int] = {}
+        for qid in queue_ids:
+            mq = MessageQueue(topic=h.topic, broker_name=self.config.broker_name, queue_id=qid)
+            consumer_offset = self.offsets.query_offset(h.group, h.topic, qid)
+            if consumer_offset == -1:
+                raise OffsetRefused(
+                    ResponseCode.SYSTEM_ERROR, f"THe consumer group <{h.group}> not exist"
+                )
+            min_offset = max(0, self.store.get_min_offset_in_queue(h.topic, qid))
+            max_offset = max(0, self.store.get_max_offset_in_queue(h.topic, qid))
+            if h.offset is not None and h.offset >= 0:
+                if h.queue_id >= 0 and (h.offset < min_offset or h.offset > max_offset):
+                    raise OffsetRefused(
+                        ResponseCode.SYSTEM_ERROR,
+                        f"Target offset {h.offset} not in consume queue range "
+                        f"[{min_offset}-{max_offset}]",
+                    )
+                table[mq] = min(max(h.offset, min_offset), max_offset)
+                continue
+            if h.timestamp == -1:
+                found = max_offset
+            else:
+                found = self.store.get_offset_in_queue_by_time(h.topic, qid, h.timestamp)
+            table[mq] = reset_target(
+                consumer_offset=consumer_offset, found_offset=found, is_force=h.is_force
+            )
+        return table
+
+    async def reset_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        h = ResetOffsetRequestHeader.from_ext(request.ext_fields)
+        log.info(
+            "[reset-offset] by %s: topic=%s group=%s timestamp=%d offset=%s force=%s",
+            channel.remote_addr,
+            h.topic,
+            h.group,
+            h.timestamp,
+            h.offset,
+            h.is_force,
+        )
+        try:
+            table = self.plan_reset(h)
+        except OffsetRefused as refused:
+            return request.response(refused.code, refused.remark)
+        info = self.consumers.get(h.group)
+        if info is None or not info.channels:
+            return request.response(
+                ResponseCode.CONSUMER_NOT_ONLINE,
+                f"Consumer not online, so can not reset offset, Group: {h.group} "
+                f"Topic: {h.topic} Timestamp: {h.timestamp}",
+            )
+        for mq, offset in table.items():
+            self.offsets.commit_offset(h.group, h.topic, mq.queue_id, offset)
+        body = ResetOffsetBody(offset_table=table).encode()
+        notify = ResetOffsetRequestHeader(topic=h.topic, group=h.group, timestamp=h.timestamp)
+        for client in list(info.channels.values()):
+            cmd = RemotingCommand.request(
+                RequestCode.RESET_CONSUMER_CLIENT_OFFSET, notify.to_ext(), body, oneway=True
+            )
+            try:
+                client.channel.invoke_oneway(cmd)
+            except RemotingError as exc:
+                log.error("[reset-offset] telling %s failed: %s", client.client_id, exc)
+        return request.response(ResponseCode.SUCCESS, None, None, body)
+
+    # --- 223 --------------------------------------------------------------------------------
+    async def consumer_status(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        h = GetConsumerStatusRequestHeader.from_ext(request.ext_fields)
+        info = self.consumers.get(h.group)
+        if info is None or not info.channels:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"No Any Consumer online in the consumer group: [{h.group}]",
+            )
+        ask = GetConsumerStatusRequestHeader(topic=h.topic, group=h.group)
+        table: dict[str, dict[MessageQueue, int]] = {}
+        for client in list(info.channels.values()):
+            if h.client_addr and h.client_addr != client.client_id:
+                continue
+            cmd = RemotingCommand.request(RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, ask.to_ext())
+            try:
+                answer = await client.channel.invoke(cmd, CLIENT_TIMEOUT_S)
+                if answer.code == ResponseCode.SUCCESS and answer.body_bytes():
+                    status = GetConsumerStatusBody.decode(answer.body_bytes())
+                    table[client.client_id] = status.message_queue_table
+            except (RemotingError, BodyError) as exc:
+                # upstream logs and leaves the client out of the answer
+                log.error("[get-consumer-status] %s: %s", client.client_id, exc)
+        body = GetConsumerStatusBody(consumer_table=table)
+        return request.response(ResponseCode.SUCCESS, None, None, body.encode())
+
+    # --- 314 --------------------------------------------------------------------------------
+    def clone_group_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        h = CloneGroupOffsetRequestHeader.from_ext(request.ext_fields)
+        topics = {h.topic} if h.topic else self.offsets.topics_of_group(h.src_group)
+        for topic in sorted(topics):
+            if self.topics.get(topic) is None:
+                log.warning("[cloneGroupOffset] topic config not exist, %s", topic)
+                continue
+            if not h.offline:
+                info = self.consumers.get(h.src_group)
+                if (
+                    info is not None
+                    and info.subscription_table
+                    and topic not in info.subscription_table
+                ):
+                    continue
+            for qid, offset in self.offsets.query_group_topic(h.src_group, topic).items():
+                self.offsets.commit_offset(h.dest_group, topic, qid, offset)
+        return request.response(ResponseCode.SUCCESS)
