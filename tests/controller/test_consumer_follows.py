@@ -72,7 +72,7 @@ async def test_consumer_and_producer_follow_the_new_master(tmp_path: Path) -> No
             stop.set()
             await asyncio.wait_for(producer, 30)
             # well inside the consumer's 30 s route poll: it followed the dead master's errors
-            await wait_until("every acknowledged message consumed", consumed_all, 20)
+            await wait_until("every acknowledged message consumed", consumed_all, 25)
             followed_in = time.monotonic() - killed_at
         finally:
             stop.set()

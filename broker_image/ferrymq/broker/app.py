@@ -83,13 +83,9 @@ class BrokerApp:
         self.semantics_config = semantics_config or load_semantics_config(None)
         self.semantics: SemanticsServices | None = None
         self.store_config = store_config
-        controller_decides = controller_mode is not None and controller_mode.enable_controller_mode
-        problem = (
-            None
-            if controller_decides
-            else role_problem(config.broker_id, store_config.broker_role.value)
-        )
-        if problem is not None:
+        problem = role_problem(config.broker_id, store_config.broker_role.value)
+        # in controller mode the controller decides the role (and so the id the master uses)
+        if problem is not None and not (controller_mode and controller_mode.enable_controller_mode):
             raise ValueError(problem)
         limits = config.server_limits()
         self.server = RemotingServer(

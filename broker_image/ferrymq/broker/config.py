@@ -20,6 +20,7 @@ import javaproperties
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
+from ferrymq.broker.controller_mode_config import controller_mode_enabled
 from ferrymq.properties import (
     ConfigError,
     build_model,
@@ -208,14 +209,10 @@ def load_broker_configs(
         )
     broker, store = models
     assert isinstance(broker, BrokerConfig) and isinstance(store, MessageStoreConfig)
-    from ferrymq.broker.controller_mode_config import load_controller_mode_settings
-
-    # in controller mode the controller decides the role: brokerId is the replica id (>= 1) and
-    # brokerRole only says whether a master waits for its replicas
-    if not load_controller_mode_settings(path, env).enable_controller_mode:
-        problem = role_problem(broker.broker_id, store.broker_role.value)
-        if problem is not None:
-            raise ConfigError(f"{source}: {problem}")
+    problem = role_problem(broker.broker_id, store.broker_role.value)
+    # in controller mode the controller decides the role (broker/controller_mode_config.py)
+    if problem is not None and not controller_mode_enabled(file_values, env):
+        raise ConfigError(f"{source}: {problem}")
     broker.broker_config_path = path
     return broker, store
 

@@ -143,8 +143,12 @@ class ControllerMode:
         return self.app.store
 
     def _apply_role(self, master: bool) -> None:
-        self.app.store_config.broker_role = BrokerRole.SYNC_MASTER if master else BrokerRole.SLAVE
-        self.app.config.broker_id = 0 if master else self.replica_id
+        app = self.app
+        app.store_config.broker_role = BrokerRole.SYNC_MASTER if master else BrokerRole.SLAVE
+        app.config.broker_id = 0 if master else self.replica_id
+        app.registration.broker_role = app.store_config.broker_role.value
+        # a slave serves topics its ConsumeQueues hold beyond the synced config; a master not
+        app.topics.slave_view = None if master else app._slave_topic_view
 
     # --- start-up -------------------------------------------------------------------------------
 
