@@ -288,7 +288,10 @@ async def observe_broker(
     owner: Owner,
     spec: models.BrokerSpec,
     stateful_sets: Mapping[int, dict[str, Any]],
+    master_of: Mapping[int, int] | None = None,
 ) -> list[WorkloadObservation]:
+    """``master_of``: spec.failover controller, group -> its elected master's ordinal (a group
+    missing there has no master); else every group's master is ordinal 0."""
     pods = await kube.list(
         "v1",
         "Pod",
@@ -309,7 +312,7 @@ async def observe_broker(
                 spec.replicas_per_group,
                 stateful_sets.get(group),
                 group_pods,
-                master_ordinal=0,
+                master_ordinal=0 if master_of is None else master_of.get(group, -1),
             )
         )
     return out
@@ -594,14 +597,15 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
         )
         if len(drains) != len(extra):
             existing = await existing_groups(ctx.kube, owner)
-    workloads = await observe_broker(ctx.kube, owner, spec, existing)
+    masters = await group_masters(ctx.kube, owner) if controller_builder.enabled(spec) else None
+    master_of = master_ordinals(owner, masters) if masters is not None else None
+    workloads = await observe_broker(ctx.kube, owner, spec, existing, master_of)
     outcome: lifecycle.RolloutOutcome | None = None
     namesrv_note: str | None = None
     if lifecycle_ok and isinstance(addr, str):
         outcome, namesrv_note, workloads = await _lifecycle_steps(
             ctx, owner, spec, body, previous, existing, workloads, addr, result
         )
-    masters = await group_masters(ctx.kube, owner) if controller_builder.enabled(spec) else None
     synced, pending = await sync_topics(
         ctx,
         owner,
@@ -609,7 +613,7 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
         workloads,
         initial_synced_groups(previous, spec.groups),
         result,
-        master_ordinals(owner, masters) if masters is not None else None,
+        master_of,
     )
     notes = [n for n in (pending, lifecycle.drain_pending(drains), namesrv_note) if n]
     pending = "; ".join(notes) if notes else None

@@ -162,8 +162,9 @@ async def test_controller_deployed_and_groups_master_in_status(
             {
                 "clusterName": "orders",
                 "brokerName": "orders-broker-0",
-                "brokerId": 1,
-                "brokerAddr": "127.0.0.1:10911",
+                # replica 2 (pod ordinal 1) registers first, so it is the master
+                "brokerId": 2,
+                "brokerAddr": "127.0.0.1:10921",
                 "epoch": 0,
             },
         )
@@ -179,12 +180,26 @@ async def test_controller_deployed_and_groups_master_in_status(
         assert got == [
             {
                 "brokerName": "orders-broker-0",
-                "masterBrokerId": 1,
-                "masterAddress": "127.0.0.1:10911",
+                "masterBrokerId": 2,
+                "masterAddress": "127.0.0.1:10921",
                 "masterEpoch": 1,
-                "syncStateSet": [1],
+                "syncStateSet": [2],
             }
         ]
+        # readiness follows the elected master (ordinal 1), not ordinal 0
+        pods = ["orders-broker-0-0", "orders-broker-0-1"]
+        await asyncio.to_thread(cluster.wait_pods_and_mark_ready, pods)
+        await asyncio.to_thread(cluster.wait_condition, "brokers", "orders", "Ready", "True")
+        cluster.mark_ready("orders-broker-0-0", ready=False)
+        await asyncio.to_thread(
+            cluster.wait_condition, "brokers", "orders", "Degraded", "True", "PodsUnavailable"
+        )
+        cluster.mark_ready("orders-broker-0-0")
+        cluster.mark_ready("orders-broker-0-1", ready=False)
+        degraded = await asyncio.to_thread(
+            cluster.wait_condition, "brokers", "orders", "Degraded", "True", "MasterUnavailable"
+        )
+        assert "orders-broker-0" in degraded["message"]
     finally:
         await remoting.close()
         await server.stop()
