@@ -190,3 +190,20 @@ async def test_only_the_lease_holder_answers_and_its_successor_keeps_the_state(
             await s.stop()
         for c in clients:
             c.close()
+
+
+async def test_racing_electors_never_both_lead(
+    k8s_client: k8s.ApiClient, k8s_namespace: str
+) -> None:
+    """Both try at once, from no Lease and again at every renewal: the API's create/replace
+    conflicts leave exactly one leader each round."""
+    a = LeaseElector(k8s_client, k8s_namespace, "race", "ctl-a", lease_duration_s=30)
+    b = LeaseElector(k8s_client, k8s_namespace, "race", "ctl-b", lease_duration_s=30)
+    first: bool | None = None
+    for _ in range(10):
+        got = await asyncio.gather(a.step(), b.step())
+        assert sorted(got) == [False, True], got
+        assert a.is_leader() != b.is_leader()
+        if first is None:
+            first = a.is_leader()
+        assert a.is_leader() == first  # the first winner keeps it
