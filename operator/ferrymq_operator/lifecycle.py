@@ -389,9 +389,12 @@ async def drain_groups(
     events: Events,
     now: str,
     port_of: PortOf | None = None,
+    master_of: Mapping[int, int] | None = None,
 ) -> list[dict[str, Any]]:
     """Drain each group above spec.groups; remove the ones that are drained. Returns status.drains
-    for the groups still there."""
+    for the groups still there. ``master_of``: group -> its elected master's ordinal
+    (spec.failover controller); else ordinal 0."""
+    masters = master_of or {}
     before = {d.group: d for d in previous}
     out = []
     # Drains called off by raising spec.groups again: the group takes writes again.
@@ -399,7 +402,7 @@ async def drain_groups(
         if off.group in extra:
             continue
         broker = names.broker_name(owner.name, off.group)
-        addr = _pod_address(owner, off.group, 0, domain, port_of)
+        addr = _pod_address(owner, off.group, masters.get(off.group, 0), domain, port_of)
         try:
             await admin.resume_writes(namesrv_addr, broker, addr)
         except drain.DrainUnavailable as error:
@@ -417,7 +420,7 @@ async def drain_groups(
         )
     for group in sorted(extra):
         broker = names.broker_name(owner.name, group)
-        addr = _pod_address(owner, group, 0, domain, port_of)
+        addr = _pod_address(owner, group, masters.get(group, 0), domain, port_of)
         old = before.get(group)
         since = old.since if old is not None and old.since else now
         if old is None:

@@ -578,6 +578,8 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
         await delete_removed_claims(ctx, owner, spec, result)
 
     existing = await existing_groups(ctx.kube, owner)
+    masters = await group_masters(ctx.kube, owner) if controller_builder.enabled(spec) else None
+    master_of = master_ordinals(owner, masters) if masters is not None else None
     lifecycle_ok = failure is None and not isinstance(addr, Failure)
     drains: list[dict[str, Any]] = []
     if lifecycle_ok and isinstance(addr, str):
@@ -594,11 +596,10 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
             result.events,
             now(),
             _port_of(spec),
+            master_of,
         )
         if len(drains) != len(extra):
             existing = await existing_groups(ctx.kube, owner)
-    masters = await group_masters(ctx.kube, owner) if controller_builder.enabled(spec) else None
-    master_of = master_ordinals(owner, masters) if masters is not None else None
     workloads = await observe_broker(ctx.kube, owner, spec, existing, master_of)
     outcome: lifecycle.RolloutOutcome | None = None
     namesrv_note: str | None = None

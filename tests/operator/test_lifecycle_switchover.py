@@ -191,3 +191,42 @@ def test_topic_copy_goes_to_the_elected_master() -> None:
     spec = models.parse_broker_spec({"nameServerRef": {"name": "r"}, "failover": "controller"})
     addr = reconcile.broker_admin_address(owner, spec, 0, "cluster.local", 1)
     assert addr.startswith("orders-broker-0-1.orders-broker-hs.ns.svc.cluster.local:")
+
+
+async def test_drain_asks_the_elected_master() -> None:
+    """Which broker a scale-in drain talks to; the admin here only records the address it is
+    given (a stand-in for the broker calls, which tests/k8s/test_lifecycle_drain.py makes)."""
+    from ferrymq_operator import drain
+
+    asked: list[str] = []
+
+    class Recorder:
+        async def stop_writes(self, namesrv_addr: str, broker_name: str, broker_addr: str) -> None:
+            asked.append(broker_addr)
+            raise drain.DrainUnavailable("not reachable in this test")
+
+        async def lags(self, namesrv_addr: str, broker_addr: str) -> list[drain.GroupLag]:
+            raise AssertionError("not reached")
+
+        async def resume_writes(
+            self, namesrv_addr: str, broker_name: str, broker_addr: str
+        ) -> None:
+            asked.append(broker_addr)
+
+    owner = Owner("ferrymq.io/v1alpha1", "Broker", "orders", "ns", "u")
+    out = await lifecycle.drain_groups(
+        None,  # type: ignore[arg-type]  # no group is drained here, so nothing is deleted
+        owner,
+        [1],
+        [],
+        Recorder(),
+        "ns:9876",
+        "cluster.local",
+        False,
+        [],
+        "2026-11-22T02:00:00Z",
+        None,
+        {1: 2},
+    )
+    assert asked == ["orders-broker-1-2.orders-broker-hs.ns.svc.cluster.local:10911"]
+    assert out[0]["reason"] == "DrainUnavailable"
