@@ -1,13 +1,16 @@
-"""Fixtures of the kind e2e suite (run with ``.venv/bin/pytest e2e``; not part of the default run).
+"""Fixtures of the e2e suite (run with ``.venv/bin/pytest e2e``; not part of the default run).
 
 - With ``E2E_KUBECONFIG`` set, that cluster is used (its current context, or ``E2E_CONTEXT``), and
-  nothing is created or deleted outside the suite's namespace; the context name must look like a
+  nothing is created or deleted outside the suite's namespaces; the context name must look like a
   test cluster (``kind-*``, or containing test/e2e/ci), else the suite refuses to run.
+- ``E2E_NODE=1`` (with ``eval "$(scripts/k8s-node.sh env)"``, which also sets the two above): the
+  single-node cluster on 127.0.0.1. Images are built into its dockerd by scripts/build-images.sh
+  (names from ``ferrymq_operator.images``); the operator is installed with ``hostNetwork=true``.
 - Otherwise a kind cluster ``ferrymq-e2e`` is created (and deleted at the end unless
   ``E2E_KEEP_CLUSTER=1``); this needs docker and kind. Without them the suite skips, saying so.
 
-Images are built from this tree (broker_image/Dockerfile, operator/Dockerfile) and loaded into
-kind (``kind load docker-image``); ``E2E_SKIP_BUILD=1`` reuses images already loaded.
+On kind, images are built from this tree (broker_image/Dockerfile, operator/Dockerfile) and loaded
+into kind (``kind load docker-image``). ``E2E_SKIP_BUILD=1`` reuses images already there.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import os
 import tempfile
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -23,9 +27,11 @@ import pytest
 from e2e.kind_env import (
     BROKER_IMAGE,
     CLUSTER_NAME,
+    NODE_MODE,
     OPERATOR_IMAGE,
     OPERATOR_IMAGE_REPO,
     ROOT,
+    SPARK_IMAGE,
     TAG,
     Kube,
     Refused,
@@ -42,19 +48,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         item.add_marker(pytest.mark.timeout(3600))
 
 
+@dataclass(frozen=True)
+class Cluster:
+    kubeconfig: str
+    context: str
+    helm: str
+
+
 @pytest.fixture(scope="session")
-def kube() -> Iterator[Kube]:
+def cluster() -> Iterator[Cluster]:
     existing = os.environ.get("E2E_KUBECONFIG")
     needed = ["kubectl"] if existing else ["docker", "kind", "kubectl"]
     missing = missing_tools(needed)
     helm = helm_path()
     if helm is None:
         missing.append("helm")
-    if missing:
+    if NODE_MODE and not existing:
+        missing.append('E2E_KUBECONFIG (eval "$(scripts/k8s-node.sh env)")')
+    if missing or helm is None:
         pytest.skip(
-            f"e2e needs {', '.join(missing)} on PATH ("
+            f"e2e needs {', '.join(missing)} ("
             + ("set E2E_KUBECONFIG to an existing test cluster, or " if not existing else "")
-            + "install docker + kind to let the suite create one)"
+            + "install docker + kind to let the suite create one; or scripts/k8s-node.sh up)"
         )
     created = False
     if existing:
@@ -80,50 +95,94 @@ def kube() -> Iterator[Kube]:
     except Refused as error:
         pytest.exit(str(error), returncode=2)
 
+    if NODE_MODE:
+        # Idempotent: starts whatever stopped and re-offers the local volumes earlier runs released.
+        run([str(ROOT / "scripts" / "k8s-node.sh"), "up"], timeout=3600)
     if os.environ.get("E2E_SKIP_BUILD") != "1":
-        run(
-            ["docker", "build", "-f", "broker_image/Dockerfile", "-t", BROKER_IMAGE, "."],
-            timeout=1800,
-        )
-        run(
-            ["docker", "build", "-f", "operator/Dockerfile", "-t", OPERATOR_IMAGE, "."],
-            timeout=1800,
-        )
-        if not existing:
-            for image in (BROKER_IMAGE, OPERATOR_IMAGE):
-                run(["kind", "load", "docker-image", image, "--name", CLUSTER_NAME], timeout=900)
-
-    namespace = f"ferrymq-e2e-{uuid.uuid4().hex[:6]}"
-    k = Kube(kubeconfig, context, namespace)
-    k.kubectl("create", "namespace", namespace)
-    release = "ferrymq-e2e"
-    helm_env = {"KUBECONFIG": kubeconfig}
-    run(
-        [
-            str(helm), "install", release, str(ROOT / "charts" / "ferrymq-operator"),
-            "--kube-context", context, "--namespace", namespace, "--wait", "--timeout", "5m",
-            "--set", f"image.repository={OPERATOR_IMAGE_REPO}", "--set", f"image.tag={TAG}",
-            "--set", "image.pullPolicy=Never",
-            "--set", f"watchNamespaces={{{namespace}}}",
-        ],
-        env=helm_env,
-        timeout=600,
-    )  # fmt: skip
+        if NODE_MODE:
+            # Into the node's dockerd (DOCKER_HOST from k8s-node.sh env), where its kubelet looks.
+            run([str(ROOT / "scripts" / "build-images.sh")], timeout=3600)
+        else:
+            run(
+                ["docker", "build", "-f", "broker_image/Dockerfile", "-t", BROKER_IMAGE, "."],
+                timeout=1800,
+            )
+            run(
+                ["docker", "build", "-f", "operator/Dockerfile", "-t", OPERATOR_IMAGE, "."],
+                timeout=1800,
+            )
+            if not existing:
+                for image in (BROKER_IMAGE, OPERATOR_IMAGE):
+                    run(
+                        ["kind", "load", "docker-image", image, "--name", CLUSTER_NAME],
+                        timeout=900,
+                    )
     try:
+        yield Cluster(kubeconfig, context, helm)
+    finally:
+        if created and os.environ.get("E2E_KEEP_CLUSTER") != "1":
+            run(["kind", "delete", "cluster", "--name", CLUSTER_NAME], check=False)
+
+
+def _namespace(cluster: Cluster, prefix: str) -> Kube:
+    namespace = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    k = Kube(cluster.kubeconfig, cluster.context, namespace)
+    k.kubectl("create", "namespace", namespace)
+    return k
+
+
+@pytest.fixture(scope="session")
+def kube(cluster: Cluster) -> Iterator[Kube]:
+    """A namespace with the chart's operator watching it (installed with ``helm install``)."""
+    k = _namespace(cluster, "ferrymq-e2e")
+    release = "ferrymq-e2e"
+    helm_env = {"KUBECONFIG": cluster.kubeconfig}
+    host_network = ["--set", "hostNetwork=true"] if NODE_MODE else []
+    # helm installs a chart's CRDs only when they are absent and never upgrades them; on a cluster
+    # that outlives runs (the node), the CRDs of this tree are applied first.
+    k.kubectl("apply", "-f", str(ROOT / "charts" / "ferrymq-operator" / "crds"))
+    try:
+        run(
+            [
+                cluster.helm, "install", release, str(ROOT / "charts" / "ferrymq-operator"),
+                "--kube-context", cluster.context, "--namespace", k.namespace, "--wait",
+                "--timeout", "5m",
+                "--set", f"image.repository={OPERATOR_IMAGE_REPO}", "--set", f"image.tag={TAG}",
+                "--set", "image.pullPolicy=Never",
+                "--set", f"watchNamespaces={{{k.namespace}}}",
+                *host_network,
+            ],
+            env=helm_env,
+            timeout=600,
+        )  # fmt: skip
         yield k
     finally:
         # Delete everything: custom resources first (their children go with them), then the chart.
         k.ns("delete", "brokers,nameservers", "--all", "--wait=true", timeout=600, check=False)
         run(
-            [str(helm), "uninstall", release, "--kube-context", context, "--namespace", namespace],
+            [cluster.helm, "uninstall", release, "--kube-context", cluster.context,
+             "--namespace", k.namespace],
             env=helm_env,
             check=False,
-        )
-        k.kubectl("delete", "namespace", namespace, "--wait=true", timeout=600, check=False)
-        if created and os.environ.get("E2E_KEEP_CLUSTER") != "1":
-            run(["kind", "delete", "cluster", "--name", CLUSTER_NAME], check=False)
+        )  # fmt: skip
+        k.kubectl("delete", "namespace", k.namespace, "--wait=true", timeout=600, check=False)
+
+
+@pytest.fixture
+def bare_kube(cluster: Cluster) -> Iterator[Kube]:
+    """A fresh namespace without the operator, deleted after the test."""
+    k = _namespace(cluster, "ferrymq-node")
+    try:
+        yield k
+    finally:
+        k.kubectl("delete", "namespace", k.namespace, "--wait=true", timeout=600, check=False)
 
 
 @pytest.fixture(scope="session")
 def broker_image() -> str:
     return BROKER_IMAGE
+
+
+@pytest.fixture(scope="session")
+def spark_image() -> str:
+    return SPARK_IMAGE

@@ -1,7 +1,15 @@
-"""The kind environment of the e2e suite: tool checks, context guard, cluster, images, chart.
+"""The environment of the e2e suite: tool checks, context guard, cluster, images, chart.
 
 Nothing here runs in the default test run (``testpaths`` is ``tests/``); ``.venv/bin/pytest e2e``
-runs it. Where docker or kind is missing the suite skips and says what to install.
+runs it. Two kinds of cluster:
+
+- kind (the default): images tagged ``e2e`` and loaded with ``kind load``; pods on the pod network.
+- the single-node cluster of ``scripts/k8s-node.sh`` (``E2E_NODE=1``, set by
+  ``eval "$(scripts/k8s-node.sh env)"``): images named by ``ferrymq_operator.images`` and built
+  into the node's dockerd by ``scripts/build-images.sh``; every pod on the host network (there is
+  no pod network on that node), so clients on the host reach the brokers at 127.0.0.1.
+
+Where docker or kind is missing the suite skips and says what to install.
 """
 
 from __future__ import annotations
@@ -16,12 +24,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ferrymq_operator import images
+
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTER_NAME = os.environ.get("E2E_KIND_CLUSTER", "ferrymq-e2e")
-TAG = os.environ.get("E2E_IMAGE_TAG", "e2e")
-BROKER_IMAGE = f"ferrymq/ferrymq:{TAG}"
-OPERATOR_IMAGE_REPO = "ferrymq/ferrymq-operator"
+#: The single-node cluster of scripts/k8s-node.sh: host networking, images in the node's dockerd.
+NODE_MODE = os.environ.get("E2E_NODE") == "1"
+# On the node, build-images.sh builds exactly the names the chart and CRD defaults use.
+TAG = images.TAG if NODE_MODE else os.environ.get("E2E_IMAGE_TAG", "e2e")
+BROKER_IMAGE = f"{images.BROKER_REPOSITORY}:{TAG}"
+OPERATOR_IMAGE_REPO = images.OPERATOR_REPOSITORY
 OPERATOR_IMAGE = f"{OPERATOR_IMAGE_REPO}:{TAG}"
+SPARK_IMAGE = f"{images.SPARK_REPOSITORY}:{TAG}"
 # Context names this suite agrees to touch: kind's own, or ones that say they are for tests.
 TEST_CONTEXT_MARKERS = ("kind-", "test", "e2e", "ci")
 
@@ -30,6 +44,11 @@ T = TypeVar("T")
 
 class Refused(RuntimeError):
     """The kube context does not look like a test cluster."""
+
+
+def host_network_fields() -> dict[str, Any]:
+    """Pod spec fields of a pod on the node's network that still resolves cluster names."""
+    return {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"}
 
 
 def missing_tools(needed: Sequence[str]) -> list[str]:
@@ -142,14 +161,15 @@ class Kube:
         """Run the ferrymq CLI in a pod inside the cluster (brokers advertise pod IPs, reachable
         only from inside); returns its log once it succeeded."""
         self.ns("delete", "pod", name, "--ignore-not-found", "--wait=true")
-        overrides = {
-            "spec": {
-                "restartPolicy": "Never",
-                "containers": [
-                    {"name": name, "image": image, "imagePullPolicy": "Never", "args": list(args)}
-                ],
-            }
+        spec: dict[str, Any] = {
+            "restartPolicy": "Never",
+            "containers": [
+                {"name": name, "image": image, "imagePullPolicy": "Never", "args": list(args)}
+            ],
         }
+        if NODE_MODE:
+            spec.update(host_network_fields())
+        overrides = {"spec": spec}
         self.ns(
             "run", name, f"--image={image}", "--restart=Never", "--image-pull-policy=Never",
             f"--overrides={json.dumps(overrides)}",

@@ -10,7 +10,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from e2e.kind_env import Kube, wait_for
+import pytest
+
+from e2e.kind_env import NODE_MODE, Kube, wait_for
 
 TOPIC = "e2e-orders"
 
@@ -60,6 +62,11 @@ def received(log: str) -> int:
     return int(match.group(1)) if match else 0
 
 
+@pytest.mark.skipif(
+    NODE_MODE,
+    reason="pod networking; on the single-node cluster e2e/test_real_node.py checks the same "
+    "lifecycle with host networking",
+)
 def test_cluster_lifecycle_on_kind(kube: Kube, broker_image: str) -> None:
     kube.apply(nameserver_cr(broker_image))
     kube.apply(broker_cr(broker_image))

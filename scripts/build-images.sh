@@ -1,20 +1,28 @@
 #!/usr/bin/env bash
-# Builds the broker and operator images without any container registry, and smoke-tests them.
+# Builds the broker, operator and Spark images without any container registry, and smoke-tests them.
 #
+#   - names and tags come from `python -m ferrymq_operator.images` (the one place that names them;
+#     the chart and the CRD defaults use the same module);
 #   - the base image is Debian bookworm made with debootstrap (python3.11 + venv), cached and imported
 #     as ferrymq-base:bookworm;
-#   - if no Docker daemon answers on $DOCKER_HOST, a private dockerd is started for the duration
-#     (its own socket and data root, --bridge=none: no 172.17.x bridge) and stopped by its PID;
+#   - the Docker daemon: $DOCKER_HOST if set; else the single-node cluster's dockerd
+#     (scripts/k8s-node.sh up) when it answers, so its kubelet finds the images; else the default
+#     daemon; else a private dockerd started for the duration (its own socket and data root,
+#     --bridge=none: no 172.17.x bridge) and stopped by its PID;
+#   - the Spark image installs PySpark from wheels built from the host's pip cache
+#     (spark/k8s/wheels/, git-ignored): nothing is downloaded from PyPI inside that build;
 #   - builds and containers use host networking only.
 #
-# Usage: scripts/build-images.sh [TAG]   (default TAG 0.1.0; needs root, docker.io and debootstrap)
+# Usage: scripts/build-images.sh [broker|operator|spark ...]   (default: all three; needs root,
+#   docker.io and debootstrap)
 #   FERRYMQ_IMAGES_CACHE  cache for the base rootfs and the private daemon (default ~/.cache/ferrymq-images)
+#   FERRYMQ_K8S_CACHE     the node's cache (default ~/.cache/ferrymq-k8s; its dockerd socket is node/docker.sock)
 set -euo pipefail
 
 main() {
 REPO_ROOT=$(cd "$(dirname "$0")/.." && pwd)
-TAG=${1:-0.1.0}
 CACHE=${FERRYMQ_IMAGES_CACHE:-$HOME/.cache/ferrymq-images}
+NODE_SOCK=${FERRYMQ_K8S_CACHE:-$HOME/.cache/ferrymq-k8s}/node/docker.sock
 BASE=ferrymq-base:bookworm
 log() { printf '[build-images] %s\n' "$*" >&2; }
 fail() { log "FAILED: $*"; exit 1; }
@@ -27,6 +35,19 @@ DOCKER=/usr/bin/docker
 [ -x "$DOCKER" ] || DOCKER=$(command -v docker)
 mkdir -p "$CACHE"
 
+PY="$REPO_ROOT/.venv/bin/python"
+[ -x "$PY" ] || PY=python3
+names=$(PYTHONPATH="$REPO_ROOT/operator:$REPO_ROOT/broker_image" "$PY" -m ferrymq_operator.images) \
+  || fail "python -m ferrymq_operator.images (run scripts/setup.sh first?)"
+eval "$names"
+: "${BROKER_IMAGE:?}" "${OPERATOR_IMAGE:?}" "${SPARK_IMAGE:?}"
+
+wanted=("$@")
+[ ${#wanted[@]} -gt 0 ] || wanted=(broker operator spark)
+for w in "${wanted[@]}"; do
+  case $w in broker | operator | spark) ;; *) fail "unknown image '$w' (broker, operator or spark)" ;; esac
+done
+
 dockerd_pid=""
 cleanup() {
   if [ -n "$dockerd_pid" ]; then
@@ -36,6 +57,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
+if [ -z "${DOCKER_HOST:-}" ] && [ -S "$NODE_SOCK" ] && "$DOCKER" -H "unix://$NODE_SOCK" info >/dev/null 2>&1; then
+  export DOCKER_HOST="unix://$NODE_SOCK"
+  log "using the single-node cluster's dockerd ($DOCKER_HOST)"
+fi
 if ! "$DOCKER" info >/dev/null 2>&1; then
   export DOCKER_HOST="unix://$CACHE/docker.sock"
   log "starting a private dockerd on $DOCKER_HOST (log: $CACHE/dockerd.log)"
@@ -77,24 +102,57 @@ if [ "$have_sum" != "$ca_sum" ]; then
     || fail "docker import"
 fi
 
-for image in broker operator; do
+for image in "${wanted[@]}"; do
+  extra=()
   case $image in
-    broker) dockerfile=broker_image/Dockerfile name=ferrymq ;;
-    operator) dockerfile=operator/Dockerfile name=ferrymq-operator ;;
+    broker) dockerfile=broker_image/Dockerfile name=$BROKER_IMAGE ;;
+    operator) dockerfile=operator/Dockerfile name=$OPERATOR_IMAGE ;;
+    spark)
+      dockerfile=spark/k8s/Dockerfile name=$SPARK_IMAGE
+      # PySpark is an sdist of ~400 MB; the host's pip builds (or reuses) its wheel once, and the
+      # image installs from these wheels only.
+      log "collecting wheels for ferrymq[spark] into spark/k8s/wheels"
+      "$PY" -m pip wheel -q -w "$REPO_ROOT/spark/k8s/wheels" -c "$REPO_ROOT/constraints.txt" \
+        "$REPO_ROOT[spark]" "setuptools>=69" wheel \
+        >"$CACHE/spark-wheels.log" 2>&1 || { tail -n 20 "$CACHE/spark-wheels.log" >&2; fail "pip wheel (log: $CACHE/spark-wheels.log)"; }
+      # Only the dependencies: the image builds ferrymq itself from the copied sources.
+      rm -f "$REPO_ROOT/spark/k8s/wheels/"ferrymq-*.whl
+      extra=(--build-arg PIP_NO_INDEX=true)
+      ;;
   esac
-  log "building $name:$TAG from $dockerfile"
-  "$DOCKER" build --network=host --build-arg "BASE_IMAGE=$BASE" -f "$REPO_ROOT/$dockerfile" \
-    -t "$name:$TAG" "$REPO_ROOT" || fail "docker build $dockerfile"
+  log "building $name from $dockerfile"
+  start=$(date +%s)
+  "$DOCKER" build --network=host --build-arg "BASE_IMAGE=$BASE" "${extra[@]}" -f "$REPO_ROOT/$dockerfile" \
+    -t "$name" "$REPO_ROOT" || fail "docker build $dockerfile"
+  log "built $name in $(( $(date +%s) - start )) s"
 done
 
 log "smoke tests (host network only)"
-uid=$("$DOCKER" run --rm --network=host --entrypoint id ferrymq:"$TAG" -u)
-[ "$uid" = 10001 ] || fail "broker image runs as uid $uid, expected 10001"
-"$DOCKER" run --rm --network=host ferrymq:"$TAG" --help >/dev/null || fail "ferrymq --help in the image"
-"$DOCKER" run --rm --network=host ferrymq-operator:"$TAG" --help >/dev/null \
-  || fail "python -m ferrymq_operator --help in the image"
-log "built ferrymq:$TAG and ferrymq-operator:$TAG"
-"$DOCKER" image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep -E "^ferrymq(-operator)?:$TAG " >&2
+for image in "${wanted[@]}"; do
+  case $image in
+    broker)
+      uid=$("$DOCKER" run --rm --network=host --entrypoint id "$BROKER_IMAGE" -u)
+      [ "$uid" = 10001 ] || fail "$BROKER_IMAGE runs as uid $uid, expected 10001"
+      "$DOCKER" run --rm --network=host "$BROKER_IMAGE" --help >/dev/null || fail "ferrymq --help in $BROKER_IMAGE"
+      ;;
+    operator)
+      "$DOCKER" run --rm --network=host "$OPERATOR_IMAGE" --help >/dev/null \
+        || fail "kopf run --help in $OPERATOR_IMAGE"
+      ;;
+    spark)
+      uid=$("$DOCKER" run --rm --network=host --entrypoint id "$SPARK_IMAGE" -u)
+      [ "$uid" = 10001 ] || fail "$SPARK_IMAGE runs as uid $uid, expected 10001"
+      "$DOCKER" run --rm --network=host "$SPARK_IMAGE" report --help >/dev/null \
+        || fail "ferrymq report --help in $SPARK_IMAGE"
+      "$DOCKER" run --rm --network=host --entrypoint java "$SPARK_IMAGE" -version >/dev/null 2>&1 \
+        || fail "java -version in $SPARK_IMAGE"
+      "$DOCKER" run --rm --network=host --entrypoint python "$SPARK_IMAGE" \
+        -c "import pyspark, ferrymq_spark.session" || fail "import pyspark in $SPARK_IMAGE"
+      ;;
+  esac
+done
+log "built ${wanted[*]}"
+"$DOCKER" image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep -E "^ferrymq/" >&2 || true
 }
 
 # Same line: bash must not read further from this file (it may have been edited) after main returns.

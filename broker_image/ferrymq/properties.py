@@ -101,8 +101,11 @@ def collect_values(
     for key, value in (file_values or {}).items():
         put(key, value, source)
     for name, value in env.items():
-        if name.startswith(ENV_PREFIX) and len(name) > len(ENV_PREFIX):
-            put(name[len(ENV_PREFIX) :], value, f"environment {name}")
+        key = name[len(ENV_PREFIX) :]
+        # Upstream keys are lowerCamelCase (brokerName, tls.server.mode): FERRYMQ_K8S_CACHE,
+        # FERRYMQ_OPERATOR_* and the like are settings of other tools, not broker.conf keys.
+        if name.startswith(ENV_PREFIX) and key[:1].islower():
+            put(key, value, f"environment {name}")
     return values, origins, unknown
 
 

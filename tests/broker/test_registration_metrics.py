@@ -107,6 +107,7 @@ async def test_metrics_endpoint_reports_live_figures(
     assert 'ferrymq_broker_put_messages_total{broker="broker-a"} 3.0' in lines
     assert any(line.startswith('ferrymq_broker_topics{broker="broker-a"}') for line in lines)
     assert 'ferrymq_broker_writable{broker="broker-a"} 1.0' in lines
+    assert 'ferrymq_broker_store_corrupt_records_skipped_total{broker="broker-a"} 0.0' in lines
 
 
 async def test_vip_channel_on_listen_port_minus_two(tmp_path: Path) -> None:

@@ -65,7 +65,21 @@ def test_claim(broker_owner: Owner) -> None:
     ]
     assert pvc["spec"]["resources"]["requests"]["storage"] == "20Gi"
     assert pvc["spec"]["storageClassName"] == "s"
-    assert pvc["metadata"]["ownerReferences"][0]["kind"] == "Broker"
+    # kept when the Broker is deleted, like the store claims: no owner for the garbage collector
+    assert "ownerReferences" not in pvc["metadata"]
+
+
+def test_audit_pods_follow_host_network(broker_owner: Owner) -> None:
+    """On a host-network cluster a pod off the node's network has no network at all."""
+    spec = parse_broker_spec(
+        {"nameServerRef": {"name": "r"}, "hostNetwork": True, "audit": {"schedule": "@daily"}}
+    )
+    cron = {o["kind"]: o for o in audit.desired(broker_owner, spec, ADDR, "batch/v1")}["CronJob"]
+    pod_spec = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod_spec["hostNetwork"] is True
+    assert pod_spec["dnsPolicy"] == "ClusterFirstWithHostNet"
+    plain = build(broker_owner, schedule="@daily")["CronJob"]
+    assert "hostNetwork" not in plain["spec"]["jobTemplate"]["spec"]["template"]["spec"]
 
 
 @pytest.mark.parametrize("schedule", ["every hour", "* * *", "", "@sometimes"])

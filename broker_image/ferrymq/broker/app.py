@@ -515,6 +515,7 @@ class BrokerApp:
             commit_log_max_offset=store.max_phy_offset if store else 0,
             dispatch_behind_bytes=store.dispatch_behind_bytes() if store else 0,
             writable=self.config.is_writeable and not self.is_slave,
+            store_corrupt_records_skipped=store.corrupt_records_skipped if store else 0,
         )
 
     def _start_metrics(self) -> None:

@@ -44,6 +44,7 @@ class BrokerFigures:
     commit_log_max_offset: int
     dispatch_behind_bytes: int
     writable: bool
+    store_corrupt_records_skipped: int = 0
 
 
 class BrokerCollector(Collector):
@@ -96,6 +97,11 @@ class BrokerCollector(Collector):
         )
         yield gauge(
             "ferrymq_broker_writable", "1 when the broker accepts sends", float(figures.writable)
+        )
+        yield counter(
+            "ferrymq_broker_store_corrupt_records_skipped",
+            "Damaged CommitLog records skipped by recovery or dispatch",
+            figures.store_corrupt_records_skipped,
         )
 
 

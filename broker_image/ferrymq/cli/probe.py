@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import math
+import os
+import signal
+import sys
 from typing import Annotated
 
 import typer
@@ -43,12 +47,21 @@ async def round_trip(addr: str, role: Role, timeout: float) -> int:
         await client.close()
 
 
+def _give_up(signum: int, frame: object) -> None:
+    sys.stderr.write("probe: no answer before the hard deadline\n")
+    os._exit(1)
+
+
 def probe(
     addr: Annotated[str, typer.Option("--addr", help="host:port to probe")] = "127.0.0.1:10911",
     role: Annotated[Role, typer.Option("--role", help="what listens there")] = Role.broker,
     timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="seconds")] = 3.0,
 ) -> None:
     """Exit 0 when the server at ADDR answers a remoting request within TIMEOUT seconds."""
+    # A hard bound on the process itself: the kubelet does not kill an exec probe that outlives
+    # its timeout, and on a loaded node such probes pile up and make the load worse.
+    signal.signal(signal.SIGALRM, _give_up)
+    signal.alarm(math.ceil(timeout) + 1)
     try:
         code = asyncio.run(round_trip(addr, role, timeout))
     except (OSError, TimeoutError, Exception) as error:  # any failure means "not serving"

@@ -104,7 +104,7 @@ class CommitLog:
         store_host: tuple[str, int],
         max_message_size: int,
     ) -> None:
-        self.mapped_file_queue = MappedFileQueue(store_path, mapped_file_size, preallocate=True)
+        self.mapped_file_queue = MappedFileQueue(store_path, mapped_file_size)
         self.mapped_file_size = mapped_file_size
         self.store_host = store_host
         self._store_ip = pack_host(store_host[0])
@@ -201,6 +201,8 @@ class CommitLog:
                     rec.encode_blank_into(mf.buffer, mf.wrote_position, mf.free_space)
                     mf.advance(mf.free_space, now_ms)
                 mf = mfq.get_or_create_last_mapped_file(0)
+        except StoreFileError:
+            raise  # names the file already (DiskFullError: the disk is full)
         except OSError as exc:
             raise StoreFileError(f"cannot create a CommitLog file: {exc}") from exc
         return mf
@@ -615,6 +617,29 @@ class CommitLog:
             return int(_I32.unpack_from(sel.buffer, 0)[0])
         finally:
             sel.release()
+
+    def record_matches(
+        self, offset: int, size: int, topic: str, queue_id: int, queue_offset: int
+    ) -> bool:
+        """Whether a whole, intact record of ``topic``/``queue_id`` at ``queue_offset`` is stored
+        at ``offset`` with TOTALSIZE ``size`` (the ConsumeQueue start-up check)."""
+        sel = self.get_message(offset, size)
+        if sel is None:
+            return False
+        try:
+            check = rec.check_record(sel.buffer, 0, size, check_crc=True)
+        finally:
+            sel.release()
+        r = check.record
+        return (
+            check.kind is rec.RecordKind.MESSAGE
+            and r is not None
+            and r.size == size
+            and r.physical_offset == offset
+            and r.queue_id == queue_id
+            and r.queue_offset == queue_offset
+            and r.topic == topic
+        )
 
     def pickup_store_timestamp(self, offset: int, size: int) -> int:
         """STORETIMESTAMP of the record at ``offset`` (-1 when unreadable)."""

@@ -40,6 +40,9 @@ UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])
 assert UNIT_DTYPE.itemsize == CQ_STORE_UNIT_SIZE
 # below this many units, one pack_into per unit is cheaper than numpy's per-call overhead
 VECTOR_MIN_UNITS = 8
+# Largest gap of queue offsets that dispatch fills with blank units (in units; at least a file):
+# gaps come from damaged records skipped, a few at a time.
+MAX_OFFSET_GAP_UNITS = 1024
 
 
 def is_valid_unit(offset: int, size: int) -> bool:
@@ -63,6 +66,7 @@ class ConsumeQueue:
         # End (offset + size) of the last CommitLog record indexed here; -1 when empty.
         self.max_physic_offset = -1
         self.min_logic_offset = 0  # bytes
+        self.damaged_unit_at = -1  # queue byte offset of a damaged unit recovery cut at
 
     # --- load / recover ---------------------------------------------------------------------
 
@@ -82,8 +86,12 @@ class ConsumeQueue:
             end_in_file = 0
             view = memoryview(mf.buffer)
             try:
-                for pos, offset, size, _tags in iter_units(view):
+                for pos, offset, size, tags in iter_units(view):
                     if not is_valid_unit(offset, size):
+                        if offset or size or tags:
+                            # Not the zeros of a unit never written: a damaged one. The queue
+                            # is cut here and rebuilt from the CommitLog (check_units).
+                            self.damaged_unit_at = mf.file_from_offset + pos
                         break
                     end_in_file = pos + CQ_STORE_UNIT_SIZE
                     if size != BLANK_UNIT_SIZE:
@@ -96,6 +104,84 @@ class ConsumeQueue:
         self.max_physic_offset = max_ext
         mfq.truncate_dirty_files(process_offset)
         mfq.flushed_where = process_offset
+
+    def check_units(self, matches: Callable[[int, int, int], bool]) -> tuple[bool, str]:
+        """Start-up check against the CommitLog: a file cut short on disk, and a last entry that
+        does not point at this queue's record at that queue offset (``matches(offset, size,
+        queue offset)``). What does not hold is cut off; returns ``(needs rebuild, why)``: the
+        caller re-dispatches from :attr:`max_physic_offset` (the end of what holds)."""
+        mfq = self.mapped_file_queue
+        reasons: list[str] = []
+        for mf in mfq.files:
+            if mf.loaded_size < mf.file_size:
+                cut = mf.file_from_offset + mf.loaded_size - mf.loaded_size % CQ_STORE_UNIT_SIZE
+                reasons.append(f"file {mf.path.name} is {mf.loaded_size} bytes, not {mf.file_size}")
+                if cut < mfq.get_max_offset():
+                    self._cut(cut)
+                break
+        if self.damaged_unit_at >= 0:
+            reasons.append(
+                f"a damaged entry at queue offset {self.damaged_unit_at // CQ_STORE_UNIT_SIZE}"
+            )
+            self.damaged_unit_at = -1
+        last_good = -1
+        bad_from = -1
+        for pos, offset, size in self._units_backwards():
+            if size == BLANK_UNIT_SIZE:
+                continue
+            if matches(offset, size, pos // CQ_STORE_UNIT_SIZE):
+                last_good = pos
+                break
+            bad_from = pos
+        if bad_from >= 0:
+            reasons.append(
+                f"entries from queue offset {bad_from // CQ_STORE_UNIT_SIZE} do not match the "
+                "CommitLog"
+            )
+            self._cut(bad_from if last_good < 0 else last_good + CQ_STORE_UNIT_SIZE)
+        last = self.last_unit()
+        self.max_physic_offset = last[0] + last[1] if last else -1
+        return bool(reasons), "; ".join(reasons)
+
+    def blank_units_in(self, ranges: Sequence[tuple[int, int]]) -> int:
+        """Blank the units whose record starts in one of the ``[start, end)`` CommitLog ranges."""
+        blanked = 0
+        for mf in self.mapped_file_queue.files:
+            count = mf.wrote_position // CQ_STORE_UNIT_SIZE
+            if not count:
+                continue
+            units = np.frombuffer(mf.buffer, UNIT_DTYPE, count)
+            offsets = units["offset"]
+            hit = np.zeros(count, dtype=bool)
+            for start, end in ranges:
+                hit |= (offsets >= start) & (offsets < end)
+            hit &= units["size"] != BLANK_UNIT_SIZE
+            positions = (np.flatnonzero(hit) * CQ_STORE_UNIT_SIZE).tolist()
+            del units, offsets  # no buffer export may outlive this (the map closes later)
+            for pos in positions:
+                mf.buffer[pos : pos + CQ_STORE_UNIT_SIZE] = _BLANK_UNIT
+                log.error(
+                    "%s-%d: queue offset %d pointed at a damaged record; now a blank unit",
+                    self.topic,
+                    self.queue_id,
+                    (mf.file_from_offset + pos) // CQ_STORE_UNIT_SIZE,
+                )
+            blanked += len(positions)
+        return blanked
+
+    def _units_backwards(self) -> Iterator[tuple[int, int, int]]:
+        """``(queue byte position, commitLogOffset, size)`` of the written units, last first."""
+        for mf in reversed(self.mapped_file_queue.files):
+            pos = mf.wrote_position - CQ_STORE_UNIT_SIZE
+            while pos >= 0:
+                offset, size, _tags = CQ_UNIT.unpack_from(mf.buffer, pos)
+                yield mf.file_from_offset + pos, offset, size
+                pos -= CQ_STORE_UNIT_SIZE
+
+    def _cut(self, position: int) -> None:
+        self.mapped_file_queue.truncate_dirty_files(position)
+        if position < self.min_logic_offset:
+            self.min_logic_offset = position
 
     # --- offsets ------------------------------------------------------------------------------
 
@@ -177,6 +263,19 @@ class ConsumeQueue:
             log.debug("%s-%d: unit %d already present", self.topic, self.queue_id, cq_offset)
             self.max_physic_offset = max(self.max_physic_offset, offset + size)
             return True
+        if expect - current > max(MAX_OFFSET_GAP_UNITS * CQ_STORE_UNIT_SIZE, self.mapped_file_size):
+            # Queue offsets of one queue are consecutive in the CommitLog: a jump this large is
+            # a damaged QUEUEOFFSET, and filling it would write blank units without end.
+            log.error(
+                "%s-%d: record at CommitLog offset %d claims queue offset %d but the queue ends "
+                "at %d; not indexed (damaged header)",
+                self.topic,
+                self.queue_id,
+                offset,
+                cq_offset,
+                current // CQ_STORE_UNIT_SIZE,
+            )
+            return False
         if expect > current:
             log.warning(
                 "%s-%d: queue offset gap %d..%d filled with blank units",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ferrymq.store.consume_queue import ConsumeQueue
@@ -75,14 +75,25 @@ class ConsumeQueueStore:
         for cq in self:
             cq.truncate_dirty_logic_files(phy_offset)
 
+    def blank_units_in(self, ranges: Sequence[tuple[int, int]]) -> int:
+        """Turn every unit pointing into a damaged CommitLog range into a blank unit (readers
+        skip it; queue offsets stay aligned); returns how many were blanked."""
+        if not ranges:
+            return 0
+        return sum(cq.blank_units_in(ranges) for cq in self)
+
     def correct_min_offsets(self, phy_min_offset: int) -> None:
         for cq in self:
             cq.correct_min_offset(phy_min_offset)
 
-    def flush(self, least_pages: int) -> None:
-        """Blocking: run in a thread."""
+    def flush(self, least_pages: int) -> bool:
+        """Blocking: run in a thread. True when every queue is on disk to its end."""
+        clean = True
         for cq in self:
             cq.flush(least_pages)
+            mfq = cq.mapped_file_queue
+            clean = clean and mfq.flushed_where >= mfq.get_max_offset()
+        return clean
 
     def delete_expired(self, commit_log_min_offset: int) -> int:
         return sum(cq.delete_expired_files(commit_log_min_offset) for cq in self)

@@ -32,6 +32,7 @@ from ferrymq.store.commit_log import CommitLog, takes_queue_offset
 from ferrymq.store.consume_queue_store import ConsumeQueueStore
 from ferrymq.store.dispatch_columns import SCHEDULE_TOPIC, DispatchColumns, parse_columns
 from ferrymq.store.index_service import IndexService
+from ferrymq.store.mapped_file import DiskFullError, SelectMappedBufferResult
 
 log = logging.getLogger(__name__)
 
@@ -509,6 +510,16 @@ class ReputService:
         self._stopped = False
         self._task: asyncio.Task[None] | None = None
         self._tick: asyncio.TimerHandle | None = None
+        # Damaged CommitLog ranges recovery already counted: ``start -> end`` (skipped silently).
+        self.skip_ranges: dict[int, int] = {}
+        self.corrupt_records_skipped = 0  # damaged ranges found by dispatch itself
+        self.corrupt_bytes_skipped = 0
+        # Why the last round could not be dispatched (a file could not be reserved, e.g. a full
+        # disk); "" while dispatch works. The round is retried from the CommitLog on the next
+        # tick, so nothing is lost meanwhile.
+        self.dispatch_error = ""
+        self.dispatch_errors = 0
+        self._stuck_at = -1  # offset of an undecodable record already logged
 
     def behind(self) -> int:
         return self.commit_log.max_offset - self.reput_from_offset
@@ -544,24 +555,70 @@ class ReputService:
                 parts, n, pos, stop = parse_parts(sel.buffer, 0, sel.size, left, delays, tags_cache)
                 left -= n
                 if n:
-                    self._dispatch_round(parts, notify)
+                    try:
+                        self._dispatch_round(parts, notify)
+                    except OSError as exc:
+                        self._dispatch_failed(sel.start_offset, exc)
+                        return done
+                    if self.dispatch_error:
+                        log.warning("dispatch resumed at CommitLog offset %d", sel.start_offset)
+                        self.dispatch_error = ""
                     self.reput_from_offset = sel.start_offset + pos
                     done += n
                     self.dispatched_messages += n
                 if stop is rec.RecordKind.BLANK:
                     self.reput_from_offset = cl.roll_next_file(self.reput_from_offset)
+                elif stop is rec.RecordKind.INVALID:
+                    if not self._skip_damaged(sel, pos):
+                        return done
                 elif stop is not None:
-                    log.error(
-                        "reput stopped at CommitLog offset %d: %s record",
-                        sel.start_offset + pos,
-                        stop.value,
-                    )
-                    return done
+                    return done  # a partial header at the end of the data (a slave mid-copy)
                 elif left == 0 or pos == 0:
                     return done
             finally:
                 sel.release()
         return done
+
+    def _dispatch_failed(self, offset: int, exc: OSError) -> None:
+        self.dispatch_errors += 1
+        full = "disk full: " if isinstance(exc, DiskFullError) else ""
+        reason = f"{full}dispatch stopped at CommitLog offset {offset}: {exc}"
+        if reason != self.dispatch_error:
+            log.error("%s; retried every second, the messages stay in the CommitLog", reason)
+        self.dispatch_error = reason
+
+    def _skip_damaged(self, sel: SelectMappedBufferResult, pos: int) -> bool:
+        """A record at ``sel`` + ``pos`` that does not decode: move past it to the next valid
+        record (True), or stay (False) when nothing valid follows yet (data still arriving)."""
+        bad = sel.start_offset + pos
+        known = self.skip_ranges.get(bad)
+        if known is not None:
+            self.reput_from_offset = known
+            return True
+        mf = sel.mapped_file
+        if mf is None:
+            return False
+        in_file = bad - mf.file_from_offset
+        found = rec.find_next_valid(mf.buffer, in_file + 1, mf.read_position, mf.file_from_offset)
+        if found >= 0:
+            resume = mf.file_from_offset + found
+        elif mf.is_full() and self.commit_log.max_offset > mf.file_from_offset + mf.file_size:
+            resume = mf.file_from_offset + mf.file_size
+        else:
+            if self._stuck_at != bad:
+                self._stuck_at = bad
+                log.error("reput waits at CommitLog offset %d: the record does not decode", bad)
+            return False
+        self.corrupt_records_skipped += 1
+        self.corrupt_bytes_skipped += resume - bad
+        log.error(
+            "damaged CommitLog record skipped by dispatch: offsets %d..%d (%d bytes)",
+            bad,
+            resume,
+            resume - bad,
+        )
+        self.reput_from_offset = resume
+        return True
 
     def _dispatch_round(self, parts: list[RoundPart], notify: bool) -> None:
         for dispatcher in self.dispatchers:

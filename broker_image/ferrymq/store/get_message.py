@@ -7,6 +7,8 @@ it hands back memoryviews held until ``GetMessageResult.release()``.
 
 from __future__ import annotations
 
+import logging
+import struct
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -15,6 +17,8 @@ from ferrymq.store.commit_log import CommitLog
 from ferrymq.store.consume_queue import BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE, CQ_UNIT, ConsumeQueue
 from ferrymq.store.mapped_file import SelectMappedBufferResult
 from ferrymq.store.results import GetMessageResult, GetMessageStatus
+
+log = logging.getLogger(__name__)
 
 
 class MessageFilter(Protocol):
@@ -55,6 +59,78 @@ def _record_properties(view: memoryview) -> dict[str, str]:
     return check.record.properties if check.record is not None else {}
 
 
+# TOTALSIZE, MAGICCODE, BODYCRC, QUEUEID, (FLAG), QUEUEOFFSET, PHYSICALOFFSET, (..), BODYLEN
+_SERVE_HEAD = struct.Struct(">iIii4xqq48xi")
+assert _SERVE_HEAD.size == rec.RECORD_HEAD.size
+_MAGIC = rec.MESSAGE_MAGIC_CODE
+_BODY_POS = rec.BODY_POS
+_crc32 = rec.crc32
+_damaged_reported: set[int] = set()
+
+
+def _intact(
+    view: memoryview, size: int, phy: int, topic: bytes, queue_id: int, queue_offset: int
+) -> bool:
+    """Whether the record a unit points at is the one it should be, undamaged: size, magic,
+    its own position, topic, queue and queue offset, lengths that add up, the body CRC and
+    properties a client can decode (one struct read, one CRC and one decode per record)."""
+    if size < rec.MIN_RECORD_SIZE:
+        return False
+    total, magic, crc, qid, qoff, phy_field, body_len = _SERVE_HEAD.unpack_from(view, 0)
+    if not (
+        total == size
+        and magic == _MAGIC
+        and phy_field == phy
+        and qid == queue_id
+        and qoff == queue_offset
+        and 0 <= body_len <= size - rec.MIN_RECORD_SIZE
+    ):
+        return False
+    tpos = _BODY_POS + body_len
+    ppos = tpos + 1 + len(topic)
+    if view[tpos] != len(topic) or view[tpos + 1 : ppos] != topic or ppos + 2 > size:
+        return False
+    if ppos + 2 + ((view[ppos] << 8) | view[ppos + 1]) != size:
+        return False
+    if _crc32(view[_BODY_POS:tpos]) & 0x7FFFFFFF != crc:
+        return False
+    try:
+        str(view[ppos + 2 : size], "utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _later_unit_within(cq: ConsumeQueue, index: int, max_phy: int) -> bool:
+    """Whether the next non-blank unit from queue offset ``index`` (in this file or a later
+    one) points inside the CommitLog."""
+    for i in range(index, cq.max_offset_in_queue):
+        unit = cq.get_unit(i)
+        if unit is None:
+            return False
+        phy, size, _tags = unit
+        if size != BLANK_UNIT_SIZE:
+            return bool(phy >= 0 and size > 0 and phy + size <= max_phy)
+    return False
+
+
+def _report_damaged(cq: ConsumeQueue, queue_offset: int, phy: int, size: int) -> None:
+    if phy in _damaged_reported:
+        return
+    if len(_damaged_reported) > 4096:
+        _damaged_reported.clear()
+    _damaged_reported.add(phy)
+    log.error(
+        "%s-%d: queue offset %d points at a damaged or foreign record (CommitLog %d, %d "
+        "bytes); not served",
+        cq.topic,
+        cq.queue_id,
+        queue_offset,
+        phy,
+        size,
+    )
+
+
 def read_queue(
     cq: ConsumeQueue,
     commit_log: CommitLog,
@@ -86,6 +162,7 @@ def read_queue(
     span: SelectMappedBufferResult | None = None
     span_start = span_end = 0
     select = commit_log.mapped_file_queue.select
+    topic = cq.topic.encode("utf-8")
     try:
         buf = sel.buffer
         limit = min(sel.size, max_filter_bytes)
@@ -99,7 +176,13 @@ def read_queue(
             ):
                 break
             if phy + size > max_phy:
-                break  # dispatched ahead of a cut CommitLog; never serve it
+                if not _later_unit_within(cq, offset + pos // CQ_STORE_UNIT_SIZE + 1, max_phy):
+                    break  # dispatched ahead of a cut CommitLog; never serve it
+                # A later unit is within the CommitLog: this one is damaged (offsets only grow
+                # along a queue). Passed over, or the queue would stop here for good.
+                _report_damaged(cq, offset + pos // CQ_STORE_UNIT_SIZE, phy, size)
+                pos += CQ_STORE_UNIT_SIZE
+                continue
             if next_phy_file_start >= 0 and phy < next_phy_file_start:
                 pos += CQ_STORE_UNIT_SIZE
                 continue
@@ -108,10 +191,15 @@ def read_queue(
                 continue
             if span is None or phy < span_start or phy + size > span_end:
                 span = select(phy)
-                if span is None or span.size < size:
-                    if span is not None:
-                        span.release()
-                        span = None
+                if span is not None and span.size < size:
+                    # The file is there but the record would run past its data: a damaged
+                    # unit (records never cross files). Only this unit is passed over.
+                    span.release()
+                    span = None
+                    _report_damaged(cq, offset + pos // CQ_STORE_UNIT_SIZE, phy, size)
+                    pos += CQ_STORE_UNIT_SIZE
+                    continue
+                if span is None:
                     if not messages:
                         result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
                     next_phy_file_start = commit_log.roll_next_file(phy)
@@ -121,6 +209,13 @@ def read_queue(
                 span_start = span.start_offset
                 span_end = span_start + span.size
             view = span.buffer[phy - span_start : phy - span_start + size]
+            queue_offset = offset + pos // CQ_STORE_UNIT_SIZE
+            if not _intact(view, size, phy, topic, cq.queue_id, queue_offset):
+                # Never serve a damaged record: the unit is passed over like a filtered one.
+                view.release()
+                _report_damaged(cq, queue_offset, phy, size)
+                pos += CQ_STORE_UNIT_SIZE
+                continue
             if message_filter is not None and not message_filter.is_matched_by_commit_log(
                 view, _record_properties(view)
             ):
@@ -128,7 +223,7 @@ def read_queue(
                 pos += CQ_STORE_UNIT_SIZE
                 continue
             messages.append(view)
-            queue_offsets.append(offset + pos // CQ_STORE_UNIT_SIZE)
+            queue_offsets.append(queue_offset)
             result.buffer_total_size += size
             last_phy_pulled = phy
             result.status = GetMessageStatus.FOUND

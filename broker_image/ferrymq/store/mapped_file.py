@@ -59,14 +59,58 @@ def offset_file_name(offset: int) -> str:
     return f"{offset:0{OFFSET_NAME_DIGITS}d}"
 
 
-def _allocate(fd: int, size: int) -> None:
+class DiskFullError(StoreFileError):
+    """No space left on the device to reserve a store file's blocks (ENOSPC)."""
+
+
+def _zero_fill(fd: int, start: int, size: int) -> None:
+    """Write zeros over ``[start, size)``: reserves the blocks through a path that returns ENOSPC
+    (for filesystems without fallocate)."""
+    chunk = bytes(1 << 20)
+    pos = start
+    while pos < size:
+        n = os.pwrite(fd, chunk[: min(len(chunk), size - pos)], pos)
+        if n <= 0:
+            raise OSError(errno.ENOSPC, "short write")
+        pos += n
+
+
+def reserve_blocks(fd: int, size: int, path: Path) -> None:
+    """Reserve every block of the first ``size`` bytes before the file is mapped.
+
+    A write to a mapped page whose block the filesystem cannot allocate is SIGBUS, which kills
+    the process with no log line; reserved up front, a full disk is an ENOSPC here instead
+    (raised as :class:`DiskFullError`, naming the file and its filesystem's free bytes).
+    Reserving blocks a file already has is cheap, so loading existing files calls it too.
+    """
     try:
-        os.posix_fallocate(fd, 0, size)
+        try:
+            os.posix_fallocate(fd, 0, size)
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+                raise
+            # No fallocate here: write zeros where the file was never written.
+            _zero_fill(fd, os.fstat(fd).st_size, size)
     except OSError as exc:
-        if exc.errno == errno.ENOSPC:
-            raise StoreFileError(f"no space left for a {size}-byte store file") from exc
-        # Filesystems without fallocate: a sparse file (a full disk then shows up on write).
-        os.ftruncate(fd, size)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskFullError(
+                f"{path}: no space left on the store disk to reserve {size} bytes "
+                f"({free_bytes(path.parent)} bytes free)",
+            ) from exc
+        raise StoreFileError(f"{path}: cannot reserve {size} bytes: {exc.strerror}") from exc
+
+
+def free_bytes(path: Path) -> int:
+    """Bytes an unprivileged writer can still allocate on ``path``'s filesystem (-1 unknown);
+    a path not created yet is measured at its nearest existing parent."""
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        st = os.statvfs(probe)
+    except OSError:
+        return -1
+    return st.f_bavail * st.f_frsize
 
 
 class ReferenceResource:
@@ -155,9 +199,7 @@ class SelectMappedBufferResult:
 class MappedFile(ReferenceResource):
     """A file of exactly ``file_size`` bytes mapped read-write; name = start offset (20 digits)."""
 
-    def __init__(
-        self, path: Path, file_size: int, *, create: bool = True, preallocate: bool = False
-    ) -> None:
+    def __init__(self, path: Path, file_size: int, *, create: bool = True) -> None:
         super().__init__()
         self.path = path
         self.file_size = file_size
@@ -174,19 +216,22 @@ class MappedFile(ReferenceResource):
         actual = -1
         try:
             actual = os.fstat(self._fd).st_size
-            if actual != file_size:
-                if actual > file_size:
-                    raise StoreFileError(
-                        f"{path}: size {actual} is larger than the configured {file_size}; "
-                        "was the file size setting changed?"
-                    )
-                if preallocate:
-                    # Reserve the blocks now, so a full disk is a clear error here instead of
-                    # SIGBUS on a later write (CommitLog files, written densely).
-                    _allocate(self._fd, file_size)
-                else:
-                    # Sparse, as upstream: thousands of ConsumeQueue files stay cheap.
-                    os.ftruncate(self._fd, file_size)
+            if actual > file_size:
+                raise StoreFileError(
+                    f"{path}: size {actual} is larger than the configured {file_size}; "
+                    "was the file size setting changed?"
+                )
+            if actual < file_size or create:
+                # Every mapped file (CommitLog, ConsumeQueue, index) gets its blocks reserved
+                # before it is mapped, so no later write through the map can hit a full disk.
+                reserve_blocks(self._fd, file_size, path)
+            else:
+                try:
+                    reserve_blocks(self._fd, file_size, path)
+                except DiskFullError as exc:
+                    # An existing file written sparse (older versions did so for queues and
+                    # index files): it is mapped anyway, its data must stay readable.
+                    log.error("%s; the file stays sparse", exc)
             self._mm = mmap.mmap(
                 self._fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE
             )
@@ -197,6 +242,9 @@ class MappedFile(ReferenceResource):
             if isinstance(exc, StoreFileError):
                 raise
             raise StoreFileError(f"{path}: cannot map {file_size} bytes: {exc.strerror}") from exc
+        # Bytes the file had when opened: less than file_size means it was cut short on disk
+        # (its tail now reads as zeros), which the ConsumeQueue start-up check acts on.
+        self.loaded_size = file_size if create and actual == 0 else actual
         self.wrote_position = 0
         self.flushed_position = 0
         # Store timestamp of the last record appended (ms); for checkpoints and expiry.

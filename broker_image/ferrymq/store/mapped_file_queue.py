@@ -26,12 +26,9 @@ DELETE_FILES_BATCH_MAX = 10
 
 
 class MappedFileQueue:
-    def __init__(
-        self, store_path: Path, mapped_file_size: int, *, preallocate: bool = False
-    ) -> None:
+    def __init__(self, store_path: Path, mapped_file_size: int) -> None:
         self.store_path = store_path
         self.mapped_file_size = mapped_file_size
-        self.preallocate = preallocate
         self._files: list[MappedFile] = []
         self._lock = threading.Lock()
         self.flushed_where = 0
@@ -98,11 +95,7 @@ class MappedFileQueue:
             create_offset = last.file_from_offset + self.mapped_file_size
         else:
             return last
-        mf = MappedFile(
-            self.store_path / offset_file_name(create_offset),
-            self.mapped_file_size,
-            preallocate=self.preallocate,
-        )
+        mf = MappedFile(self.store_path / offset_file_name(create_offset), self.mapped_file_size)
         with self._lock:
             if not self._files:
                 mf.first_create_in_queue = True

@@ -1,9 +1,17 @@
 """The store facade (upstream ``DefaultMessageStore``): load order, recovery, put/get, services.
 
 Start-up order (written once, here): abort-file check -> checkpoint -> map CommitLog, queues and
-index files -> recover queues -> scan the CommitLog (normal or abnormal start) and cut the torn
-tail -> cut queue units / index files beyond it -> choose where dispatch resumes and catch up ->
-rebuild the per-queue offset table -> create the abort file -> start flush, reput and cleanup.
+index files -> recover queues -> scan the CommitLog (normal or abnormal start), skip damaged
+records and cut the torn tail -> cut queue units / index files beyond it, blank units of damaged
+records -> check every ConsumeQueue against the CommitLog (files cut short, last entry) -> choose
+where dispatch resumes (early enough to rebuild what a check cut) and catch up -> rebuild the
+per-queue offset table -> create the abort file -> start flush, reput and cleanup.
+
+A full disk: every mapped file's blocks are reserved before it is mapped (no SIGBUS). A CommitLog
+file that cannot be reserved refuses puts (SERVICE_NOT_AVAILABLE, remark naming the file and the
+free bytes) until the disk has room for one; a ConsumeQueue/index file that cannot be reserved
+stops dispatch where it is (retried every second from the CommitLog, nothing lost) and refuses
+puts meanwhile.
 
 All public methods run on the event loop that called :meth:`MessageStore.start`. Appends are
 synchronous on that loop; ``put_*`` awaits only the durability waits (group commit and, when a
@@ -32,7 +40,7 @@ from ferrymq.store.checkpoint import StoreCheckpoint
 from ferrymq.store.cleanup import CleanupService, DiskUsage, disk_used_ratio
 from ferrymq.store.commit_log import AppendError, CommitLog
 from ferrymq.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
-from ferrymq.store.consume_queue import BLANK_UNIT_SIZE
+from ferrymq.store.consume_queue import BLANK_UNIT_SIZE, ConsumeQueue
 from ferrymq.store.consume_queue_store import ConsumeQueueStore
 from ferrymq.store.dispatch import (
     BuildConsumeQueue,
@@ -45,7 +53,12 @@ from ferrymq.store.dispatch import (
 from ferrymq.store.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
 from ferrymq.store.get_message import MessageFilter, PullLimits, offset_status, read_queue
 from ferrymq.store.index_service import IndexService
-from ferrymq.store.mapped_file import SelectMappedBufferResult, StoreFileError
+from ferrymq.store.mapped_file import (
+    DiskFullError,
+    SelectMappedBufferResult,
+    StoreFileError,
+    free_bytes,
+)
 from ferrymq.store.results import (
     AppendMessageResult,
     AppendMessageStatus,
@@ -112,9 +125,13 @@ class MessageStore:
         self._shutdown = False
         self.disk_full = False
         self.disk_full_reason = ""
+        self._reserve_failed = ""  # why a CommitLog file could not be reserved ("" when none)
         self.writeable = True
         self.last_exit_ok: bool | None = None
         self.recovery_stats: dict[str, str] = {}
+        self._recovery_skipped_records = 0
+        self._recovery_skipped_bytes = 0
+        self.consume_queues_rebuilt = 0
         self._put_times_total = 0
         self._put_size_total = 0
         self._get_found_total = 0
@@ -181,12 +198,18 @@ class MessageStore:
             start = recovery.normal_start_index(len(files))
         else:
             start = recovery.abnormal_start_index(files, trusted_ms)
-        scan = recovery.scan_valid_end(files, start, cfg.check_crc_on_recover, trusted_ms)
+        queue_check = recovery.QueueEndCheck(
+            {(cq.topic.encode(), cq.queue_id): cq.max_offset_in_queue for cq in self.consume_queues}
+        )
+        scan = recovery.scan_valid_end(
+            files, start, cfg.check_crc_on_recover, trusted_ms, queue_check
+        )
         end = scan.end_offset
         # After a crash, records newer than the checkpoint may be missing from some queue.
         abnormal_start = None if last_exit_ok else scan.first_after
         mfq.truncate_dirty_files(end)
         mfq.flushed_where = end
+        self._note_damaged(scan)
         if not files:
             # An empty CommitLog makes every derived file meaningless.
             self.consume_queues.destroy_all()
@@ -195,6 +218,8 @@ class MessageStore:
             self.consume_queues.truncate_dirty(end)
             self.index_service.drop_beyond(end)
         commit_min = max(self.commit_log.min_offset, 0)
+        blanked = self.consume_queues.blank_units_in(scan.damaged)
+        rebuild_from = self._check_consume_queues(commit_min) if files else None
         self.consume_queues.correct_min_offsets(commit_min)
         reput_from = recovery.choose_reput_offset(
             commit_min,
@@ -203,6 +228,23 @@ class MessageStore:
             self.index_service.resume_offset() if cfg.message_index_enable else None,
             abnormal_start,
         )
+        if rebuild_from is not None:
+            reput_from = max(commit_min, min(reput_from, rebuild_from))
+        if 0 <= queue_check.rebuild_from < reput_from:
+            # A queue lacks records the CommitLog holds before where dispatch would resume (a
+            # file of it deleted or cut): dispatch from the first of them rebuilds it.
+            names = sorted(
+                f"{t.decode(errors='replace')}-{q}"
+                for (t, q), first in queue_check.short.items()
+                if first < reput_from
+            )
+            log.error(
+                "ConsumeQueue(s) %s lack records the CommitLog holds from offset %d; rebuilt",
+                ", ".join(names),
+                queue_check.rebuild_from,
+            )
+            self.consume_queues_rebuilt += len(names)
+            reput_from = max(commit_min, queue_check.rebuild_from)
         self.reput.reput_from_offset = reput_from
         redispatched = self.reput.do_reput(notify=False)
         self.commit_log.topic_queue_table = self.consume_queues.topic_queue_table()
@@ -212,11 +254,67 @@ class MessageStore:
             "recoveredCommitLogEnd": str(end),
             "recoverStopReason": scan.stop_reason,
             "recoveredMessages": str(scan.messages),
+            "recoverDamagedRecords": str(len(scan.damaged)),
+            "recoverDamagedUnitsBlanked": str(blanked),
+            "consumeQueuesRebuilt": str(self.consume_queues_rebuilt),
             "reputFromOffset": str(reput_from),
             "redispatchedMessages": str(redispatched),
             "recoverTimeMs": str(int((time.monotonic() - started) * 1000)),
         }
         log.info("store recovered: %s", self.recovery_stats)
+
+    def _note_damaged(self, scan: recovery.ScanResult) -> None:
+        """Damaged records the scan skipped: logged with offsets, counted, and handed to
+        dispatch so it steps over them without counting them again."""
+        for (start, stop), why in zip(scan.damaged, scan.damaged_reasons, strict=True):
+            log.error(
+                "damaged CommitLog record skipped at recovery: offsets %d..%d (%d bytes): %s",
+                start,
+                stop,
+                stop - start,
+                why,
+            )
+            self._recovery_skipped_bytes += stop - start
+        self._recovery_skipped_records += len(scan.damaged)
+        self.reput.skip_ranges.update(scan.damaged)
+
+    def _check_consume_queues(self, commit_min: int) -> int | None:
+        """Every ConsumeQueue against the CommitLog (files cut short, last entry); returns the
+        CommitLog offset from which dispatch must run to rebuild what was cut (None: none)."""
+        matches = self.commit_log.record_matches
+        rebuild_from: int | None = None
+        for cq in self.consume_queues:
+
+            def check(offset: int, size: int, queue_offset: int, cq: ConsumeQueue = cq) -> bool:
+                # Units of expired CommitLog files cannot be checked and need no rebuild.
+                return offset < commit_min or matches(
+                    offset, size, cq.topic, cq.queue_id, queue_offset
+                )
+
+            rebuild, why = cq.check_units(check)
+            if not rebuild:
+                continue
+            start = cq.max_physic_offset if cq.max_physic_offset >= 0 else commit_min
+            log.error(
+                "ConsumeQueue %s-%d: %s; rebuilt from the CommitLog from offset %d",
+                cq.topic,
+                cq.queue_id,
+                why,
+                start,
+            )
+            self.consume_queues_rebuilt += 1
+            rebuild_from = start if rebuild_from is None else min(rebuild_from, start)
+        return rebuild_from
+
+    @property
+    def corrupt_records_skipped(self) -> int:
+        """Damaged CommitLog records skipped since start (by recovery and by dispatch); each
+        is logged at ERROR with its offsets."""
+        return self._recovery_skipped_records + self.reput.corrupt_records_skipped
+
+    @property
+    def corrupt_bytes_skipped(self) -> int:
+        return self._recovery_skipped_bytes + self.reput.corrupt_bytes_skipped
 
     def _create_abort_file(self) -> None:
         path = self.config.abort_path
@@ -248,8 +346,13 @@ class MessageStore:
         clean = self._running
         self._running = False
         if clean and self.reput.behind() == 0:
-            await asyncio.to_thread(self._final_sync)
-            self.config.abort_path.unlink(missing_ok=True)
+            try:
+                await asyncio.to_thread(self._final_sync)
+            except OSError as exc:
+                # The abort file stays: the next start recovers as after a crash.
+                log.error("final flush at shutdown failed: %s", exc)
+            else:
+                self.config.abort_path.unlink(missing_ok=True)
         self.commit_log.mapped_file_queue.shutdown()
         self.consume_queues.shutdown()
         self.index_service.shutdown()
@@ -269,7 +372,8 @@ class MessageStore:
     def _flush_derived(self, least_pages: int) -> tuple[int, int]:
         """Blocking: ConsumeQueues then index files; the timestamps now durable."""
         logics_ts = self._cq_builder.last_store_timestamp
-        self.consume_queues.flush(least_pages)
+        if not self.consume_queues.flush(least_pages):
+            logics_ts = 0  # some queue still has units only in memory: the time cannot move
         # the index timestamp reaches the checkpoint only from thorough (least 0) rounds
         index = self.config.message_index_enable
         index_ts = self.index_service.flush(data=least_pages == 0) if index else 0
@@ -279,7 +383,8 @@ class MessageStore:
 
     @property
     def is_disk_full(self) -> bool:
-        return self.disk_full
+        """The disk check's verdict, or a file that could not be reserved (puts are refused)."""
+        return self.disk_full or bool(self._reserve_failed or self.reput.dispatch_error)
 
     def _set_disk_full(self, full: bool, reason: str) -> None:
         if full != self.disk_full:
@@ -319,7 +424,38 @@ class MessageStore:
             return PutMessageResult(
                 PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=self.disk_full_reason
             )
+        if self._reserve_failed and not self._space_returned():
+            return PutMessageResult(
+                PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=self._reserve_failed
+            )
+        if self.reput.dispatch_error:
+            # Dispatch cannot reserve a ConsumeQueue or index file: the messages it has not
+            # indexed stay in the CommitLog and are indexed once it can; new ones wait.
+            return PutMessageResult(
+                PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=self.reput.dispatch_error
+            )
         return None
+
+    def _space_returned(self) -> bool:
+        """After a CommitLog file could not be reserved: whether the disk now has room for one
+        (a statvfs, not a new attempt per put, which on a nearly full disk would allocate and
+        free up to a whole file each time)."""
+        if free_bytes(self.config.commit_log_dir) < self.config.mapped_file_size_commit_log:
+            return False
+        log.warning("store disk has room again; puts resume")
+        self._reserve_failed = ""
+        return True
+
+    def _put_file_failed(self, exc: StoreFileError) -> PutMessageResult:
+        if isinstance(exc, DiskFullError):
+            if not self._reserve_failed:
+                log.error("puts refused until space returns: %s", exc)
+            self._reserve_failed = f"disk full: {exc}"
+            return PutMessageResult(
+                PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=self._reserve_failed
+            )
+        log.error("put failed: %s", exc)
+        return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, remark=str(exc))
 
     # --- put --------------------------------------------------------------------------------
 
@@ -343,7 +479,7 @@ class MessageStore:
         except AppendError as exc:
             return self._append_failed(exc)
         except StoreFileError as exc:
-            return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, remark=str(exc))
+            return self._put_file_failed(exc)
         self._put_times_total += 1
         self._put_size_total += result.wrote_bytes
         self.reput.wakeup()
@@ -363,7 +499,7 @@ class MessageStore:
             except AppendError as exc:
                 return self._append_failed(exc)
             except StoreFileError as exc:
-                return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, remark=str(exc))
+                return self._put_file_failed(exc)
             # As upstream, the batch's own properties decide whether to wait for the disk.
             return await self._after_append(result, batch.properties)
         else:
@@ -381,7 +517,7 @@ class MessageStore:
         except AppendError as exc:
             return self._append_failed(exc)
         except StoreFileError as exc:
-            return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, remark=str(exc))
+            return self._put_file_failed(exc)
         wait = all(_wait_store_msg_ok(m.properties) for m in items) and _wait_store_msg_ok(
             header.properties
         )
@@ -570,11 +706,14 @@ class MessageStore:
         if sel is None:
             return None
         try:
-            return rec.decode_message_ext(sel.buffer, 0, size)
+            # CRC-checked, and the record must name its own offset: a damaged record (or an
+            # index entry pointing into the middle of one) is never served by id or key.
+            found = rec.decode_message_ext(sel.buffer, 0, size, check_crc=True)
         except ValueError:
             return None
         finally:
             sel.release()
+        return found if found.commit_log_offset == commit_log_offset else None
 
     def query_message(
         self, topic: str, key: str, max_num: int, begin: int, end: int
@@ -663,7 +802,10 @@ class MessageStore:
             "getMessageMissTotal": str(self._get_miss_total),
             "consumeQueueCount": str(sum(1 for _ in self.consume_queues)),
             "indexFileCount": str(len(self.index_service.files)),
-            "diskFull": str(self.disk_full).lower(),
+            "diskFull": str(self.is_disk_full).lower(),
+            "commitLogCorruptRecordsSkipped": str(self.corrupt_records_skipped),
+            "commitLogCorruptBytesSkipped": str(self.corrupt_bytes_skipped),
+            "dispatchErrors": str(self.reput.dispatch_errors),
             "flushDiskType": self.config.flush_disk_type.value,
             "physicMsgTimestamp": str(self.checkpoint.physic_msg_timestamp),
             "logicsMsgTimestamp": str(self.checkpoint.logics_msg_timestamp),

@@ -31,6 +31,7 @@ Pure functions over buffers: no files here. Spark executors and the client reuse
 from __future__ import annotations
 
 import enum
+import mmap
 import struct
 import zlib
 from collections.abc import Iterator
@@ -402,6 +403,53 @@ def validate_record(
     if check_crc and crc32(buf[pos + BODY_POS : tpos]) & 0x7FFFFFFF != crc:
         return RecordKind.INVALID, 0, 0, 0
     return RecordKind.MESSAGE, total, physical_offset, store_ts
+
+
+_MESSAGE_MAGIC_BYTES = MESSAGE_MAGIC_CODE.to_bytes(4, "big")
+_BLANK_MAGIC_BYTES = BLANK_MAGIC_CODE.to_bytes(4, "big")
+
+
+def find_next_valid(buf: mmap.mmap | bytes | bytearray, start: int, limit: int, base: int) -> int:
+    """The first position ``>= start`` in ``buf[:limit]`` where a record that passes every check
+    of :func:`validate_record` (CRC included) *and* whose PHYSICALOFFSET equals ``base`` + its
+    position begins, or a blank record ending exactly at ``limit``; -1 when there is none.
+
+    Skipping a damaged record: records are not aligned, so candidates are found by their magic
+    code (``find`` on the buffer, memchr speed), and only a candidate that names its own
+    position counts, which a body that merely contains the magic bytes never does. ``buf``
+    must have ``find`` (an ``mmap``, bytes); ``limit`` is the end of the file's data.
+    """
+    finder = buf.find
+    view = memoryview(buf)
+    try:
+        best = -1
+        pos = start
+        while pos < limit:
+            hit = finder(_MESSAGE_MAGIC_BYTES, pos + MAGIC_POS, limit)
+            if hit < 0:
+                break
+            cand = hit - MAGIC_POS
+            kind, _size, phy, _ts = validate_record(view, cand, limit, True)
+            if kind is RecordKind.MESSAGE and phy == base + cand:
+                best = cand
+                break
+            pos = cand + 1
+        # A blank filler that ends the file is a resynchronisation point as well (the damaged
+        # record was the file's last message).
+        pos = start
+        while pos < limit and (best < 0 or pos < best):
+            hit = finder(_BLANK_MAGIC_BYTES, pos + MAGIC_POS, limit if best < 0 else best + 4)
+            if hit < 0:
+                break
+            cand = hit - MAGIC_POS
+            if cand >= start:
+                (total,) = _I32.unpack_from(view, cand)
+                if cand + total == limit and total >= BLANK_HEAD.size:
+                    return cand
+            pos = cand + 1
+        return best
+    finally:
+        view.release()
 
 
 DispatchFields = tuple[int, int, int, int, int, int, int, str, str]

@@ -47,11 +47,16 @@ def script(namesrv_addr: str, audit: AuditSpec) -> str:
 
 
 def claim(owner: Owner, audit: AuditSpec) -> dict[str, Any]:
+    """The snapshot history and reports. No owner reference: like the store claims of a
+    StatefulSet, the history outlives the Broker (deleting the Broker keeps it; re-creating the
+    Broker continues it), so only a person deletes it."""
     spec = pod.claim_spec(audit.storage)
+    metadata = names.metadata(owner, audit_name(owner.name), labels(owner))
+    del metadata["ownerReferences"]
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": names.metadata(owner, audit_name(owner.name), labels(owner)),
+        "metadata": metadata,
         "spec": spec,
     }
 
@@ -82,6 +87,8 @@ def cronjob(
             **({"limits": dict(limits)} if limits else {}),
         }
     pod_spec: dict[str, Any] = {
+        # on a host-network cluster a pod off the node's network has no network at all
+        **pod.host_network(spec.host_network),
         "restartPolicy": "Never",
         "securityContext": pod.pod_security_context(),
         "containers": [container],

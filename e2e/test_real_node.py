@@ -1,0 +1,479 @@
+"""The real-node suite (issue 16): the chart's operator, a NameServer of 2 and a Broker of
+2 groups x (master + slave), SYNC_MASTER, all on the one node of scripts/k8s-node.sh with host
+networking (per-pod ports as the hostNetwork contract says), driven from the host.
+
+Only on that cluster (``E2E_NODE=1``). The tests share one NameServer/Broker pair and run in file
+order: produce/consume (ferrymq and the upstream C++ client), kill -9 of a master, the pause and
+manual-restart annotations, a config roll under load, scale 2 -> 3 -> 2, the audit CronJob, and
+deletion of the custom resources.
+
+Ports (contract-hostnetwork.md): NameServer pod k listens on PORT + k; broker pod with global index
+i = group * replicasPerGroup + brokerId on LISTEN_PORT + 10 * i. Non-default bases keep the suite
+clear of anything using RocketMQ's defaults on this host.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e.kind_env import NODE_MODE, ROOT, Kube, run, wait_for
+
+pytestmark = pytest.mark.skipif(
+    not NODE_MODE, reason='only on the scripts/k8s-node.sh cluster (eval "$(k8s-node.sh env)")'
+)
+
+NS_NAME = "routes"
+BROKER = "orders"
+NS_PORT = 19876
+NS_REPLICAS = 2
+LISTEN_PORT = 20911
+PER_GROUP = 2
+NAMESRV = ";".join(f"127.0.0.1:{NS_PORT + k}" for k in range(NS_REPLICAS))
+CPP_CLIENT = ROOT / "tests" / "interop" / "cpp_client.py"
+PAUSE = "ferrymq.io/pause-reconciliation"
+RESTART = "ferrymq.io/manual-rolling-restart"
+
+
+def broker_port(group: int, broker_id: int) -> int:
+    return LISTEN_PORT + 10 * (group * PER_GROUP + broker_id)
+
+
+def nameserver_cr(image: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "ferrymq.io/v1alpha1",
+        "kind": "NameServer",
+        "metadata": {"name": NS_NAME},
+        "spec": {
+            "replicas": NS_REPLICAS,
+            "image": image,
+            "imagePullPolicy": "Never",
+            "hostNetwork": True,
+            "port": NS_PORT,
+            # One node: a Required rule would leave the second replica Pending.
+            "podAntiAffinity": "Preferred",
+        },
+    }
+
+
+def broker_cr(image: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "ferrymq.io/v1alpha1",
+        "kind": "Broker",
+        "metadata": {"name": BROKER},
+        "spec": {
+            "nameServerRef": {"name": NS_NAME},
+            "groups": 2,
+            "replicasPerGroup": PER_GROUP,
+            "brokerRole": "SYNC_MASTER",
+            "image": image,
+            "imagePullPolicy": "Never",
+            "hostNetwork": True,
+            "listenPort": LISTEN_PORT,
+            "externalAccess": {"type": "HostNetwork"},
+            "podAntiAffinity": "Preferred",
+            "storage": {"size": "1Gi", "deleteClaimOnScaleDown": True},
+            "config": {"autoCreateTopicEnable": "true", "slaveReadEnable": "true"},
+        },
+    }
+
+
+def ready(kube: Kube, plural: str, name: str) -> bool:
+    cond = kube.condition(plural, name, "Ready")
+    return bool(cond and cond.get("status") == "True")
+
+
+def broker_pods(kube: Kube) -> dict[str, dict[str, Any]]:
+    items = kube.get_json("pods").get("items", [])
+    return {
+        p["metadata"]["name"]: p
+        for p in items
+        if p["metadata"]["name"].startswith(f"{BROKER}-broker-")
+    }
+
+
+def pod_ready(pod: dict[str, Any]) -> bool:
+    conds = (pod.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def traffic(*args: str, timeout: float = 300) -> tuple[int, list[dict[str, Any]]]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "e2e.traffic", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    events = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode not in (0, 3):
+        raise AssertionError(f"traffic {args} crashed ({proc.returncode}): {proc.stderr[-2000:]}")
+    return proc.returncode, events
+
+
+def acked(events: list[dict[str, Any]]) -> list[str]:
+    return [e["acked"] for e in events if "acked" in e]
+
+
+def consumed(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {e["body"]: e for e in events if "body" in e}
+
+
+def produce(topic: str, prefix: str, count: int) -> list[str]:
+    rc, events = traffic("produce", NAMESRV, topic, "--count", str(count), "--prefix", prefix)
+    bodies = acked(events)
+    assert rc == 0 and len(bodies) == count, events[-5:]
+    return bodies
+
+
+def consume_all(
+    topic: str, group: str, expected: list[str], timeout: float = 180
+) -> dict[str, dict[str, Any]]:
+    """Consumes until every expected body arrived (a send that failed on the client may still
+    have been stored, so counting messages is not enough)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        until = Path(tmp) / "expected.json"
+        until.write_text(json.dumps(expected))
+        _rc, events = traffic(
+            "consume", NAMESRV, topic, group, "--until-file", str(until), "--from-first",
+            "--timeout", str(timeout), timeout=timeout + 60,
+        )  # fmt: skip
+    got = consumed(events)
+    missing = sorted(set(expected) - set(got))
+    assert not missing, f"{len(missing)} acknowledged message(s) not consumed: {missing[:10]}"
+    return got
+
+
+@pytest.fixture(scope="module")
+def stack(kube: Kube, broker_image: str) -> Iterator[Kube]:
+    kube.apply(nameserver_cr(broker_image))
+    kube.apply(broker_cr(broker_image))
+    wait_for("the NameServer Ready", lambda: ready(kube, "nameservers", NS_NAME), timeout=600)
+    wait_for("the Broker Ready", lambda: ready(kube, "brokers", BROKER), timeout=900)
+    yield kube
+
+
+def test_operator_runs_in_a_pod_on_the_host_network_and_stays_ready(kube: Kube) -> None:
+    pods = [
+        p for p in kube.get_json("pods").get("items", []) if "operator" in p["metadata"]["name"]
+    ]
+    assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
+    pod = pods[0]
+    assert pod["spec"].get("hostNetwork") is True
+    assert pod["spec"].get("dnsPolicy") == "ClusterFirstWithHostNet"
+    assert pod_ready(pod)
+    assert all(s["restartCount"] == 0 for s in pod["status"]["containerStatuses"])
+
+
+def test_nameserver_and_broker_pods_share_the_node_on_their_own_ports(stack: Kube) -> None:
+    ns_pods = [
+        p
+        for p in stack.get_json("pods").get("items", [])
+        if p["metadata"]["name"].startswith(f"{NS_NAME}-namesrv-")
+    ]
+    assert len(ns_pods) == NS_REPLICAS
+    pods = broker_pods(stack)
+    assert sorted(pods) == [f"{BROKER}-broker-{g}-{b}" for g in range(2) for b in range(2)]
+    for pod in [*ns_pods, *pods.values()]:
+        assert pod["spec"]["nodeName"] == "127.0.0.1"
+        assert pod["spec"].get("hostNetwork") is True
+        assert pod_ready(pod), pod["metadata"]["name"]
+    for k in range(NS_REPLICAS):
+        assert listening(NS_PORT + k), f"NameServer pod {k} not on {NS_PORT + k}"
+    for g in range(2):
+        for b in range(2):
+            assert listening(broker_port(g, b)), f"broker {g}-{b} not on {broker_port(g, b)}"
+        # The master's HA port (listenPort + 1) takes the slave's replication connection.
+        assert listening(broker_port(g, 0) + 1), f"master {g} HA port {broker_port(g, 0) + 1}"
+    # The group ConfigMaps carry each pod's own ports (broker-<id>.conf).
+    conf = stack.get_json("configmap", f"{BROKER}-broker-1-config")["data"]
+    assert f"listenPort={broker_port(1, 1)}" in conf["broker-1.conf"]
+    assert f"haListenPort={broker_port(1, 0) + 1}" in conf["broker-0.conf"]
+
+
+def test_produce_and_consume_from_the_host_with_tags_and_keys(stack: Kube) -> None:
+    topic = "node-host"
+    bodies = produce(topic, "host", 200)
+    got = consume_all(topic, "g-host", bodies)
+    for body in bodies:
+        i = int(body.rsplit("-", 1)[1])
+        assert got[body]["tags"] == f"Tag{i % 3}"
+        assert got[body]["keys"] == [f"key-host-{i}"]
+
+
+def run_cpp(args: list[str], home: Path, timeout: float) -> tuple[int, list[dict[str, Any]]]:
+    proc = subprocess.run(
+        [sys.executable, str(CPP_CLIENT), *args],
+        capture_output=True,
+        timeout=timeout,
+        env={**os.environ, "HOME": str(home)},  # the C++ client logs under $HOME/logs
+        check=False,
+    )
+    out = proc.stdout.decode(errors="replace").splitlines()
+    events = [json.loads(line) for line in out if line.startswith("{")]
+    if proc.returncode not in (0, 3):
+        raise AssertionError(f"C++ client crashed ({proc.returncode}): {proc.stderr[-2000:]!r}")
+    return proc.returncode, events
+
+
+def test_the_upstream_cpp_client_produces_and_consumes_from_the_host(
+    stack: Kube, tmp_path: Path
+) -> None:
+    pytest.importorskip("rocketmq.client", reason="rocketmq==0.4.4 (the interop extra) missing")
+    topic = "node-cpp"
+    rc, sent = run_cpp(["produce", NAMESRV, topic, "50"], tmp_path, timeout=180)
+    assert rc == 0 and len(sent) == 50 and all(e["status"] == 0 for e in sent), sent[-3:]
+    rc, events = run_cpp(["consume", NAMESRV, topic, "g-cpp", "50", "120"], tmp_path, 240)
+    got = {e["body"]: e for e in events if "body" in e}
+    assert rc == 0 and len(got) == 50
+    for i in range(50):
+        assert got[f"cpp-body-{i}"]["tags"] == "TagCpp"
+        assert got[f"cpp-body-{i}"]["keys"] == f"cpp-key-{i}"
+    # And ferrymq's consumer reads what the C++ producer wrote, tags and keys intact.
+    rc, events = traffic(
+        "consume", NAMESRV, topic, "g-cpp-ferrymq", "--count", "50", "--from-first",
+        "--timeout", "120", timeout=240,
+    )  # fmt: skip
+    mine = consumed(events)
+    assert mine["cpp-body-7"]["tags"] == "TagCpp" and mine["cpp-body-7"]["keys"] == ["cpp-key-7"]
+
+
+def container_pid(kube: Kube, pod: str) -> tuple[int, int]:
+    """The host PID of the pod's broker container (node's dockerd) and its restart count."""
+    status = kube.get_json("pod", pod)["status"]["containerStatuses"][0]
+    cid = status["containerID"].removeprefix("docker://")
+    # Debian's client matches the node's Debian dockerd (DOCKER_HOST from k8s-node.sh env).
+    docker = "/usr/bin/docker" if os.access("/usr/bin/docker", os.X_OK) else "docker"
+    out = run([docker, "inspect", "-f", "{{.State.Pid}}", cid]).stdout.strip()
+    return int(out), int(status["restartCount"])
+
+
+def test_kill_9_of_a_master_consumers_continue_and_it_returns_with_every_ack(
+    stack: Kube,
+) -> None:
+    topic = "node-kill"
+    bodies = produce(topic, "kill", 200)
+    master = f"{BROKER}-broker-0-0"
+    pid, restarts = container_pid(stack, master)
+    os.kill(pid, signal.SIGKILL)
+    # While the master restarts, a new group reads group 0's queues from its slave.
+    consume_all(topic, "g-kill-during", bodies)
+    wait_for(
+        "the killed master restarted and Ready",
+        lambda: (
+            (p := broker_pods(stack).get(master))
+            and pod_ready(p)
+            and p["status"]["containerStatuses"][0]["restartCount"] > restarts
+        ),
+        timeout=300,
+    )
+    # Back: the master's own store (its volume) still has every acknowledged message.
+    consume_all(topic, "g-kill-after", bodies)
+    wait_for("the Broker Ready again", lambda: ready(stack, "brokers", BROKER), timeout=300)
+
+
+def test_pause_and_manual_restart_annotations_act_within_10_s(stack: Kube) -> None:
+    stack.ns("annotate", "brokers", BROKER, f"{PAUSE}=true", "--overwrite")
+    wait_for(
+        "ReconciliationPaused=True",
+        lambda: (
+            (c := stack.condition("brokers", BROKER, "ReconciliationPaused"))
+            and c.get("status") == "True"
+        ),
+        timeout=10,
+    )
+    stack.ns("annotate", "brokers", BROKER, f"{PAUSE}-")
+    wait_for(
+        "ReconciliationPaused cleared",
+        lambda: (
+            (c := stack.condition("brokers", BROKER, "ReconciliationPaused")) is None
+            or c.get("status") != "True"
+        ),
+        timeout=10,
+    )
+    before = {name: p["metadata"]["uid"] for name, p in broker_pods(stack).items()}
+    stack.ns("annotate", "brokers", BROKER, f"{RESTART}={int(time.time())}", "--overwrite")
+
+    def a_pod_restarted() -> bool:
+        now = broker_pods(stack)
+        return any(
+            name not in now
+            or now[name]["metadata"]["uid"] != uid
+            or now[name]["metadata"].get("deletionTimestamp")
+            for name, uid in before.items()
+        )
+
+    wait_for("the first pod of the manual restart", a_pod_restarted, timeout=10)
+    wait_for(
+        "every broker pod restarted and the Broker Ready",
+        lambda: (
+            all(
+                (p := broker_pods(stack).get(name)) and p["metadata"]["uid"] != uid and pod_ready(p)
+                for name, uid in before.items()
+            )
+            and ready(stack, "brokers", BROKER)
+        ),
+        timeout=900,
+    )
+
+
+def test_a_config_change_rolls_one_pod_at_a_time_slaves_first_losing_no_ack(
+    stack: Kube, tmp_path: Path
+) -> None:
+    topic = "node-roll"
+    stop, expect = tmp_path / "stop", tmp_path / "expected.json"
+    before = {name: p["metadata"]["uid"] for name, p in broker_pods(stack).items()}
+    producer = subprocess.Popen(
+        [sys.executable, "-m", "e2e.traffic", "produce", NAMESRV, topic, "--count", "1000000",
+         "--prefix", "roll", "--stop-file", str(stop), "--deadline", "1500", "--interval", "0.05"],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    consumer = subprocess.Popen(
+        [sys.executable, "-m", "e2e.traffic", "consume", NAMESRV, topic, "g-roll",
+         "--until-file", str(expect), "--from-first", "--timeout", "1800"],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    replaced: list[str] = []
+    most_unready = 0
+    try:
+        stack.ns(
+            "patch", "brokers", BROKER, "--type=merge",
+            "-p", json.dumps({"spec": {"config": {"flushIntervalCommitLog": "400"}}}),
+        )  # fmt: skip
+        deadline = time.monotonic() + 1200
+        while time.monotonic() < deadline:
+            pods = broker_pods(stack)
+            # Pods the roll has taken down: deleted, terminating, or replaced and not Ready yet
+            # (a pod restarted in place by its liveness probe is not the roll's doing).
+            most_unready = max(
+                most_unready,
+                sum(
+                    1
+                    for n, uid in before.items()
+                    if n not in pods
+                    or pods[n]["metadata"].get("deletionTimestamp")
+                    or (pods[n]["metadata"]["uid"] != uid and not pod_ready(pods[n]))
+                ),
+            )
+            for name, uid in before.items():
+                if name in pods and pods[name]["metadata"]["uid"] != uid and name not in replaced:
+                    replaced.append(name)
+            if len(replaced) == len(before) and ready(stack, "brokers", BROKER):
+                break
+            time.sleep(1)  # sampling interval of the pod watch
+        assert len(replaced) == len(before), f"roll incomplete: replaced {replaced}"
+        stop.touch()
+        out, _ = producer.communicate(timeout=120)
+        bodies = [json.loads(line)["acked"] for line in out.splitlines() if '"acked"' in line]
+        assert len(bodies) > 50, "the producer acknowledged almost nothing during the roll"
+        expect.write_text(json.dumps(bodies))
+        out, _ = consumer.communicate(timeout=600)
+    finally:
+        # Never leave the host-side clients running after a failure (they are ours, by PID).
+        stop.touch()
+        for proc in (producer, consumer):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=30)
+    got = {json.loads(line)["body"] for line in out.splitlines() if '"body"' in line}
+    missing = sorted(set(bodies) - got)
+    assert not missing, f"{len(missing)} acknowledged message(s) lost in the roll: {missing[:10]}"
+    assert most_unready <= 1, f"the roll had {most_unready} broker pods down at once"
+    for g in range(2):
+        slave, master = f"{BROKER}-broker-{g}-1", f"{BROKER}-broker-{g}-0"
+        assert replaced.index(slave) < replaced.index(master), replaced
+
+
+def test_scale_out_to_3_groups_copies_topics_and_in_to_2_drains(stack: Kube) -> None:
+    topic = "node-host"  # created on groups 0 and 1 by the first test
+    stack.ns("patch", "brokers", BROKER, "--type=merge", "-p", '{"spec":{"groups":3}}')
+    wait_for(
+        "group 2 Ready with the cluster's topics",
+        lambda: (
+            ready(stack, "brokers", BROKER)
+            and 2
+            in (
+                (stack.get_json("brokers", BROKER).get("status") or {}).get("topicSyncedGroups")
+                or []
+            )
+        ),
+        timeout=900,
+    )
+    rc, events = traffic("produce", NAMESRV, topic, "--count", "120", "--prefix", "scale")
+    assert rc == 0
+    assert any(e["queue"].startswith(f"{BROKER}-broker-2:") for e in events if "queue" in e)
+    bodies = acked(events)
+    stack.ns("patch", "brokers", BROKER, "--type=merge", "-p", '{"spec":{"groups":2}}')
+    # Consumers empty group 2 (writes are off), which is what lets the drain finish.
+    consume_all(topic, "g-scale", bodies, timeout=600)
+    wait_for(
+        "group 2 drained and removed",
+        lambda: not stack.ns("get", "statefulset", f"{BROKER}-broker-2", "--ignore-not-found"),
+        timeout=900,
+    )
+    events_text = stack.ns("get", "events", "--field-selector", f"involvedObject.name={BROKER}")
+    assert "Drained" in events_text, events_text
+    wait_for("the Broker Ready after scale-in", lambda: ready(stack, "brokers", BROKER), 600)
+
+
+def test_the_audit_cronjob_runs_to_completion_with_default_settings(stack: Kube) -> None:
+    stack.ns(
+        "patch", "brokers", BROKER, "--type=merge",
+        "-p", json.dumps({"spec": {"audit": {"schedule": "*/1 * * * *",
+                                              "storage": {"size": "1Gi"}}}}),
+    )  # fmt: skip
+
+    def succeeded_job() -> str | None:
+        for job in stack.get_json("jobs").get("items", []):
+            if job["metadata"]["name"].startswith(f"{BROKER}-audit"):
+                if (job.get("status") or {}).get("succeeded"):
+                    return str(job["metadata"]["name"])
+                if ((job.get("status") or {}).get("failed") or 0) > 0:
+                    pods = stack.ns("logs", f"job/{job['metadata']['name']}", check=False)
+                    raise AssertionError(f"audit job failed:\n{pods[-3000:]}")
+        return None
+
+    name = wait_for("an audit Job to succeed", succeeded_job, timeout=600)
+    log = stack.ns("logs", f"job/{name}")
+    assert "PySpark is not installed" not in log
+
+
+def test_deleting_the_resources_removes_children_and_keeps_claims(stack: Kube) -> None:
+    stores = {
+        f"persistentvolumeclaim/store-{BROKER}-broker-{g}-{b}" for g in range(2) for b in range(2)
+    }
+    claims = set(stack.ns("get", "pvc", "-o", "name").split())
+    assert stores <= claims, claims
+    stack.ns("delete", "brokers", BROKER, "--wait=true", timeout=600)
+    stack.ns("delete", "nameservers", NS_NAME, "--wait=true", timeout=600)
+    for kind in ("statefulsets", "configmaps", "cronjobs", "poddisruptionbudgets"):
+        wait_for(
+            f"every {kind} of the resources gone",
+            lambda kind=kind: (
+                not stack.ns(
+                    "get", kind, "-l", "app.kubernetes.io/managed-by=ferrymq-operator", "-o", "name"
+                ).strip()
+            ),
+            timeout=600,
+        )
+    wait_for("the pods gone", lambda: not broker_pods(stack), timeout=600)
+    kept = set(stack.ns("get", "pvc", "-o", "name").split())
+    assert stores <= kept, f"store claims deleted with the Broker: {sorted(stores - kept)}"
