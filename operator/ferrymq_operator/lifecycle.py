@@ -145,6 +145,72 @@ def group_states(
     return out
 
 
+def with_controller(
+    states: Sequence[rollout.GroupState], masters: Sequence[Mapping[str, Any]]
+) -> list[rollout.GroupState]:
+    """spec.failover controller: each group's elected master and SyncStateSet (status
+    ``groupMasters``, replica ids) as pod ordinals (replica id = ordinal + 1)."""
+    by_name = {str(m.get("brokerName")): m for m in masters}
+    out = []
+    for g in states:
+        m = by_name.get(g.statefulset, {})
+        master = m.get("masterBrokerId")
+        out.append(
+            dataclasses.replace(
+                g,
+                controller_mode=True,
+                master=None if master is None else int(master) - 1,
+                in_sync=frozenset(int(b) - 1 for b in m.get("syncStateSet", [])),
+            )
+        )
+    return out
+
+
+class SwitchOverCall(Protocol):
+    async def __call__(self, group: int, to_ordinal: int) -> None:
+        """Make the pod of ``to_ordinal`` the group's master (raises with a reason if refused)."""
+
+
+def remoting_switchover(
+    owner: Owner, timeout: float, addrs: Sequence[str] | None = None
+) -> SwitchOverCall:
+    """CONTROLLER_ELECT_MASTER (upstream mqadmin electMaster) to whichever controller leads
+    (``addrs``: the controller pods by DNS unless given)."""
+    from ferrymq_operator.builders import controller
+
+    targets = list(addrs or controller.broker_conf_keys(owner)["controllerAddr"].split(";"))
+
+    async def call(group: int, to_ordinal: int) -> None:
+        from ferrymq.controller.protocol import ControllerRequestCode
+        from ferrymq.remoting.client import RemotingClient
+        from ferrymq.remoting.command import RemotingCommand
+
+        errors = []
+        client = RemotingClient(name="operator-switchover")
+        try:
+            for addr in targets:
+                request = RemotingCommand.request(
+                    ControllerRequestCode.CONTROLLER_ELECT_MASTER,
+                    {
+                        "brokerName": names.broker_name(owner.name, group),
+                        "brokerId": to_ordinal + 1,
+                    },
+                )
+                try:
+                    answer = await client.invoke(addr, request, timeout)
+                except Exception as exc:  # unreachable: try the other controller
+                    errors.append(f"{addr}: {exc!r}")
+                    continue
+                if answer.code == 0:
+                    return
+                errors.append(f"{addr}: {answer.remark or answer.code}")
+        finally:
+            await client.close()
+        raise RuntimeError("; ".join(errors))
+
+    return call
+
+
 async def with_sync(
     owner: Owner,
     states: Sequence[rollout.GroupState],
@@ -167,11 +233,11 @@ async def with_sync(
     by_pod = dict(zip(wanted, answers, strict=True))
     out = []
     for g in states:
-        master = by_pod.get((g.group, 0))
+        master = by_pod.get((g.group, g.master_ordinal)) if g.master_ordinal is not None else None
         sync = {
             p.ordinal: rollout.slave_sync(master, by_pod.get((g.group, p.ordinal)), max_lag_bytes)
             for p in g.pods
-            if p.ordinal > 0
+            if p.ordinal != g.master_ordinal
         }
         out.append(dataclasses.replace(g, sync=sync))
     return out
@@ -210,8 +276,10 @@ async def roll(
     policy: rollout.Policy,
     events: Events,
     now: datetime.datetime,
+    switchover: SwitchOverCall | None = None,
 ) -> RolloutOutcome:
-    """One step of the roll-out: decide, delete at most one pod, say what happened."""
+    """One step of the roll-out: decide, delete at most one pod (or hand a master over), say
+    what happened."""
     in_flight = (
         rollout.InFlight(previous.pod, previous.since)
         if previous is not None and previous.pod and previous.since
@@ -243,6 +311,21 @@ async def roll(
         return RolloutOutcome(
             decision, {**base, "pod": decision.pod, "since": _utc(now), "message": decision.message}
         )
+    if isinstance(decision, rollout.SwitchOver):
+        message = decision.message
+        if switchover is None:
+            message = f"{message}: no controller to ask"
+        else:
+            try:
+                await switchover(decision.group, decision.to_ordinal)
+                events.append(("Normal", "SwitchOver", decision.message))
+            except Exception as exc:
+                message = f"{message}: the controller refused: {exc}"
+                events.append(("Warning", "SwitchOverFailed", message))
+        kept_switch = {**base, "message": message}
+        if in_flight is not None:
+            kept_switch.update(pod=in_flight.pod, since=in_flight.since)
+        return RolloutOutcome(decision, kept_switch)
     if isinstance(decision, rollout.Done):
         if in_flight is not None:
             events.append(("Normal", "RolloutComplete", "every broker pod runs the current spec"))
@@ -307,9 +390,12 @@ async def drain_groups(
     events: Events,
     now: str,
     port_of: PortOf | None = None,
+    master_of: Mapping[int, int] | None = None,
 ) -> list[dict[str, Any]]:
     """Drain each group above spec.groups; remove the ones that are drained. Returns status.drains
-    for the groups still there."""
+    for the groups still there. ``master_of``: group -> its elected master's ordinal
+    (spec.failover controller); else ordinal 0."""
+    masters = master_of or {}
     before = {d.group: d for d in previous}
     out = []
     # Drains called off by raising spec.groups again: the group takes writes again.
@@ -317,7 +403,7 @@ async def drain_groups(
         if off.group in extra:
             continue
         broker = names.broker_name(owner.name, off.group)
-        addr = _pod_address(owner, off.group, 0, domain, port_of)
+        addr = _pod_address(owner, off.group, masters.get(off.group, 0), domain, port_of)
         try:
             await admin.resume_writes(namesrv_addr, broker, addr)
         except drain.DrainUnavailable as error:
@@ -335,7 +421,7 @@ async def drain_groups(
         )
     for group in sorted(extra):
         broker = names.broker_name(owner.name, group)
-        addr = _pod_address(owner, group, 0, domain, port_of)
+        addr = _pod_address(owner, group, masters.get(group, 0), domain, port_of)
         old = before.get(group)
         since = old.since if old is not None and old.since else now
         if old is None:

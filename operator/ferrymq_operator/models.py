@@ -181,6 +181,9 @@ BROKER_RESERVED_KEYS = frozenset(
         "haListenPort",
         "storePathRootDir",
         "storePathCommitLog",
+        # spec.failover
+        "enableControllerMode",
+        "controllerAddr",
     }
 )
 
@@ -448,6 +451,14 @@ class BrokerSpec(PodSpecCommon):
         default=None,
         description="Make each broker reachable (and advertised) for clients outside the cluster.",
     )
+    failover: Literal["none", "controller"] = Field(
+        default="none",
+        description=(
+            "none: brokerId 0 is each group's fixed master. controller: the operator runs a "
+            "controller (2 pods, one leader by a Lease) that elects a new master from the "
+            "in-sync replicas when a master fails (RocketMQ controller mode)."
+        ),
+    )
 
     @model_validator(mode="after")
     def _cross_field(self) -> BrokerSpec:
@@ -594,7 +605,23 @@ class UnmanagedObjects(CamelModel):
     groups: int = 0
 
 
+class GroupMaster(CamelModel):
+    """A broker group's current master as the controller's state records it."""
+
+    broker_name: str
+    master_broker_id: int | None = Field(
+        default=None, description="Absent: the group has no master right now."
+    )
+    master_address: str = ""
+    master_epoch: int = 0
+    sync_state_set: list[int] = Field(default_factory=list)
+
+
 class BrokerStatus(ClusterStatus):
+    group_masters: list[GroupMaster] | None = Field(
+        default=None,
+        description="With spec.failover controller: each group's current master and epoch.",
+    )
     name_server_addr: str | None = Field(default=None, description="namesrvAddr the brokers use.")
     topic_synced_groups: list[int] = Field(
         default_factory=list,

@@ -24,6 +24,7 @@ from ferrymq_operator import (
 )
 from ferrymq_operator.builders import audit as audit_builder
 from ferrymq_operator.builders import broker as broker_builder
+from ferrymq_operator.builders import controller as controller_builder
 from ferrymq_operator.builders import names
 from ferrymq_operator.builders import namesrv as namesrv_builder
 from ferrymq_operator.builders.names import Owner
@@ -310,7 +311,10 @@ async def observe_broker(
     owner: Owner,
     spec: models.BrokerSpec,
     stateful_sets: Mapping[int, dict[str, Any]],
+    master_of: Mapping[int, int] | None = None,
 ) -> list[WorkloadObservation]:
+    """``master_of``: spec.failover controller, group -> its elected master's ordinal (a group
+    missing there has no master); else every group's master is ordinal 0."""
     pods = await kube.list(
         "v1",
         "Pod",
@@ -331,7 +335,7 @@ async def observe_broker(
                 spec.replicas_per_group,
                 stateful_sets.get(group),
                 group_pods,
-                master_ordinal=0,
+                master_ordinal=0 if master_of is None else master_of.get(group, -1),
             )
         )
     return out
@@ -358,6 +362,10 @@ async def _lifecycle_steps(
         _selector(names.selector_labels(owner, names.COMPONENT_BROKER)),
     )
     states = lifecycle.group_states(owner, spec.replicas_per_group, existing, pods, spec.groups)
+    switchover: lifecycle.SwitchOverCall | None = None
+    if controller_builder.enabled(spec):
+        states = lifecycle.with_controller(states, await group_masters(ctx.kube, owner))
+        switchover = lifecycle.remoting_switchover(owner, timeout)
     workloads = lifecycle.settle_on_delete(workloads, states)
     policy = rollout.Policy(ctx.settings.rollout_stall_seconds, ctx.settings.rollout_max_lag_bytes)
     runtime_info = lifecycle.remoting_runtime_info(addr, timeout)
@@ -380,6 +388,7 @@ async def _lifecycle_steps(
         policy,
         result.events,
         datetime.datetime.now(datetime.UTC),
+        switchover,
     )
     if outcome.remove_restart_annotation:
         await ctx.kube.patch_annotations(
@@ -437,8 +446,11 @@ async def sync_topics(
     workloads: list[WorkloadObservation],
     synced: list[int],
     result: Result,
+    master_of: Mapping[int, int] | None = None,
 ) -> tuple[list[int], str | None]:
-    """Copy topics to every new group whose master is ready; returns (synced groups, pending note)."""
+    """Copy topics to every new group whose master is ready; returns (synced groups, pending note).
+    ``master_of``: group -> the elected master's pod ordinal (spec.failover controller), else 0."""
+    masters = master_of or {}
     ready_master = {i: w.master_ready is True for i, w in enumerate(workloads)}
     sources = [g for g in synced if g < spec.groups and ready_master.get(g)]
     pending = [g for g in range(spec.groups) if g not in synced]
@@ -456,8 +468,8 @@ async def sync_topics(
         try:
             created = await broker_admin.copy_topics(
                 ctx.admin,
-                [broker_admin_address(owner, spec, g, domain) for g in sources],
-                broker_admin_address(owner, spec, group, domain),
+                [broker_admin_address(owner, spec, g, domain, masters.get(g, 0)) for g in sources],
+                broker_admin_address(owner, spec, group, domain, masters.get(group, 0)),
                 cluster,
                 all_brokers,
             )
@@ -537,8 +549,31 @@ async def delete_removed_claims(
             )
 
 
-def broker_admin_address(owner: Owner, spec: models.BrokerSpec, group: int, domain: str) -> str:
-    return broker_builder.pod_address(owner, spec, group, 0, domain)
+async def group_masters(kube: k8s.Kube, owner: Owner) -> list[dict[str, Any]]:
+    """Each group's master and epoch from the controller's state ConfigMap ([] until written)."""
+    try:
+        state = await kube.get(
+            "v1", "ConfigMap", owner.namespace, names.controller_state_configmap(owner.name)
+        )
+    except k8s.ApiError:
+        return []
+    return controller_builder.group_masters((state or {}).get("data"))
+
+
+def broker_admin_address(
+    owner: Owner, spec: models.BrokerSpec, group: int, domain: str, ordinal: int = 0
+) -> str:
+    return broker_builder.pod_address(owner, spec, group, ordinal, domain)
+
+
+def master_ordinals(owner: Owner, masters: Sequence[Mapping[str, Any]]) -> dict[int, int]:
+    """group -> pod ordinal of its elected master (replica id - 1), for groups that have one."""
+    out = {}
+    for m in masters:
+        group = names.group_of_statefulset(owner.name, str(m.get("brokerName", "")))
+        if group is not None and m.get("masterBrokerId") is not None:
+            out[group] = int(m["masterBrokerId"]) - 1
+    return out
 
 
 async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
@@ -577,7 +612,8 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
         if failure is None:
             failure = port_conflict(ctx, body, host_ports.broker_ranges(spec))
         if failure is None:
-            objects = broker_builder.desired(owner, spec, addr, ctx.versions.pdb)
+            objects = controller_builder.desired(owner, spec)
+            objects += broker_builder.desired(owner, spec, addr, ctx.versions.pdb)
             objects += audit_builder.desired(owner, spec, addr, ctx.versions.cronjob)
             objects += netpol.desired(owner, spec)
             failure = await _apply_all(ctx.kube, objects, result)
@@ -592,6 +628,8 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
         await delete_removed_claims(ctx, owner, spec, result)
 
     existing = await existing_groups(ctx.kube, owner)
+    masters = await group_masters(ctx.kube, owner) if controller_builder.enabled(spec) else None
+    master_of = master_ordinals(owner, masters) if masters is not None else None
     lifecycle_ok = failure is None and not isinstance(addr, Failure)
     drains: list[dict[str, Any]] = []
     if lifecycle_ok and isinstance(addr, str):
@@ -608,10 +646,11 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
             result.events,
             now(),
             _port_of(spec),
+            master_of,
         )
         if len(drains) != len(extra):
             existing = await existing_groups(ctx.kube, owner)
-    workloads = await observe_broker(ctx.kube, owner, spec, existing)
+    workloads = await observe_broker(ctx.kube, owner, spec, existing, master_of)
     outcome: lifecycle.RolloutOutcome | None = None
     namesrv_note: str | None = None
     if lifecycle_ok and isinstance(addr, str):
@@ -619,7 +658,13 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
             ctx, owner, spec, body, previous, existing, workloads, addr, result
         )
     synced, pending = await sync_topics(
-        ctx, owner, spec, workloads, initial_synced_groups(previous, spec.groups), result
+        ctx,
+        owner,
+        spec,
+        workloads,
+        initial_synced_groups(previous, spec.groups),
+        result,
+        master_of,
     )
     notes = [n for n in (pending, lifecycle.drain_pending(drains), namesrv_note) if n]
     pending = "; ".join(notes) if notes else None
@@ -629,6 +674,8 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
         status, secured, spec, previous, generation, _utcnow(), now()
     )
     status["drains"] = drains
+    if masters is not None:
+        status["groupMasters"] = masters
     if not isinstance(addr, Failure):
         status["nameServerAddr"] = addr
         if namesrv_note is not None and previous.name_server_addr:

@@ -16,6 +16,11 @@ deletes it, the controller recreates it at the new revision. The order:
   old scheduling rules may be what keeps it out (switching podAntiAffinity from Required to
   Preferred: the old master's Required rule keeps the new slave off the master's node, and waiting
   for the slave would wait forever);
+* with ``spec.failover: controller`` the master is whichever pod the controller elected
+  (``GroupState.master``, by pod ordinal): it is rolled last, and before it is deleted mastership
+  is handed over (:class:`SwitchOver`, the controller's ELECT_MASTER) to a Ready replica already
+  at the new revision and in the SyncStateSet, so the group never lacks a writable master during
+  a planned roll; with no such replica the roll waits (``WaitingForSyncStateSet``);
 * a roll that does not finish within ``stall_seconds`` (pod not Ready, slave not caught up) stops:
   :class:`Stalled` (the reconciler sets Degraded/RolloutStalled) and nothing more is deleted until
   the spec changes or the pod recovers.
@@ -76,6 +81,15 @@ class GroupState:
     pods: tuple[PodState, ...] = ()
     # brokerId (>0) -> replication state; a slave missing here counts as unknown.
     sync: Mapping[int, SlaveSync] = field(default_factory=dict)
+    # spec.failover controller: the ordinal of the elected master (None: none right now) and the
+    # ordinals in its SyncStateSet; without a controller the master is ordinal 0
+    controller_mode: bool = False
+    master: int | None = 0
+    in_sync: frozenset[int] = frozenset()
+
+    @property
+    def master_ordinal(self) -> int | None:
+        return self.master if self.controller_mode else 0
 
 
 @dataclass(frozen=True)
@@ -115,6 +129,16 @@ class Roll:
 
 
 @dataclass(frozen=True)
+class SwitchOver:
+    """Ask the controller to make ``to_ordinal`` the group's master before its master is rolled."""
+
+    group: int
+    from_pod: str
+    to_ordinal: int
+    message: str
+
+
+@dataclass(frozen=True)
 class Stalled:
     """The roll made no progress in time: stop and say why (condition Degraded)."""
 
@@ -123,8 +147,9 @@ class Stalled:
     gate: str = ""  # the Wait reason that timed out (WaitingForPods, WaitingForReplication)
 
 
-Decision = Done | Wait | Roll | Stalled
+Decision = Done | Wait | Roll | SwitchOver | Stalled
 REPLICATION_GATE = "WaitingForReplication"
+SWITCHOVER_GATE = "WaitingForSyncStateSet"
 
 
 def parse_time(value: str) -> datetime.datetime | None:
@@ -150,7 +175,8 @@ def needs_roll(pod: PodState, update_revision: str, restart_since: str | None) -
 
 def roll_order(group: GroupState) -> list[PodState]:
     """Slaves (highest brokerId first), then the master."""
-    return sorted(group.pods, key=lambda p: (p.ordinal == 0, -p.ordinal))
+    master = group.master_ordinal
+    return sorted(group.pods, key=lambda p: (p.ordinal == master, -p.ordinal))
 
 
 def _elapsed(since: str, now: datetime.datetime) -> float | None:
@@ -226,7 +252,7 @@ def next_step(
     lagging: list[str] = []
     for g in ordered:
         for p in g.pods:
-            if p.ordinal == 0:
+            if p.ordinal == g.master_ordinal:
                 continue
             sync = g.sync.get(p.ordinal)
             if sync is None or sync.caught_up is None:
@@ -242,8 +268,55 @@ def next_step(
         return _wait_or_stall(REPLICATION_GATE, "; ".join(lagging[:5]), in_flight, now, policy)
 
     g, p = stale[0]
-    role = "master" if p.ordinal == 0 else "slave"
+    if g.controller_mode and p.ordinal == g.master_ordinal:
+        return _switchover(g, p, restart_since, in_flight, now, policy)
+    role = "master" if p.ordinal == g.master_ordinal else "slave"
     return Roll(p.name, g.group, f"rolling {role} {p.name} of group {g.group}")
+
+
+def switchover_target(group: GroupState, restart_since: str | None) -> PodState | None:
+    """The replica to hand mastership to: Ready, already at the new revision, in the
+    SyncStateSet (so it holds every acknowledged message); the lowest ordinal of those."""
+    candidates = [
+        p
+        for p in group.pods
+        if p.ordinal != group.master_ordinal
+        and p.ready
+        and not p.terminating
+        and p.ordinal in group.in_sync
+        and not needs_roll(p, group.update_revision, restart_since)
+    ]
+    return min(candidates, key=lambda p: p.ordinal) if candidates else None
+
+
+def _switchover(
+    g: GroupState,
+    master: PodState,
+    restart_since: str | None,
+    in_flight: InFlight | None,
+    now: datetime.datetime,
+    policy: Policy,
+) -> Decision:
+    target = switchover_target(g, restart_since)
+    if target is None:
+        if g.replicas == 1:
+            # nobody to hand over to: a single-replica group has a write outage either way
+            return Roll(master.name, g.group, f"rolling {master.name}, the only replica")
+        return _wait_or_stall(
+            SWITCHOVER_GATE,
+            f"no Ready replica of group {g.group} at the new revision is in the SyncStateSet "
+            f"{sorted(g.in_sync)} to take over from master {master.name}",
+            in_flight,
+            now,
+            policy,
+        )
+    return SwitchOver(
+        g.group,
+        master.name,
+        target.ordinal,
+        f"handing mastership of group {g.group} from {master.name} to {target.name} before "
+        "rolling it",
+    )
 
 
 def _wait_or_stall(

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import orjson
 
 from ferrymq.controller.protocol import ControllerRequestCode as Req
+from ferrymq.controller.protocol import ControllerResponseCode as Resp
 from ferrymq.controller.protocol import ReplicaInfo
 from ferrymq.ha.epoch_file import EpochEntry
 from ferrymq.remoting.client import RemotingClient
@@ -71,8 +72,10 @@ class ControllerClient:
                 self.client, self.addr, RemotingCommand.request(code, ext, body), CALL_TIMEOUT_S
             )
         except ControllerCallError as exc:
-            if exc.code == -1:
-                self._current += 1  # unreachable: try the next controller address next time
+            if exc.code in (-1, Resp.CONTROLLER_NOT_LEADER):
+                # unreachable, or a standby of several (Lease-elected) controllers: try the
+                # next controller address next time
+                self._current += 1
             raise
         return _replica_info(response)
 

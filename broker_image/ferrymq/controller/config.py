@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -25,6 +26,15 @@ class ControllerConfig(BaseModel):
     controller_store_path: Path = Field(default_factory=lambda: Path.home() / "ferrymq-controller")
     # how often brokers whose heartbeats stopped are looked for (upstream default 5 s)
     scan_not_active_broker_interval: int = Field(default=5_000, ge=10, description="ms")
+    # ferrymq: where the state lives. "file": one controller, controllerStorePath; "kubernetes":
+    # a ConfigMap written with compare-and-swap plus a coordination.k8s.io Lease electing the one
+    # controller (of several) that answers and elects (upstream: controllerType DLedger/jRaft)
+    controller_store_type: Literal["file", "kubernetes"] = "file"
+    # empty: the pod's own namespace
+    controller_namespace: str = ""
+    controller_state_config_map: str = "ferrymq-controller-state"
+    controller_lease_name: str = "ferrymq-controller"
+    controller_lease_duration_seconds: int = Field(default=15, ge=2, le=300)
     # upstream notifyBrokerRoleChanged: push NOTIFY_BROKER_ROLE_CHANGED after an election
     notify_broker_role_changed: bool = True
 

@@ -15,6 +15,7 @@ import logging
 import signal
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 import orjson
 
@@ -29,7 +30,13 @@ from ferrymq.controller.decisions import (
 )
 from ferrymq.controller.protocol import ControllerRequestCode as Req
 from ferrymq.controller.protocol import ControllerResponseCode as Resp
-from ferrymq.controller.state import FileStateStore, GroupState, Replica
+from ferrymq.controller.state import (
+    FileStateStore,
+    GroupState,
+    Replica,
+    StateConflict,
+    StateStore,
+)
 from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import ResponseCode
@@ -43,6 +50,19 @@ log = logging.getLogger(__name__)
 
 def _now_ms() -> int:
     return int(time.monotonic() * 1000)
+
+
+class Leadership(Protocol):
+    """Who may act among several controllers (see ``k8s_store.LeaseElector``); ``term`` grows
+    with every acquisition, so a controller that (re)gains leadership reloads the state first."""
+
+    term: int
+
+    def is_leader(self) -> bool: ...
+
+    def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
 
 
 def _ext_int(request: RemotingCommand, name: str, default: int | None = None) -> int:
@@ -67,10 +87,20 @@ def _ext_str(request: RemotingCommand, name: str) -> str:
 
 
 class ControllerServer:
-    def __init__(self, config: ControllerConfig, *, clock: Callable[[], int] = _now_ms) -> None:
+    def __init__(
+        self,
+        config: ControllerConfig,
+        *,
+        clock: Callable[[], int] = _now_ms,
+        store: StateStore | None = None,
+        leadership: Leadership | None = None,
+    ) -> None:
         self.config = config
         self.clock = clock
-        self.store = FileStateStore(config.controller_store_path)
+        self.store: StateStore = store or FileStateStore(config.controller_store_path)
+        # None: the only controller (file store); else only the Lease holder answers and elects
+        self.leadership = leadership
+        self._loaded_term = 0
         self.groups: dict[str, GroupState] = {}
         self.server = RemotingServer(config.bind_address, config.listen_port, name="controller")
         self.client = RemotingClient(name="controller-notify")
@@ -95,6 +125,7 @@ class ControllerServer:
     def _wrap(self, handler: Callable[[RemotingCommand], object]) -> AsyncHandler:
         async def run(channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
             try:
+                await self._ensure_leader()
                 result = handler(request)
                 if asyncio.iscoroutine(result):
                     result = await result
@@ -109,11 +140,26 @@ class ControllerServer:
 
         return run
 
+    async def _ensure_leader(self) -> None:
+        """Refuse unless we lead; on a new term, reload what the previous leader saved."""
+        if self.leadership is None:
+            return
+        if not self.leadership.is_leader():
+            raise Refused(Resp.CONTROLLER_NOT_LEADER, "this controller is not the leader")
+        term = self.leadership.term
+        if term != self._loaded_term:
+            self.groups = await asyncio.to_thread(self.store.load, self.clock())
+            self._loaded_term = term
+            log.warning("controller leads (term %d) with %d group(s)", term, len(self.groups))
+
     # --- lifecycle --------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self.config.controller_store_path.mkdir(parents=True, exist_ok=True)
+        if isinstance(self.store, FileStateStore):
+            self.config.controller_store_path.mkdir(parents=True, exist_ok=True)
         self.groups = await asyncio.to_thread(self.store.load, self.clock())
+        if self.leadership is not None:
+            self.leadership.start()
         await self.server.start()
         self._scan = asyncio.get_running_loop().create_task(self._scan_loop())
         log.info(
@@ -121,7 +167,7 @@ class ControllerServer:
             self.config.bind_address,
             self.port,
             len(self.groups),
-            self.store.path,
+            self.store,
         )
 
     async def stop(self) -> None:
@@ -131,6 +177,8 @@ class ControllerServer:
                 await self._scan
         for task in list(self._notifies):
             task.cancel()
+        if self.leadership is not None:
+            await self.leadership.stop()
         await self.server.stop()
         await self.client.close()
 
@@ -185,7 +233,12 @@ class ControllerServer:
         return True
 
     async def _commit(self, group: GroupState, changed_master: bool) -> None:
-        await self.store.save(self.groups)
+        try:
+            await self.store.save(self.groups)
+        except StateConflict as exc:
+            # a newer leader wrote: drop our unsaved decision, reload before acting again
+            self._loaded_term = -1
+            raise Refused(Resp.CONTROLLER_NOT_LEADER, str(exc)) from None
         if changed_master and self.config.notify_broker_role_changed:
             self._notify(group)
 
@@ -356,6 +409,10 @@ class ControllerServer:
     # --- the scan for dead masters (upstream scanNotActiveBroker) ---------------------------
 
     async def scan_once(self) -> None:
+        try:
+            await self._ensure_leader()
+        except Refused:
+            return  # only the leader elects
         now = self.clock()
         for group in list(self.groups.values()):
             master = group.replicas.get(group.master_id) if group.master_id is not None else None
@@ -368,7 +425,11 @@ class ControllerServer:
                 now - master.last_heartbeat_ms,
             )
             if self._elect(group, exclude=master.broker_id, preferred=None):
-                await self._commit(group, True)
+                try:
+                    await self._commit(group, True)
+                except Refused as exc:
+                    log.warning("election of group %s not saved: %s", group.broker_name, exc)
+                    return
 
     async def _scan_loop(self) -> None:
         while True:
@@ -380,9 +441,43 @@ class ControllerServer:
                 log.exception("controller scan failed")
 
 
+def build_controller(config: ControllerConfig) -> ControllerServer:
+    """The file store, or (controllerStoreType=kubernetes) a ConfigMap + Lease on the API."""
+    if config.controller_store_type == "file":
+        return ControllerServer(config)
+    try:
+        import kubernetes  # noqa: F401
+    except ImportError:
+        raise ValueError(
+            "controllerStoreType=kubernetes needs the kubernetes package: "
+            "pip install 'ferrymq[k8s-controller]'"
+        ) from None
+    from ferrymq.controller.k8s_store import (
+        ConfigMapStateStore,
+        LeaseElector,
+        api_client,
+        default_identity,
+        pod_namespace,
+    )
+
+    namespace = config.controller_namespace or pod_namespace()
+    client = api_client()
+    return ControllerServer(
+        config,
+        store=ConfigMapStateStore(client, namespace, config.controller_state_config_map),
+        leadership=LeaseElector(
+            client,
+            namespace,
+            config.controller_lease_name,
+            default_identity(),
+            lease_duration_s=config.controller_lease_duration_seconds,
+        ),
+    )
+
+
 async def serve(config: ControllerConfig) -> None:
     """Run a controller until SIGTERM or SIGINT."""
-    controller = ControllerServer(config)
+    controller = build_controller(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -93,12 +93,28 @@ class GroupState:
         )
 
 
+class StateConflict(RuntimeError):
+    """The stored state changed since this controller read it (another controller wrote)."""
+
+
+class StateStore(Protocol):
+    """Where the controller keeps its groups: :class:`FileStateStore` (one controller) or
+    ``k8s_store.ConfigMapStateStore`` (compare-and-swap on the Kubernetes API)."""
+
+    def load(self, now_ms: int) -> dict[str, GroupState]: ...
+
+    async def save(self, groups: dict[str, GroupState]) -> None: ...
+
+
 class FileStateStore:
     """One JSON file; writes are serialised and run in a thread (fsync off the event loop)."""
 
     def __init__(self, directory: Path) -> None:
         self.path = directory / STATE_FILE
         self._lock = asyncio.Lock()
+
+    def __str__(self) -> str:
+        return str(self.path)
 
     def load(self, now_ms: int) -> dict[str, GroupState]:
         """The saved groups (``.bak`` when the main file is torn); ValueError when unreadable."""

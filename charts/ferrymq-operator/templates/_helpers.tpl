@@ -115,4 +115,15 @@ removed by the garbage collector through ownerReferences.
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create", "patch"]
+# spec.failover controller: the controller's ServiceAccount, Role and RoleBinding; the operator
+# holds the Lease verbs it grants there (RBAC lets no one grant what it does not hold).
+- apiGroups: [""]
+  resources: ["serviceaccounts"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["roles", "rolebindings"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  verbs: ["get", "create", "update"]
 {{- end -}}

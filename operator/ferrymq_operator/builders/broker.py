@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from ferrymq_operator import models
-from ferrymq_operator.builders import names, pod
+from ferrymq_operator.builders import controller, names, pod
 from ferrymq_operator.builders.names import Owner
 from ferrymq_operator.models import BrokerSpec
 from ferrymq_operator.security import builders as security
@@ -42,10 +42,20 @@ def cluster_name(owner: Owner, spec: BrokerSpec) -> str:
 
 
 def broker_conf(
-    owner: Owner, spec: BrokerSpec, namesrv_addr: str, group: int, broker_id: int
+    owner: Owner,
+    spec: BrokerSpec,
+    namesrv_addr: str,
+    group: int,
+    broker_id: int,
 ) -> dict[str, str]:
     """The broker.conf settings of one pod: the user's extras, then the operator-owned keys."""
     role = spec.broker_role if broker_id == 0 else "SLAVE"
+    failover: dict[str, str] = {}
+    if controller.enabled(spec):
+        # the controller picks the master: every pod is a replica with id ordinal + 1 (ids >= 1)
+        # and brokerRole says only whether a master waits for its in-sync replicas
+        role, broker_id = spec.broker_role, broker_id + 1
+        failover = controller.broker_conf_keys(owner)
     listen, ha = spec.pod_ports(group, broker_id)
     extra = dict(spec.config)
     metrics = pod_metrics_port(spec, group, broker_id)
@@ -63,6 +73,7 @@ def broker_conf(
         "listenPort": str(listen),
         "haListenPort": str(ha),
         "storePathRootDir": STORE_DIR,
+        **failover,
     }
 
 

@@ -200,3 +200,32 @@ def group_of_statefulset(cr_name: str, sts_name: str) -> int | None:
     if suffix == sts_name or not suffix.isdigit() or str(int(suffix)) != suffix:
         return None
     return int(suffix)
+
+
+# --- Controller (spec.failover: controller) ---
+
+COMPONENT_CONTROLLER = "controller"
+CONTROLLER_PORT = 9878  # upstream controller listenPort default
+
+
+def controller(cr_name: str) -> str:
+    """StatefulSet, headless Service, ServiceAccount, Role, RoleBinding and Lease of the
+    controller of Broker ``cr_name``; pods ``<cr>-controller-<i>``."""
+    return f"{cr_name}-controller"
+
+
+def controller_configmap(cr_name: str) -> str:
+    return f"{cr_name}-controller-config"
+
+
+def controller_state_configmap(cr_name: str) -> str:
+    """Where the controller keeps every group's master, epoch and SyncStateSet (it writes it)."""
+    return f"{cr_name}-controller-state"
+
+
+def controller_addresses(cr_name: str, namespace: str, replicas: int) -> str:
+    """``controllerAddr``: every controller pod by its stable DNS name (``<pod>.<svc>.<ns>.svc``,
+    completed by the pod's DNS search path, so it needs no cluster domain). Only the Lease holder
+    answers; a broker moves on to the next address when told CONTROLLER_NOT_LEADER."""
+    sts = controller(cr_name)
+    return ";".join(f"{sts}-{i}.{sts}.{namespace}.svc:{CONTROLLER_PORT}" for i in range(replicas))
