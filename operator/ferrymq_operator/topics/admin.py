@@ -88,7 +88,10 @@ class RemotingObjectAdmin:
             ssl_context=session.ssl_context(),
         )
         try:
-            return await asyncio.wait_for(action(remoting), self.timeout_seconds * 4)
+            # asyncio.timeout, not wait_for: wait_for's inner task can outlive a cancel (3.11)
+            # and end with the broker's error, which kopf re-raises from the leftover tasks
+            async with asyncio.timeout(self.timeout_seconds * 4):
+                return await action(remoting)
         except (OSError, TimeoutError, BrokerUnreachableError) as error:
             raise AdminUnavailable(f"unreachable: {error}") from error
         except MQResponseError as error:
