@@ -605,7 +605,9 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
             ctx.kube, owner, names.COMPONENT_BROKER, spec, domain, _utcnow()
         )
         result.events.extend(secured.events)
-        security_session.use(security_session.for_cluster(spec, secured.account))
+        security_session.use(
+            security_session.for_cluster(spec, secured.account, secured.client_cert)
+        )
         conf = broker_builder.broker_conf(owner, spec, addr, group=0, broker_id=0)
         report = conf_check.check_broker(conf, list(spec.config))
         failure = secured.failure or _conf_failure(report, previous, generation, result)

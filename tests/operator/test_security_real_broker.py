@@ -324,3 +324,127 @@ def test_operator_configuration_runs_secured_brokers(tmp_path: Path) -> None:
         if broker is not None:
             broker.stop()
         namesrv.stop()
+
+
+def test_operator_calls_and_probes_under_mutual_tls(tmp_path: Path) -> None:
+    """``needClientAuth: require``: the operator's admin calls (roll-out check, topic create and
+    read, the namesrvAddr push) present the certificate of the pods' Secret, as the probes do;
+    without one the broker refuses the handshake and the caller says so."""
+    from ferrymq_operator.topics.plan import TopicState
+
+    ns_owner = Owner("ferrymq.io/v1alpha1", "NameServer", "routes", "prod", "uid-ns")
+    owner = Owner("ferrymq.io/v1alpha1", "Broker", "orders", "prod", "uid-b")
+    ns_spec = parse_nameserver_spec({"tls": {}, "acl": {}})
+    spec = parse_broker_spec(
+        {
+            "nameServerRef": {"name": "routes"},
+            "replicasPerGroup": 1,
+            "acl": {},
+            "tls": {"mode": "enforcing", "needClientAuth": "require"},
+        }
+    )
+    tls = spec.tls
+    assert tls is not None
+    secrets: dict[str, dict[str, str]] = {}
+    account = decisions.plan_operator_acl(None)
+    assert account is not None
+    secrets[builders.OPERATOR_ACL_SECRET] = account
+    for who, component in ((ns_owner, "namesrv"), (owner, "broker")):
+        authority = decisions.plan_ca(None, tls, who.name, NOW)
+        assert authority is not None
+        sans = builders.server_names(who, builders.service_names(who, component), "cluster.local")
+        issued = decisions.plan_server_cert(None, authority, tls, who.name, sans, NOW)
+        assert issued is not None
+        secrets[builders.server_cert_secret(who.name, component)] = issued
+
+    def volumes(root: Path, volume_list: list[dict[str, Any]]) -> None:
+        for volume in volume_list:
+            if "projected" in volume:
+                files = {}
+                for source in volume["projected"]["sources"]:
+                    for item in source["secret"]["items"]:
+                        files[item["path"]] = secrets[source["secret"]["name"]][item["key"]]
+                project(root / "acl", files)
+            elif "secret" in volume:
+                project(root / "tls", secrets[volume["secret"]["secretName"]])
+
+    ns_root = tmp_path / "ns"
+    ns_root.mkdir()
+    ns_sts = namesrv_builder.statefulset(ns_owner, ns_spec)["spec"]["template"]["spec"]
+    volumes(ns_root, ns_sts["volumes"])
+    ns_conf = local_paths(namesrv_builder.namesrv_conf(ns_spec), ns_root)
+    ns_conf["kvConfigPath"] = str(ns_root / "kv.json")
+    ns_env = pod_env(ns_sts["containers"][0]["env"], secrets, ns_root)
+    ns_args = ["namesrv", "-c", str(write_properties(ns_root / "namesrv.conf", ns_conf))]
+    namesrv = Proc([*ns_args, "--listen-port", "0", "--bind", "127.0.0.1"], ns_root, ns_env)
+    broker: Proc | None = None
+    try:
+        ns_port = namesrv.wait_line(r"NameServer ready on port (\d+)").group(1)
+        ns_addr = f"127.0.0.1:{ns_port}"
+        root = tmp_path / "broker"
+        root.mkdir()
+        sts = broker_builder.statefulset(owner, spec, ns_addr, 0)["spec"]["template"]["spec"]
+        volumes(root, sts["volumes"])
+        conf = local_paths(broker_builder.broker_conf(owner, spec, ns_addr, 0, 0), root)
+        assert conf["tls.server.need.client.auth"] == "require"
+        conf.update(
+            {
+                "brokerIP1": "127.0.0.1",
+                "bindAddress": "127.0.0.1",
+                "listenPort": "0",
+                "haListenPort": str(free_port()),
+                "storePathRootDir": str(root / "store"),
+                "mappedFileSizeCommitLog": "1048576",
+            }
+        )
+        env = pod_env(sts["containers"][0]["env"], secrets, root)
+        broker = Proc(
+            ["broker", "-c", str(write_properties(root / "broker.conf", conf))], root, env
+        )
+        port = broker.wait_line(r"ready on port (\d+)").group(1)
+        addr = f"127.0.0.1:{port}"
+
+        # the pod's probe presents the pod's certificate (FERRYMQ_TLS_CERT_PATH/KEY_PATH)
+        probe = ["-m", "ferrymq.cli.probe", "--role", "broker", "--addr", addr, "--timeout", "5"]
+        ok = run(probe, env)
+        assert ok.returncode == 0, ok.stdout + ok.stderr
+        no_cert = {
+            k: v
+            for k, v in env.items()
+            if k not in (builders.ENV_TLS_CERT_PATH, builders.ENV_TLS_KEY_PATH)
+        }
+        refused_probe = run(probe, no_cert)
+        assert refused_probe.returncode != 0, refused_probe.stdout
+
+        pods_tls = secrets[builders.server_cert_secret("orders", "broker")]
+        client_cert = session.client_certificate(pods_tls)
+        assert client_cert is not None
+        with_cert = session.for_cluster(spec, account, client_cert)
+        assert with_cert is not None and with_cert.tls is not None
+        assert with_cert.tls.cert_path is not None
+        assert oct(with_cert.tls.cert_path.parent.stat().st_mode & 0o777) == "0o700"
+        assert oct(Path(str(with_cert.tls.key_path)).stat().st_mode & 0o777) == "0o600"
+        without_cert = session.for_cluster(spec, account, None)
+
+        async def calls(security: ClientSecurity | None) -> tuple[dict[str, str], list[str]]:
+            session.use(security)
+            info = await lifecycle.remoting_runtime_info(ns_addr, 5)(addr)
+            objects = topics_admin.RemotingObjectAdmin(5)
+            await objects.put_topic(addr, "mtls-orders", TopicState(4, 4, 6, False), None)
+            await lifecycle.remoting_config_update(ns_addr, 5)(addr, {"namesrvAddr": ns_addr})
+            return info, list(await objects.topics(addr))
+
+        info, topic_list = asyncio.run(calls(with_cert))
+        assert "commitLogMaxOffset" in info
+        assert "mtls-orders" in topic_list
+
+        # without the client certificate: the handshake is refused, and the error says TLS
+        with pytest.raises(Exception, match=r"(?i)certificate|TLS|handshake") as refused:
+            asyncio.run(calls(without_cert))
+        print("refusal without a client certificate:", refused.value)
+        assert broker.proc.poll() is None  # the broker keeps serving
+        assert run(probe, env).returncode == 0
+    finally:
+        if broker is not None:
+            broker.stop()
+        namesrv.stop()
