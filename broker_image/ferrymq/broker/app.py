@@ -50,7 +50,7 @@ from ferrymq.broker.semantics import SemanticsConfig, SemanticsServices, load_se
 from ferrymq.broker.stats_manager import BrokerStatsManager
 from ferrymq.broker.subscription_groups import SubscriptionGroupManager
 from ferrymq.broker.topic_config import TopicConfigManager
-from ferrymq.client.credentials import ClientSecurity
+from ferrymq.client.credentials import ClientSecurity, SessionCredentials
 from ferrymq.ha.broker_ha import BrokerHA, ManagerSyncTargets
 from ferrymq.ha.config import HASettings, Role
 from ferrymq.ha.metrics import HACollector, ha_figures
@@ -153,6 +153,9 @@ class BrokerApp:
         # the broker's own calls (NameServer registration, slave sync) sign with the
         # FERRYMQ_ACCESS_KEY/_SECRET_KEY credentials and use tls.enable/tls.client.* when set
         outer = ClientSecurity.from_env()
+        inner = acl_settings.inner_credentials() if acl_settings is not None else None
+        if inner is not None:  # innerClientAuthenticationCredentials in broker.conf wins
+            outer = ClientSecurity(SessionCredentials(*inner), outer.tls)
         client_tls = tls_settings.client_tls() or outer.tls
         self.client = RemotingClient(
             name="broker-outer",
