@@ -308,7 +308,7 @@ def test_operator_calls_and_probes_under_mutual_tls(tmp_path: Path) -> None:
         assert refused_probe.returncode != 0, refused_probe.stdout
 
         pods_tls = secrets[builders.server_cert_secret("orders", "broker")]
-        client_cert = session.client_certificate(pods_tls)
+        client_cert = decisions.client_certificate(pods_tls)
         assert client_cert is not None
         with_cert = session.for_cluster(spec, account, client_cert)
         assert with_cert is not None and with_cert.tls is not None

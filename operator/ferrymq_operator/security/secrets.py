@@ -11,7 +11,7 @@ from typing import Any
 from ferrymq_operator import k8s
 from ferrymq_operator.builders.names import Owner
 from ferrymq_operator.models import ClusterStatus, Condition, TlsSpec
-from ferrymq_operator.security import builders, ca, decisions, session
+from ferrymq_operator.security import builders, ca, decisions
 from ferrymq_operator.status import Failure, carry_transition_times
 
 TLS_SECRET_TYPE = "kubernetes.io/tls"
@@ -78,7 +78,7 @@ async def _operator_tls(
     assert server_data is not None
     outcome.certificates.append(_report(ca_name, authority.cert_pem, True))
     outcome.certificates.append(_report(server_name, server_data[builders.TLS_CERT_KEY], True))
-    outcome.client_cert = session.client_certificate(server_data)
+    outcome.client_cert = decisions.client_certificate(server_data)
 
 
 async def _cert_manager_tls(
@@ -111,7 +111,7 @@ async def _cert_manager_tls(
         )
         return
     outcome.certificates.append(_report(secret, data[builders.TLS_CERT_KEY], False))
-    outcome.client_cert = session.client_certificate(data)
+    outcome.client_cert = decisions.client_certificate(data)
 
 
 async def ensure(
@@ -164,7 +164,7 @@ async def ensure(
                 assert data is not None
                 cert = data[builders.TLS_CERT_KEY]
                 outcome.certificates.append(_report(spec.tls.secret_name, cert, False))
-                outcome.client_cert = session.client_certificate(data)
+                outcome.client_cert = decisions.client_certificate(data)
             elif spec.tls.issuer_ref is not None:
                 await _cert_manager_tls(kube, owner, component, spec.tls, domain, outcome)
                 if outcome.failure is not None:

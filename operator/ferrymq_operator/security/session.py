@@ -60,13 +60,6 @@ def client_cert_files(cert_pem: str, key_pem: str) -> tuple[Path, Path]:
     return cert, key
 
 
-def client_certificate(data: dict[str, str] | None) -> tuple[str, str] | None:
-    """(tls.crt, tls.key) of a decoded TLS Secret, None when it lacks one of them."""
-    if not data or not data.get(builders.TLS_CERT_KEY) or not data.get(builders.TLS_KEY_KEY):
-        return None
-    return data[builders.TLS_CERT_KEY], data[builders.TLS_KEY_KEY]
-
-
 def for_cluster(
     spec: builders.Secured,
     account: dict[str, str] | None,
@@ -124,7 +117,7 @@ async def use_for_broker(
     if spec.tls is not None and spec.tls.need_client_auth != "none":
         owner = Owner("", "Broker", broker_name, namespace, "")
         tls_name = builders.tls_secret_name(owner, names.COMPONENT_BROKER, spec.tls)
-        client_cert = client_certificate(
+        client_cert = decisions.client_certificate(
             decisions.decode(await kube.get("v1", "Secret", namespace, tls_name))
         )
     use(for_cluster(spec, account, client_cert))
