@@ -19,7 +19,7 @@ import datetime
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from ferrymq_operator import drain, k8s, models, rollout
+from ferrymq_operator import drain, k8s, models, rollout, timeouts
 from ferrymq_operator.builders import names
 from ferrymq_operator.builders.names import Owner
 from ferrymq_operator.security import session
@@ -105,7 +105,7 @@ def remoting_runtime_info(namesrv_addr: str, timeout: float) -> RuntimeInfo:
         from ferrymq.client.admin import AdminClient
 
         async with AdminClient(namesrv_addr, timeout=timeout, security=session.current()) as admin:
-            return await asyncio.wait_for(admin.broker_runtime_info(addr), timeout * 2)
+            return await timeouts.within(timeout * 2, admin.broker_runtime_info(addr))
 
     return call
 
@@ -531,6 +531,6 @@ def remoting_config_update(
         from ferrymq.client.admin import AdminClient
 
         async with AdminClient(namesrv_addr, timeout=timeout, security=session.current()) as admin:
-            await asyncio.wait_for(admin.update_broker_config(addr, properties), timeout * 2)
+            await timeouts.within(timeout * 2, admin.update_broker_config(addr, properties))
 
     return call
