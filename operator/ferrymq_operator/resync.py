@@ -7,10 +7,13 @@ start-up (``ferrymq_operator.settings.load``), never at import.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
 import kopf
+
+from ferrymq_operator import timeouts
 
 log = logging.getLogger(__name__)
 
@@ -25,4 +28,13 @@ async def every(
             await once()
         except Exception:  # a resync must not end the daemon: the next pass retries
             log.exception("resync of %s failed", what)
-        await stopped.wait(seconds)
+        await _pause(stopped, seconds)
+
+
+async def _pause(stopped: kopf.DaemonStopped, seconds: float) -> None:
+    """Wait ``seconds`` or until the daemon is stopped. Not ``stopped.wait(seconds)``: kopf runs
+    that as an inner task around ``asyncio.wait_for``, which on Python 3.11 can end with
+    TimeoutError when the daemon is cancelled at shutdown, and kopf re-raises it from the
+    leftover task (the operator then exits with an error)."""
+    with contextlib.suppress(TimeoutError):  # the interval is over: next pass
+        await timeouts.within(seconds, stopped.wait())
