@@ -187,9 +187,9 @@ async def _report_api_error(
             return
         previous = models.ClusterStatus.model_validate(body.get("status") or {})
         generation = int(body["metadata"].get("generation", 1))
-        failure = status.Failure("ApiError", f"{error}; retrying")
-        patch = status.with_failure(previous, generation, failure, now())
-        await ctx.kube.patch_status(models.API_VERSION, kind, namespace, name, patch)
+        builder = status.StatusBuilder(models.ClusterStatus, previous, generation, now())
+        builder.fail(status.Failure("ApiError", f"{error}; retrying"))
+        await ctx.kube.patch_status(models.API_VERSION, kind, namespace, name, builder.patch())
     except k8s.ApiError as again:
         logging.getLogger(__name__).warning(
             "cannot report %s on %s/%s: %s", error, namespace, name, again

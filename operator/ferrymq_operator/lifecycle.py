@@ -23,7 +23,7 @@ from ferrymq_operator import drain, k8s, models, rollout, timeouts
 from ferrymq_operator.builders import names
 from ferrymq_operator.builders.names import Owner
 from ferrymq_operator.security import session
-from ferrymq_operator.status import WorkloadObservation, carry_transition_times
+from ferrymq_operator.status import StatusBuilder, WorkloadObservation
 
 PAUSE_ANNOTATION = "ferrymq.io/pause-reconciliation"
 RESTART_ANNOTATION = "ferrymq.io/manual-rolling-restart"
@@ -56,23 +56,15 @@ def restart_requested(body: Mapping[str, Any]) -> bool:
     return RESTART_ANNOTATION in annotations_of(body)
 
 
-def paused_status(previous: models.ClusterStatus, generation: int, now: str) -> dict[str, Any]:
+def paused_status(builder: StatusBuilder[Any]) -> None:
     """The previous status with ReconciliationPaused=True added (nothing else is re-observed)."""
-    conditions = [c for c in previous.conditions if c.type != RECONCILIATION_PAUSED]
-    conditions.append(
-        models.Condition(
-            type=RECONCILIATION_PAUSED,
-            status="True",
-            reason="AnnotationSet",
-            message=f"{PAUSE_ANNOTATION} is set: the operator changes nothing until it is removed",
-        )
+    builder.from_previous()
+    builder.condition(
+        RECONCILIATION_PAUSED,
+        True,
+        "AnnotationSet",
+        f"{PAUSE_ANNOTATION} is set: the operator changes nothing until it is removed",
     )
-    return {
-        "conditions": [
-            c.model_dump(by_alias=True, exclude_none=True)
-            for c in carry_transition_times(conditions, previous.conditions, generation, now)
-        ]
-    }
 
 
 def paused_events(previous: models.ClusterStatus) -> Events:
@@ -340,39 +332,6 @@ async def roll(
     if isinstance(decision, rollout.Stalled):
         kept["message"] = "stalled: " + decision.message
     return RolloutOutcome(decision, kept)
-
-
-def decorate_status(status: dict[str, Any], decision: rollout.Decision, now: str) -> None:
-    """Put the roll-out on the conditions: Progressing while it rolls, Degraded when it stalls."""
-    if isinstance(decision, rollout.Done):
-        return
-    failed = status.get("phase") == "Failed"
-    for cond in status["conditions"]:
-        if isinstance(decision, rollout.Stalled):
-            if cond["type"] == "Degraded":
-                _set(cond, "True", decision.reason, decision.message, now)
-            elif cond["type"] == "Progressing":
-                _set(cond, "False", decision.reason, "stopped: see Degraded", now)
-            elif cond["type"] == "Ready":
-                _set(cond, "False", decision.reason, decision.message, now)
-        elif cond["type"] == "Progressing" and not failed:
-            message = (
-                decision.message
-                if isinstance(decision, rollout.Roll)
-                else f"rolling update: {decision.message}"
-            )
-            _set(cond, "True", "RollingUpdate", message, now)
-    if isinstance(decision, rollout.Stalled):
-        if not failed:
-            status["phase"] = "Degraded"
-    elif not failed and status.get("phase") == "Running":
-        status["phase"] = "Updating"
-
-
-def _set(cond: dict[str, Any], value: str, reason: str, message: str, now: str) -> None:
-    if cond.get("status") != value:
-        cond["lastTransitionTime"] = now
-    cond.update(status=value, reason=reason, message=message or reason)
 
 
 # --- drained scale-in ---
