@@ -308,7 +308,7 @@ class BrokerApp:
         self.semantics.register(self.server)
         self.send = SendMessageProcessor(
             cfg,
-            self.semantics.send_store,  # type: ignore[arg-type]
+            self.semantics.send_store,
             self.topics,
             self.groups,
             max_message_size=self.store_config.max_message_size,
