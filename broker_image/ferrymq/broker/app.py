@@ -17,6 +17,7 @@ from pathlib import Path
 from ferrymq.acl.metrics import SecurityCollector
 from ferrymq.acl.service import AclService
 from ferrymq.acl.settings import AclSettings
+from ferrymq.broker.broker_conf import BrokerConf
 from ferrymq.broker.client_registry import ConsumerManager, ProducerManager
 from ferrymq.broker.config import BrokerConfig, config_dir, role_problem
 from ferrymq.broker.config_file import ConfigFile
@@ -311,7 +312,7 @@ class BrokerApp:
         self.semantics.register(self.server)
         self.send = SendMessageProcessor(
             cfg,
-            self.semantics.send_store,  # type: ignore[arg-type]
+            self.semantics.send_store,
             self.topics,
             self.groups,
             max_message_size=self.store_config.max_message_size,
@@ -638,15 +639,7 @@ class BrokerApp:
         log.info("broker %s stopped", self.config.broker_name)
 
 
-async def serve(
-    config: BrokerConfig,
-    store_config: MessageStoreConfig,
-    ha_settings: HASettings | None = None,
-    semantics_config: SemanticsConfig | None = None,
-    acl_settings: AclSettings | None = None,
-    tls_settings: TlsSettings | None = None,
-    controller_mode: ControllerModeSettings | None = None,
-) -> None:
+async def serve(conf: BrokerConf) -> None:
     """Run a broker until SIGTERM or SIGINT, then shut it down gracefully.
 
     From the first signal the process has ``shutdownGraceSeconds`` to stop (a start still in
@@ -654,14 +647,16 @@ async def serve(
     leaves the abort file, so the next start recovers); a second signal or the grace running out
     forces it out with a log line naming what was still running (see GracefulShutdown).
     """
+    config = conf.broker
     app = BrokerApp(
         config,
-        store_config,
-        semantics_config=semantics_config,
-        ha_settings=ha_settings,
-        acl_settings=acl_settings,
-        tls_settings=tls_settings,
-        controller_mode=controller_mode,
+        conf.store,
+        semantics_config=conf.semantics,
+        ha_settings=conf.ha,
+        acl_settings=conf.acl,
+        tls_settings=conf.tls,
+        controller_mode=conf.controller_mode,
+        lag_config=conf.lag,
     )
     shutdown = GracefulShutdown(config.shutdown_grace_seconds, name=f"broker {config.broker_name}")
     shutdown.install()
