@@ -205,6 +205,39 @@ async def test_slave_falls_back_when_an_older_master_hangs_up_on_the_handshake(
         services.append(slave)
         await wait_until(lambda: len(firsts) >= 2, 5, "the slave to connect twice")
         assert firsts[:2] == [FEATURES_MAGIC, 0]  # asked, was hung up on, then plain
+        assert slave.client.features_fallbacks >= 1
         assert FEATURE_METADATA_NOTICE == 1
     finally:
         server.close()
+
+
+async def test_a_refused_slave_keeps_asking_for_notices(
+    tmp_path: Path, services: list[HAService]
+) -> None:
+    """A current master refusing a diverged slave has answered its handshake first, so the slave
+    does not mistake the refusal for an older master and keeps asking on every connection."""
+    master_log = new_commit_log(tmp_path / "m", FILE_SIZE)
+    master_log.put_message(message(0, 100))
+    master = HAService(
+        HAConfig(role=Role.ASYNC_MASTER, **FAST),  # type: ignore[arg-type]
+        CommitLogReplication(master_log),
+        metadata_versions=lambda: MetadataVersions(1, 1, 1),
+    )
+    await master.start()
+    services.append(master)
+    ahead_log = new_commit_log(tmp_path / "ahead", FILE_SIZE)
+    for i in range(5):
+        ahead_log.put_message(message(i, 500))
+    cfg = HAConfig(  # type: ignore[arg-type]
+        role=Role.SLAVE, master_ha_address=f"127.0.0.1:{master.listen_port}", **FAST
+    )
+    slave = HAService(cfg, CommitLogReplication(ahead_log))
+    heard: list[MetadataVersions] = []
+    assert slave.client is not None
+    slave.client.metadata_listener = heard.append
+    await slave.start()
+    services.append(slave)
+    await wait_until(lambda: len(master.refusals) >= 3, 10, "three refusals")
+    assert "ahead" in master.refusals[-1].reason
+    assert slave.client.features_fallbacks == 0
+    assert len(heard) >= 3  # one answer per connection

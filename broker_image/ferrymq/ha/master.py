@@ -182,6 +182,10 @@ class HAConnection:
         handshake = await read_handshake(self._reader, housekeeping)
         self.slave_broker_id, self.slave_features = handshake.broker_id, handshake.features
         pending = handshake.pending
+        # answer a features handshake at once, before the first report is judged: the slave
+        # learns this master understood it even when it then refuses the slave (slave.py
+        # falls back to the plain stream only after a hang-up with nothing received)
+        self._send_notice_if_moved(self._writer)
         while True:
             try:
                 data = pending or await asyncio.wait_for(

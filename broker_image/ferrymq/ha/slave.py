@@ -77,6 +77,7 @@ class HAClient:
         self.notices_received = 0
         # the last master closed on our features block before sending anything: leave it out once
         self._skip_features_once = False
+        self.features_fallbacks = 0
 
     def update_master_address(self, address: str | None) -> None:
         """Point at a (new) master HA address; a live connection to another address is dropped."""
@@ -210,6 +211,7 @@ class HAClient:
             # up: reconnect without it (that session gets no metadata notices, only the
             # periodic sync); the connection after it asks again
             self._skip_features_once = True
+            self.features_fallbacks += 1
             log.info(
                 "HA client: master %s closed the connection after the features handshake; "
                 "the next connection goes without it",
