@@ -374,16 +374,47 @@ class BrokerApp:
             # the store keeps its get counters as plain attributes (see MessageStore.runtime_info)
             get_found=lambda: int(getattr(store, "_get_found_total", 0)),
             get_miss=lambda: int(getattr(store, "_get_miss_total", 0)),
-            items={
-                "TOPIC_PUT_NUMS": lambda: self.inflow.messages,
-                "TOPIC_PUT_SIZE": lambda: self.inflow.bytes,
-                "GROUP_GET_NUMS": lambda: {
-                    f"{r.topic}@{r.group}": r.consumed_total for r in lag.snapshot.topics
-                },
-                "BROKER_PUT_NUMS": lambda: {cluster: put()},
-                "BROKER_GET_NUMS": lambda: {cluster: got()},
-            },
+            items=self._stats_items(cluster),
         )
+
+    def _stats_items(self, cluster: str) -> dict[str, Callable[[], dict[str, tuple[int, int]]]]:
+        """VIEW_BROKER_STATS_DATA items as upstream counts them: (value, requests) per key, from
+        the send, pull and send-back processors' own counters (read on the stats timer)."""
+
+        def put(column: int) -> dict[str, tuple[int, int]]:
+            topics = self.send.stats.topics if self.send else {}
+            return {topic: (row[column], row[2]) for topic, row in topics.items()}
+
+        def get(column: int) -> dict[str, tuple[int, int]]:
+            if self.pull is None:
+                return {}
+            pulls = self.pull.stats.out_pulls
+            return {
+                f"{topic}@{group}": (row[column], pulls.get((topic, group), 0))
+                for (topic, group), row in self.pull.stats.out.items()
+            }
+
+        def sent_back() -> dict[str, tuple[int, int]]:
+            retry = self.semantics.retry if self.semantics else None
+            return {key: (n, n) for key, n in (retry.sent_back if retry else {}).items()}
+
+        def broker_put() -> dict[str, tuple[int, int]]:
+            stats = self.send.stats if self.send else None
+            return {cluster: (stats.put_messages, stats.put_requests) if stats else (0, 0)}
+
+        def broker_get() -> dict[str, tuple[int, int]]:
+            stats = self.pull.stats if self.pull else None
+            return {cluster: (stats.got_messages, stats.got_requests) if stats else (0, 0)}
+
+        return {
+            "TOPIC_PUT_NUMS": lambda: put(0),
+            "TOPIC_PUT_SIZE": lambda: put(1),
+            "GROUP_GET_NUMS": lambda: get(0),
+            "GROUP_GET_SIZE": lambda: get(1),
+            "SNDBCK_PUT_NUMS": sent_back,
+            "BROKER_PUT_NUMS": broker_put,
+            "BROKER_GET_NUMS": broker_get,
+        }
 
     def _wire_monitoring(self, store: MessageStore, stats: BrokerStatsManager) -> None:
         """Offset and monitoring admin codes (222, 223, 303, 305, 306, 309, 314-317, 321, 328)."""
