@@ -55,7 +55,7 @@ def broker_conf(
         # the controller picks the master: every pod is a replica with id ordinal + 1 (ids >= 1)
         # and brokerRole says only whether a master waits for its in-sync replicas
         role, broker_id = spec.broker_role, broker_id + 1
-        failover = controller.broker_conf_keys(owner)
+        failover = controller.broker_conf_keys(owner, spec)
     listen, ha = spec.pod_ports(group, broker_id)
     extra = dict(spec.config)
     metrics = pod_metrics_port(spec, group, broker_id)
@@ -237,7 +237,11 @@ def _probes(spec: BrokerSpec) -> dict[str, Any]:
     return {
         # Store recovery may take long: the startup probe allows it before liveness applies.
         "startupProbe": pod.serving_probe(
-            port, pod.LIVE_FRESH_S, period=STARTUP_PERIOD, failures=STARTUP_FAILURES
+            port,
+            pod.LIVE_FRESH_S,
+            period=STARTUP_PERIOD,
+            failures=STARTUP_FAILURES,
+            timeout=pod.READY_TIMEOUT_S,
         ),
         "readinessProbe": pod.readiness_probe(port),
         "livenessProbe": pod.liveness_probe(port),

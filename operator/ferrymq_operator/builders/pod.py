@@ -256,18 +256,27 @@ def serving_probe(
     return probe
 
 
-# Probe timings for a loaded node (one place for brokers and NameServers). The marker is touched
-# every 2 s: readiness allows 10 s without a touch, 3 times in a row (un-Ready after ~20-25 s of a
-# stalled loop); liveness allows 30 s, 6 times 10 s apart (a restart only after ~90 s of stall).
-READY_FRESH_S, READY_PERIOD_S, READY_FAILURES = 10, 5, 3
-LIVE_FRESH_S, LIVE_PERIOD_S, LIVE_FAILURES = 30, 10, 6
+# Probe timings for a loaded node (one place for brokers, NameServers and controllers). The marker
+# is touched every 2 s, but each exec probe goes through the container runtime (docker exec), which
+# on a loaded node (load 30 on 2 cores, measured) takes seconds by itself: timeouts are generous.
+# Readiness: 10 s without a touch, 3 times 10 s apart (un-Ready after ~30-40 s of a stalled loop);
+# liveness: 30 s without a touch, 6 times 20 s apart (a restart only after ~2.5 min of stall).
+READY_FRESH_S, READY_PERIOD_S, READY_TIMEOUT_S, READY_FAILURES = 10, 10, 10, 3
+LIVE_FRESH_S, LIVE_PERIOD_S, LIVE_TIMEOUT_S, LIVE_FAILURES = 30, 20, 20, 6
 
 
 def readiness_probe(port: int | str) -> dict[str, Any]:
-    return serving_probe(port, READY_FRESH_S, READY_PERIOD_S, READY_FAILURES)
+    return serving_probe(
+        port, READY_FRESH_S, READY_PERIOD_S, READY_FAILURES, timeout=READY_TIMEOUT_S
+    )
 
 
 def liveness_probe(port: int | str, initial_delay: int = 0) -> dict[str, Any]:
     return serving_probe(
-        port, LIVE_FRESH_S, LIVE_PERIOD_S, LIVE_FAILURES, timeout=10, initial_delay=initial_delay
+        port,
+        LIVE_FRESH_S,
+        LIVE_PERIOD_S,
+        LIVE_FAILURES,
+        timeout=LIVE_TIMEOUT_S,
+        initial_delay=initial_delay,
     )
