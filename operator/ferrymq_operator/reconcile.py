@@ -367,7 +367,9 @@ async def _lifecycle_steps(
     switchover: lifecycle.SwitchOverCall | None = None
     if controller_builder.enabled(spec):
         states = lifecycle.with_controller(states, await group_masters(ctx.kube, owner))
-        switchover = lifecycle.remoting_switchover(owner, timeout)
+        switchover = lifecycle.remoting_switchover(
+            owner, timeout, controller_builder.addresses(owner, spec).split(";")
+        )
     workloads = lifecycle.settle_on_delete(workloads, states)
     policy = rollout.Policy(ctx.settings.rollout_stall_seconds, ctx.settings.rollout_max_lag_bytes)
     runtime_info = lifecycle.remoting_runtime_info(addr, timeout)
