@@ -16,6 +16,7 @@ from ferrymq_operator import (
     broker_admin,
     conf_check,
     drain,
+    failover_mode,
     host_ports,
     k8s,
     lifecycle,
@@ -619,6 +620,14 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
         failure = secured.failure or _conf_failure(report, previous, generation, result)
         if failure is None:
             failure = port_conflict(ctx, body, host_ports.broker_ranges(spec))
+        if failure is None:
+            deployed = await failover_mode.observe(
+                ctx.kube, owner, await existing_groups(ctx.kube, owner)
+            )
+            failure = failover_mode.refusal(deployed, spec.failover)
+            if failure is not None and deployed is not None:
+                # refused: the rest of the pass observes the cluster as it runs
+                spec = spec.model_copy(update={"failover": deployed})
         if failure is None:
             objects = controller_builder.desired(owner, spec)
             objects += broker_builder.desired(owner, spec, addr, ctx.versions.pdb)
