@@ -130,6 +130,8 @@ class RetryService:
         self.max_delay_level = max_delay_level
         self.broker_writable = broker_writable
         self.pick = pick
+        # messages sent back per "topic@group" (upstream's SNDBCK_PUT_NUMS stats item)
+        self.sent_back: dict[str, int] = {}
 
     async def send_back(
         self,
@@ -198,4 +200,6 @@ class RetryService:
                 decision.topic,
                 msg.reconsume_times,
             )
+        key = f"{msg.topic}@{group}"
+        self.sent_back[key] = self.sent_back.get(key, 0) + 1
         return SendBackOutcome(ResponseCode.SUCCESS, None, decision)

@@ -61,8 +61,7 @@ from ferrymq.store.record import (
     DecodedRecord,
     RecordKind,
     check_record,
-    encode_record_into,
-    record_size,
+    encode_record,
 )
 from ferrymq.store.results import GetMessageStatus
 
@@ -172,10 +171,7 @@ def _check_body(record: DecodedRecord, view: memoryview) -> bytes:
     body = bytes(view[record.body_pos : record.body_pos + record.body_len])
     topic_b = topic.encode("utf-8")
     props_b = encode_properties(props).encode("utf-8")
-    buf = bytearray(record_size(len(body), len(topic_b), len(props_b)))
-    encode_record_into(
-        buf,
-        0,
+    return encode_record(
         queue_id=int(qid) if qid.isdigit() else 0,
         flag=record.flag,
         queue_offset=record.queue_offset,
@@ -193,7 +189,6 @@ def _check_body(record: DecodedRecord, view: memoryview) -> bytes:
         topic=topic_b,
         properties=props_b,
     )
-    return bytes(buf)
 
 
 @dataclass(frozen=True, slots=True)
