@@ -108,6 +108,7 @@ class SendSemanticsStore:
         self._store = store
         self._max_delay_level = max_delay_level
         self._reject_transaction_message = reject_transaction_message
+        self._put_nowait = store.put_message_nowait  # bound once: every send takes this path
 
     @staticmethod
     def _forbidden(topic: str) -> PutMessageResult | None:
@@ -140,7 +141,7 @@ class SendSemanticsStore:
         stored = self._as_stored(msg)
         if isinstance(stored, PutMessageResult):
             return stored
-        return self._store.put_message_nowait(stored)
+        return self._put_nowait(stored)
 
     def _as_stored(self, msg: MessageInner) -> MessageInner | PutMessageResult:
         """The message as it is stored (a half message, a schedule-topic message, or itself), or
