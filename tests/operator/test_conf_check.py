@@ -67,3 +67,9 @@ def test_keys_of_every_broker_conf_part_are_known_and_checked() -> None:
     assert len(bad.problems) == 2
     assert any(p.startswith("transactionCheckMax='0'") for p in bad.problems), bad.problems
     assert any(p.startswith("consumerLagEnable='perhaps'") for p in bad.problems), bad.problems
+
+
+def test_generated_acl_and_tls_keys_pass_their_parts() -> None:
+    for need in ("none", "optional", "require"):
+        report = broker_report({}, acl={}, tls={"mode": "enforcing", "needClientAuth": need})
+        assert report == conf_check.ConfReport(problems=[], unknown=[])
