@@ -17,6 +17,7 @@ from pathlib import Path
 from ferrymq.acl.metrics import SecurityCollector
 from ferrymq.acl.service import AclService
 from ferrymq.acl.settings import AclSettings
+from ferrymq.broker.broker_conf import BrokerConf
 from ferrymq.broker.client_registry import ConsumerManager, ProducerManager
 from ferrymq.broker.config import BrokerConfig, config_dir, role_problem
 from ferrymq.broker.config_file import ConfigFile
@@ -50,7 +51,7 @@ from ferrymq.broker.semantics import SemanticsConfig, SemanticsServices, load_se
 from ferrymq.broker.stats_manager import BrokerStatsManager
 from ferrymq.broker.subscription_groups import SubscriptionGroupManager
 from ferrymq.broker.topic_config import TopicConfigManager
-from ferrymq.client.credentials import ClientSecurity
+from ferrymq.client.credentials import ClientSecurity, SessionCredentials
 from ferrymq.ha.broker_ha import BrokerHA, ManagerSyncTargets
 from ferrymq.ha.config import HASettings, Role
 from ferrymq.ha.metrics import HACollector, ha_figures
@@ -58,6 +59,7 @@ from ferrymq.remoting.bodies import PERM_READ, TopicConfig
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.eventloop import GracefulShutdown, cancel_and_wait
 from ferrymq.remoting.server import RemotingServer
+from ferrymq.remoting.serving_marker import ServingMarker
 from ferrymq.remoting.tls import ServerTls, TlsSettings, ha_contexts
 from ferrymq.store.config import BrokerRole, MessageStoreConfig
 from ferrymq.store.message_store import MessageStore
@@ -153,6 +155,9 @@ class BrokerApp:
         # the broker's own calls (NameServer registration, slave sync) sign with the
         # FERRYMQ_ACCESS_KEY/_SECRET_KEY credentials and use tls.enable/tls.client.* when set
         outer = ClientSecurity.from_env()
+        inner = acl_settings.inner_credentials() if acl_settings is not None else None
+        if inner is not None:  # innerClientAuthenticationCredentials in broker.conf wins
+            outer = ClientSecurity(SessionCredentials(*inner), outer.tls)
         client_tls = tls_settings.client_tls() or outer.tls
         self.client = RemotingClient(
             name="broker-outer",
@@ -308,7 +313,7 @@ class BrokerApp:
         self.semantics.register(self.server)
         self.send = SendMessageProcessor(
             cfg,
-            self.semantics.send_store,  # type: ignore[arg-type]
+            self.semantics.send_store,
             self.topics,
             self.groups,
             max_message_size=self.store_config.max_message_size,
@@ -666,15 +671,7 @@ class BrokerApp:
         log.info("broker %s stopped", self.config.broker_name)
 
 
-async def serve(
-    config: BrokerConfig,
-    store_config: MessageStoreConfig,
-    ha_settings: HASettings | None = None,
-    semantics_config: SemanticsConfig | None = None,
-    acl_settings: AclSettings | None = None,
-    tls_settings: TlsSettings | None = None,
-    controller_mode: ControllerModeSettings | None = None,
-) -> None:
+async def serve(conf: BrokerConf) -> None:
     """Run a broker until SIGTERM or SIGINT, then shut it down gracefully.
 
     From the first signal the process has ``shutdownGraceSeconds`` to stop (a start still in
@@ -682,19 +679,28 @@ async def serve(
     leaves the abort file, so the next start recovers); a second signal or the grace running out
     forces it out with a log line naming what was still running (see GracefulShutdown).
     """
+    config = conf.broker
     app = BrokerApp(
         config,
-        store_config,
-        semantics_config=semantics_config,
-        ha_settings=ha_settings,
-        acl_settings=acl_settings,
-        tls_settings=tls_settings,
-        controller_mode=controller_mode,
+        conf.store,
+        semantics_config=conf.semantics,
+        ha_settings=conf.ha,
+        acl_settings=conf.acl,
+        tls_settings=conf.tls,
+        controller_mode=conf.controller_mode,
+        lag_config=conf.lag,
     )
     shutdown = GracefulShutdown(config.shutdown_grace_seconds, name=f"broker {config.broker_name}")
     shutdown.install()
+    marker: ServingMarker | None = None
     try:
+        stale = ServingMarker.from_env(config.listen_port)
+        if stale is not None:
+            stale.clear()  # an earlier container's marker must not vouch for this start
         await app.start()
+        marker = ServingMarker.from_env(app.port)
+        if marker is not None and not shutdown.requested.is_set():
+            marker.start()  # the probes' evidence that the server serves (see serving_marker)
         # Everything start-up created (modules, classes, configs: ~60k objects) lives as long as
         # the process; frozen, a full collection walks only what serving allocates instead of
         # stalling the loop 40-60 ms (measured during the 2k msg/s latency case)
@@ -706,6 +712,8 @@ async def serve(
     finally:
         # a failed start stops within the grace too
         shutdown.request()
+        if marker is not None:
+            await marker.stop()
         await app.stop()
         shutdown.done()
         shutdown.uninstall()

@@ -24,8 +24,9 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ferrymq.broker._store_protocol import SemanticsStore, restored_message, stored_body
+from ferrymq.broker.message_copy import restored_message, stored_body
 from ferrymq.broker.schedule import to_schedule_topic
+from ferrymq.broker.store_port import MessageStorePort
 from ferrymq.message import (
     MessageConst,
 )
@@ -115,7 +116,7 @@ TopicCreator = Callable[[str, int, int], bool]
 class RetryService:
     def __init__(
         self,
-        store: SemanticsStore,
+        store: MessageStorePort,
         *,
         find_group: GroupLookup,
         create_topic: TopicCreator,
