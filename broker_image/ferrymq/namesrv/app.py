@@ -11,6 +11,7 @@ from ferrymq.namesrv.admin_processor import NamesrvAdminProcessor
 from ferrymq.namesrv.config import NamesrvConfig
 from ferrymq.namesrv.housekeeping import Housekeeping
 from ferrymq.namesrv.kv_config import KVConfigManager
+from ferrymq.namesrv.metrics import NamesrvMetrics
 from ferrymq.namesrv.processor import NamesrvProcessor
 from ferrymq.namesrv.route_table import RouteTable
 from ferrymq.remoting.eventloop import GracefulShutdown
@@ -62,7 +63,7 @@ class NamesrvApp:
         )
         # admin codes 304, 311-313, 318, 319; a config update re-tunes housekeeping
         NamesrvAdminProcessor(self.routes, config, self._config_changed).register_to(self.server)
-        self._metrics_server: object | None = None
+        self.metrics: NamesrvMetrics | None = None
 
     def _config_changed(self, names: list[str]) -> None:
         self.housekeeping.interval_ms = self.config.scan_not_active_broker_interval
@@ -90,9 +91,18 @@ class NamesrvApp:
             self.acl.start()
         await self.server.start()
         self.housekeeping.start()
+        if self.config.metrics_port:
+            host = self.config.bind_address or "0.0.0.0"
+            self.metrics = NamesrvMetrics(
+                host, self.config.metrics_port, self.routes, self.acl, self.server_tls
+            )
+            self.metrics.start()
         log.info("NameServer started on %s:%d", self.config.bind_address, self.server.port)
 
     async def stop(self) -> None:
+        if self.metrics is not None:
+            self.metrics.stop()
+            self.metrics = None
         await self.housekeeping.stop()
         self.processor.stop_watching()
         await self.server.stop()
