@@ -304,3 +304,42 @@ def test_cert_manager_certificate(broker_owner: Owner) -> None:
     ]
     with pytest.raises(InvalidSpec, match="keep one"):
         parse_broker_spec({**REF, "tls": {"secretName": "x", "issuerRef": {"name": "y"}}})
+
+
+def test_operator_client_certificate_only_when_the_brokers_ask_for_one() -> None:
+    from ferrymq_operator.security import session
+
+    now = datetime.datetime.now(datetime.UTC)
+    authority = ca.new_ca("test CA", now, 30)
+    pair = ca.issue(authority, "orders", ["localhost"], now, 10)
+    data = {"tls.crt": pair.cert_pem, "tls.key": pair.key_pem, "ca.crt": authority.cert_pem}
+    cert = decisions.client_certificate(data)
+    assert cert == (pair.cert_pem, pair.key_pem)
+    assert decisions.client_certificate({"tls.crt": pair.cert_pem}) is None
+    assert decisions.client_certificate(None) is None
+    account = decisions.plan_operator_acl(None)
+
+    def tls_of(**tls: Any) -> Any:
+        security = session.for_cluster(parse_broker_spec({**REF, "tls": tls}), account, cert)
+        return security.tls if security is not None else None
+
+    assert tls_of(mode="permissive", needClientAuth="require") is None  # plaintext is served
+    assert tls_of(mode="enforcing").cert_path is None  # no client auth: no certificate sent
+    required = tls_of(mode="enforcing", needClientAuth="require")
+    optional = tls_of(mode="enforcing", needClientAuth="optional")
+    assert required.cert_path == optional.cert_path  # same content, same files
+    assert required.cert_path.read_text() == pair.cert_pem
+    assert required.key_path.read_text() == pair.key_pem
+    assert required.key_path.stat().st_mode & 0o777 == 0o600
+    assert required.cert_path.parent.stat().st_mode & 0o777 == 0o700
+    required.context()  # loads: the files are a matching pair
+
+    renewed = ca.issue(authority, "orders", ["localhost"], now, 10)
+    again = session.for_cluster(
+        parse_broker_spec({**REF, "tls": {"mode": "enforcing", "needClientAuth": "require"}}),
+        account,
+        (renewed.cert_pem, renewed.key_pem),
+    )
+    assert again is not None and again.tls is not None
+    assert again.tls.cert_path != required.cert_path  # a renewal never rewrites files in use
+    assert required.cert_path.read_text() == pair.cert_pem
