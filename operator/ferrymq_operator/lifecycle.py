@@ -19,11 +19,11 @@ import datetime
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from ferrymq_operator import drain, k8s, models, rollout
+from ferrymq_operator import drain, k8s, models, rollout, timeouts
 from ferrymq_operator.builders import names
 from ferrymq_operator.builders.names import Owner
 from ferrymq_operator.security import session
-from ferrymq_operator.status import WorkloadObservation, carry_transition_times
+from ferrymq_operator.status import StatusBuilder, WorkloadObservation
 
 PAUSE_ANNOTATION = "ferrymq.io/pause-reconciliation"
 RESTART_ANNOTATION = "ferrymq.io/manual-rolling-restart"
@@ -56,23 +56,15 @@ def restart_requested(body: Mapping[str, Any]) -> bool:
     return RESTART_ANNOTATION in annotations_of(body)
 
 
-def paused_status(previous: models.ClusterStatus, generation: int, now: str) -> dict[str, Any]:
+def paused_status(builder: StatusBuilder[Any]) -> None:
     """The previous status with ReconciliationPaused=True added (nothing else is re-observed)."""
-    conditions = [c for c in previous.conditions if c.type != RECONCILIATION_PAUSED]
-    conditions.append(
-        models.Condition(
-            type=RECONCILIATION_PAUSED,
-            status="True",
-            reason="AnnotationSet",
-            message=f"{PAUSE_ANNOTATION} is set: the operator changes nothing until it is removed",
-        )
+    builder.from_previous()
+    builder.condition(
+        RECONCILIATION_PAUSED,
+        True,
+        "AnnotationSet",
+        f"{PAUSE_ANNOTATION} is set: the operator changes nothing until it is removed",
     )
-    return {
-        "conditions": [
-            c.model_dump(by_alias=True, exclude_none=True)
-            for c in carry_transition_times(conditions, previous.conditions, generation, now)
-        ]
-    }
 
 
 def paused_events(previous: models.ClusterStatus) -> Events:
@@ -105,7 +97,7 @@ def remoting_runtime_info(namesrv_addr: str, timeout: float) -> RuntimeInfo:
         from ferrymq.client.admin import AdminClient
 
         async with AdminClient(namesrv_addr, timeout=timeout, security=session.current()) as admin:
-            return await asyncio.wait_for(admin.broker_runtime_info(addr), timeout * 2)
+            return await timeouts.within(timeout * 2, admin.broker_runtime_info(addr))
 
     return call
 
@@ -342,39 +334,6 @@ async def roll(
     return RolloutOutcome(decision, kept)
 
 
-def decorate_status(status: dict[str, Any], decision: rollout.Decision, now: str) -> None:
-    """Put the roll-out on the conditions: Progressing while it rolls, Degraded when it stalls."""
-    if isinstance(decision, rollout.Done):
-        return
-    failed = status.get("phase") == "Failed"
-    for cond in status["conditions"]:
-        if isinstance(decision, rollout.Stalled):
-            if cond["type"] == "Degraded":
-                _set(cond, "True", decision.reason, decision.message, now)
-            elif cond["type"] == "Progressing":
-                _set(cond, "False", decision.reason, "stopped: see Degraded", now)
-            elif cond["type"] == "Ready":
-                _set(cond, "False", decision.reason, decision.message, now)
-        elif cond["type"] == "Progressing" and not failed:
-            message = (
-                decision.message
-                if isinstance(decision, rollout.Roll)
-                else f"rolling update: {decision.message}"
-            )
-            _set(cond, "True", "RollingUpdate", message, now)
-    if isinstance(decision, rollout.Stalled):
-        if not failed:
-            status["phase"] = "Degraded"
-    elif not failed and status.get("phase") == "Running":
-        status["phase"] = "Updating"
-
-
-def _set(cond: dict[str, Any], value: str, reason: str, message: str, now: str) -> None:
-    if cond.get("status") != value:
-        cond["lastTransitionTime"] = now
-    cond.update(status=value, reason=reason, message=message or reason)
-
-
 # --- drained scale-in ---
 
 
@@ -531,6 +490,6 @@ def remoting_config_update(
         from ferrymq.client.admin import AdminClient
 
         async with AdminClient(namesrv_addr, timeout=timeout, security=session.current()) as admin:
-            await asyncio.wait_for(admin.update_broker_config(addr, properties), timeout * 2)
+            await timeouts.within(timeout * 2, admin.update_broker_config(addr, properties))
 
     return call

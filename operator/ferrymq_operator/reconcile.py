@@ -16,6 +16,7 @@ from ferrymq_operator import (
     broker_admin,
     conf_check,
     drain,
+    failover_mode,
     host_ports,
     k8s,
     lifecycle,
@@ -33,7 +34,12 @@ from ferrymq_operator.security import netpol
 from ferrymq_operator.security import secrets as security_secrets
 from ferrymq_operator.security import session as security_session
 from ferrymq_operator.settings import OperatorSettings
-from ferrymq_operator.status import Failure, WorkloadObservation, compute, observe_statefulset
+from ferrymq_operator.status import (
+    Failure,
+    StatusBuilder,
+    WorkloadObservation,
+    observe_statefulset,
+)
 
 # (type "Normal"|"Warning", reason, message) -> posts a Kubernetes Event on the custom resource.
 EventSink = Callable[[str, str, str], None]
@@ -182,16 +188,15 @@ def port_user(
 # --- NameServer ---
 
 
-def _paused(
-    body: Mapping[str, Any], previous: models.ClusterStatus, generation: int, result: Result
-) -> bool:
+def _paused(body: Mapping[str, Any], builder: StatusBuilder[Any], result: Result) -> bool:
     """The pause annotation, alike for every kind: when set, only ReconciliationPaused is added to
     the previous status; when just removed, a ReconciliationResumed event says so."""
     if lifecycle.is_paused(body):
-        result.status = lifecycle.paused_status(previous, generation, now())
-        result.events.extend(lifecycle.paused_events(previous))
+        lifecycle.paused_status(builder)
+        result.status = builder.patch()
+        result.events.extend(lifecycle.paused_events(builder.previous))
         return True
-    result.events.extend(lifecycle.resumed_events(previous))
+    result.events.extend(lifecycle.resumed_events(builder.previous))
     return False
 
 
@@ -213,8 +218,9 @@ async def reconcile_nameserver(ctx: Context, body: Mapping[str, Any]) -> Result:
     owner = owner_of(body)
     generation = int(body["metadata"].get("generation", 1))
     previous = models.NameServerStatus.model_validate(body.get("status") or {})
+    builder = StatusBuilder(models.NameServerStatus, previous, generation, now())
     result = Result(status={})
-    if _paused(body, previous, generation, result):
+    if _paused(body, builder, result):
         return result
     failure: Failure | None = None
     secured = security_secrets.SecurityOutcome()
@@ -244,13 +250,10 @@ async def reconcile_nameserver(ctx: Context, body: Mapping[str, Any]) -> Result:
         if failure is None:
             failure = await _apply_all(ctx.kube, objects, result)
     workloads = await observe_nameserver(ctx.kube, owner, replicas) if replicas else []
-    status = compute(generation, workloads, previous, failure, now())
+    builder.observe(workloads, failure)
     if replicas:
-        result.events += security_secrets.decorate_status(
-            status, secured, spec, previous, generation, _utcnow(), now()
-        )
-    if replicas:
-        status["addresses"] = names.namesrv_addresses(
+        result.events += security_secrets.decorate_status(builder, secured, spec, _utcnow())
+        builder.status.addresses = names.namesrv_addresses(
             owner.name,
             owner.namespace,
             replicas,
@@ -258,7 +261,7 @@ async def reconcile_nameserver(ctx: Context, body: Mapping[str, Any]) -> Result:
             spec.port,
             per_pod=spec.host_network,
         )
-    result.status = status
+    result.status = status = builder.patch()
     result.failure = failure
     result.events.extend(_transition_events(previous, status))
     return result
@@ -365,7 +368,9 @@ async def _lifecycle_steps(
     switchover: lifecycle.SwitchOverCall | None = None
     if controller_builder.enabled(spec):
         states = lifecycle.with_controller(states, await group_masters(ctx.kube, owner))
-        switchover = lifecycle.remoting_switchover(owner, timeout)
+        switchover = lifecycle.remoting_switchover(
+            owner, timeout, controller_builder.addresses(owner, spec).split(";")
+        )
     workloads = lifecycle.settle_on_delete(workloads, states)
     policy = rollout.Policy(ctx.settings.rollout_stall_seconds, ctx.settings.rollout_max_lag_bytes)
     runtime_info = lifecycle.remoting_runtime_info(addr, timeout)
@@ -580,15 +585,17 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
     owner = owner_of(body)
     generation = int(body["metadata"].get("generation", 1))
     previous = models.BrokerStatus.model_validate(body.get("status") or {})
+    builder = StatusBuilder(models.BrokerStatus, previous, generation, now())
     result = Result(status={})
-    if _paused(body, previous, generation, result):
+    if _paused(body, builder, result):
         return result
     try:
         spec = models.parse_broker_spec(body.get("spec") or {})
         owner.check_name()
     except ValueError as error:
-        status = compute(generation, [], previous, Failure("InvalidSpec", str(error)), now())
-        result.status, result.failure = status, Failure("InvalidSpec", str(error))
+        builder.observe([], Failure("InvalidSpec", str(error)))
+        result.status = status = builder.patch()
+        result.failure = Failure("InvalidSpec", str(error))
         result.events.extend(_transition_events(previous, status))
         return result
 
@@ -613,6 +620,14 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
         failure = secured.failure or _conf_failure(report, previous, generation, result)
         if failure is None:
             failure = port_conflict(ctx, body, host_ports.broker_ranges(spec))
+        if failure is None:
+            deployed = await failover_mode.observe(
+                ctx.kube, owner, await existing_groups(ctx.kube, owner)
+            )
+            failure = failover_mode.refusal(deployed, spec.failover)
+            if failure is not None and deployed is not None:
+                # refused: the rest of the pass observes the cluster as it runs
+                spec = spec.model_copy(update={"failover": deployed})
         if failure is None:
             objects = controller_builder.desired(owner, spec)
             objects += broker_builder.desired(owner, spec, addr, ctx.versions.pdb)
@@ -670,24 +685,25 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
     )
     notes = [n for n in (pending, lifecycle.drain_pending(drains), namesrv_note) if n]
     pending = "; ".join(notes) if notes else None
-    status = compute(generation, workloads, previous, failure, now(), pending=pending)
-    status["topicSyncedGroups"] = synced
-    result.events += security_secrets.decorate_status(
-        status, secured, spec, previous, generation, _utcnow(), now()
-    )
-    status["drains"] = drains
+    builder.observe(workloads, failure, pending=pending)
+    builder.status.topic_synced_groups = synced
+    result.events += security_secrets.decorate_status(builder, secured, spec, _utcnow())
+    builder.status.drains = [models.DrainStatus.model_validate(d) for d in drains]
     if masters is not None:
-        status["groupMasters"] = masters
+        builder.status.group_masters = [models.GroupMaster.model_validate(m) for m in masters]
     if not isinstance(addr, Failure):
-        status["nameServerAddr"] = addr
+        builder.status.name_server_addr = addr
         if namesrv_note is not None and previous.name_server_addr:
-            status["nameServerAddr"] = previous.name_server_addr  # pushed again next pass
+            builder.status.name_server_addr = previous.name_server_addr  # pushed again next pass
     if outcome is not None:
-        status["rollout"] = outcome.status
-        lifecycle.decorate_status(status, outcome.decision, now())
+        builder.status.rollout = (
+            None if outcome.status is None else models.RolloutStatus.model_validate(outcome.status)
+        )
+        builder.rolling(outcome.decision)
         if not isinstance(outcome.decision, rollout.Done) and result.retry is None:
             result.retry = ctx.settings.retry_delay_seconds
-    result.status, result.failure = status, failure
+    result.status, result.failure = builder.patch(), failure
+    status = result.status
     if pending is not None and result.retry is None:
         result.retry = ctx.settings.retry_delay_seconds
     result.events.extend(_transition_events(previous, status))

@@ -20,6 +20,7 @@ from ferrymq_operator.models import (
     parse_nameserver_spec,
 )
 from ferrymq_operator.security import builders, ca, decisions, netpol, secrets
+from ferrymq_operator.status import StatusBuilder
 
 ADDR = "routes-namesrv-0.routes-namesrv-hs.prod.svc.cluster.local:9876"
 REF = {"nameServerRef": {"name": "routes"}}
@@ -256,8 +257,9 @@ def test_status_certificates_condition_and_warning_event_once() -> None:
     spec = parse_broker_spec({**REF, "tls": {"secretName": "certs", "renewBeforeDays": 30}})
     near = decisions.CertificateReport("certs", "CN=b", now + datetime.timedelta(days=5), False)
     outcome = secrets.SecurityOutcome(checked=True, certificates=[near])
-    status: dict[str, Any] = {"conditions": []}
-    events = secrets.decorate_status(status, outcome, spec, BrokerStatus(), 1, now, "t0")
+    first = StatusBuilder(BrokerStatus, BrokerStatus(), 1, "t0")
+    events = secrets.decorate_status(first, outcome, spec, now)
+    status = first.patch()
     assert events == [("Warning", "CertificateExpiring", status["conditions"][0]["message"])]
     assert status["certificates"] == [
         {
@@ -268,14 +270,14 @@ def test_status_certificates_condition_and_warning_event_once() -> None:
         }
     ]
     previous = BrokerStatus.model_validate(status)
-    again: dict[str, Any] = {"conditions": []}
-    assert secrets.decorate_status(again, outcome, spec, previous, 1, now, "t1") == []
-    assert again["conditions"][0]["lastTransitionTime"] == "t0"  # no flip: time kept
+    again = StatusBuilder(BrokerStatus, previous, 1, "t1")
+    assert secrets.decorate_status(again, outcome, spec, now) == []
+    assert again.patch()["conditions"][0]["lastTransitionTime"] == "t0"  # no flip: time kept
     # a pass that failed before checking the Secrets keeps what the last one found
-    kept: dict[str, Any] = {"conditions": []}
-    secrets.decorate_status(kept, secrets.SecurityOutcome(), spec, previous, 2, now, "t2")
-    assert kept["certificates"] == status["certificates"]
-    assert [c["type"] for c in kept["conditions"]] == ["CertificateExpiring"]
+    kept = StatusBuilder(BrokerStatus, previous, 2, "t2")
+    secrets.decorate_status(kept, secrets.SecurityOutcome(), spec, now)
+    assert kept.patch()["certificates"] == status["certificates"]
+    assert [c["type"] for c in kept.patch()["conditions"]] == ["CertificateExpiring"]
 
 
 def test_cert_manager_certificate(broker_owner: Owner) -> None:

@@ -72,7 +72,14 @@ def load_acl_settings(path: Path | None, env: Mapping[str, str] | None = None) -
     values, origins, _ = collect_values(
         AclSettings, file_values, env, source=str(path) if path else "properties"
     )
+    add_rocketmq_home(values, origins, env)
+    return build_model(AclSettings, values, origins)
+
+
+def add_rocketmq_home(
+    values: dict[str, str], origins: dict[str, str], env: Mapping[str, str]
+) -> None:
+    """``rocketmqHome`` from ``ROCKETMQ_HOME`` when the configuration does not set it."""
     if "rocketmqHome" not in values and env.get(ROCKETMQ_HOME_ENV):
         values["rocketmqHome"] = env[ROCKETMQ_HOME_ENV]
         origins["rocketmqHome"] = f"environment {ROCKETMQ_HOME_ENV}"
-    return build_model(AclSettings, values, origins)

@@ -16,6 +16,7 @@ from ferrymq.namesrv.processor import NamesrvProcessor
 from ferrymq.namesrv.route_table import RouteTable
 from ferrymq.remoting.eventloop import GracefulShutdown
 from ferrymq.remoting.server import RemotingServer
+from ferrymq.remoting.serving_marker import ServingMarker
 from ferrymq.remoting.tls import ServerTls, TlsSettings
 
 log = logging.getLogger(__name__)
@@ -123,8 +124,15 @@ async def serve(
     app = NamesrvApp(config, acl_settings, tls_settings)
     shutdown = GracefulShutdown(config.shutdown_grace_seconds, name="namesrv")
     shutdown.install()
+    marker: ServingMarker | None = None
     try:
+        stale = ServingMarker.from_env(config.listen_port)
+        if stale is not None:
+            stale.clear()  # an earlier container's marker must not vouch for this start
         await app.start()
+        marker = ServingMarker.from_env(app.port)
+        if marker is not None and not shutdown.requested.is_set():
+            marker.start()  # the probes' evidence that the server serves (see serving_marker)
         if not shutdown.requested.is_set():
             # the line a supervisor (local-cluster, tests) waits for
             print(f"NameServer ready on port {app.port}", flush=True)
@@ -133,6 +141,8 @@ async def serve(
         await shutdown.requested.wait()
     finally:
         shutdown.request()
+        if marker is not None:
+            await marker.stop()
         await app.stop()
         shutdown.done()
         shutdown.uninstall()

@@ -10,9 +10,9 @@ from typing import Any
 
 from ferrymq_operator import k8s
 from ferrymq_operator.builders.names import Owner
-from ferrymq_operator.models import ClusterStatus, Condition, TlsSpec
+from ferrymq_operator.models import CertificateStatus, TlsSpec
 from ferrymq_operator.security import builders, ca, decisions
-from ferrymq_operator.status import Failure, carry_transition_times
+from ferrymq_operator.status import Failure, StatusBuilder
 
 TLS_SECRET_TYPE = "kubernetes.io/tls"
 
@@ -179,36 +179,30 @@ async def ensure(
 
 
 def decorate_status(
-    status: dict[str, Any],
+    builder: StatusBuilder[Any],
     outcome: SecurityOutcome,
     spec: builders.Secured,
-    previous: ClusterStatus,
-    generation: int,
     now: datetime.datetime,
-    now_text: str,
 ) -> list[tuple[str, str, str]]:
     """status.certificates and the CertificateExpiring condition (only with spec.tls); a Warning
     event when a certificate enters the renewal window. A pass that did not get to check the
     Secrets (a failure before) keeps what the previous pass found."""
+    previous = builder.previous
     if not outcome.checked:
-        status["certificates"] = [c.model_dump(by_alias=True) for c in previous.certificates]
-        kept = [c for c in previous.conditions if c.type == decisions.CERT_EXPIRING]
+        builder.status.certificates = list(previous.certificates)
         if spec.tls is not None:
-            status["conditions"] += [c.model_dump(by_alias=True, exclude_none=True) for c in kept]
+            for kept in previous.conditions:
+                if kept.type == decisions.CERT_EXPIRING:
+                    builder.keep(kept)
         return []
-    status["certificates"] = [r.status() for r in outcome.certificates]
+    builder.status.certificates = [
+        CertificateStatus.model_validate(r.status()) for r in outcome.certificates
+    ]
     if spec.tls is None or not outcome.certificates:
         return []
     soon, message = decisions.expiring(outcome.certificates, now, spec.tls.renew_before_days)
     reason = "WithinRenewalWindow" if soon else "Valid"
-    cond = Condition(
-        type=decisions.CERT_EXPIRING,
-        status="True" if soon else "False",
-        reason=reason,
-        message=message,
-    )
-    [carried] = carry_transition_times([cond], previous.conditions, generation, now_text)
-    status["conditions"].append(carried.model_dump(by_alias=True, exclude_none=True))
+    builder.condition(decisions.CERT_EXPIRING, soon, reason, message)
     before = next((c for c in previous.conditions if c.type == decisions.CERT_EXPIRING), None)
     if soon and (before is None or before.status != "True"):
         return [("Warning", "CertificateExpiring", message)]
