@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import functools
 from typing import Any
 
 import javaproperties
@@ -345,3 +346,32 @@ def test_operator_client_certificate_only_when_the_brokers_ask_for_one() -> None
     assert again is not None and again.tls is not None
     assert again.tls.cert_path != required.cert_path  # a renewal never rewrites files in use
     assert required.cert_path.read_text() == pair.cert_pem
+
+
+def test_brokers_that_could_not_register_with_their_nameserver() -> None:
+    def ns(**spec: Any) -> Any:
+        return parse_nameserver_spec(spec)
+
+    def br(**spec: Any) -> Any:
+        return parse_broker_spec({**REF, **spec})
+
+    check = functools.partial(decisions.check_namesrv_registration, "routes")
+    assert check(ns(), br()) is None
+    assert check(ns(acl={}), br(acl={})) is None
+    refused = check(ns(acl={}), br())
+    assert refused is not None and "add spec.acl to this Broker" in refused
+    assert check(ns(tls={}), br()) is None  # permissive serves plaintext registrations
+    enforcing = check(ns(tls={"mode": "enforcing"}), br(tls={}))
+    assert enforcing is not None and "spec.tls.mode enforcing" in enforcing
+    assert check(ns(tls={"mode": "enforcing"}), br(tls={"mode": "enforcing"})) is None
+    mtls = {"mode": "enforcing", "needClientAuth": "require"}
+    no_cert = check(ns(tls=mtls), br(tls={"mode": "enforcing"}))
+    assert no_cert is not None and "needClientAuth optional or require" in no_cert
+    own_cas = check(ns(tls=mtls), br(tls=mtls))
+    assert own_cas is not None and "same" in own_cas and "issuerRef" in own_cas
+    issuer = {"issuerRef": {"name": "corp", "kind": "ClusterIssuer"}}
+    assert check(ns(tls={**mtls, **issuer}), br(tls={**mtls, **issuer})) is None
+    shared = {"secretName": "corp-certs"}
+    assert check(ns(tls={**mtls, **shared}), br(tls={**mtls, **shared})) is None
+    # a permissive Broker registers in plaintext, which a permissive NameServer serves
+    assert check(ns(tls={"needClientAuth": "require", **shared}), br(tls={})) is None
