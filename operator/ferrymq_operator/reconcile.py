@@ -260,10 +260,7 @@ async def reconcile_nameserver(ctx: Context, body: Mapping[str, Any]) -> Result:
             spec.port,
             per_pod=spec.host_network,
         )
-    result.status = status = builder.patch()
-    result.failure = failure
-    result.events.extend(_transition_events(previous, status))
-    return result
+    return _report(builder, failure, result)
 
 
 # --- Broker ---
@@ -343,7 +340,7 @@ async def observe_broker(
     return out
 
 
-async def _lifecycle_steps(
+async def roll_pods(
     ctx: Context,
     owner: Owner,
     spec: models.BrokerSpec,
@@ -353,8 +350,9 @@ async def _lifecycle_steps(
     workloads: list[WorkloadObservation],
     addr: str,
     result: Result,
-) -> tuple[lifecycle.RolloutOutcome, str | None, list[WorkloadObservation]]:
-    """Roll-out (one pod at a time) and namesrvAddr pushed to running brokers (ferrymq_operator.lifecycle)."""
+) -> tuple[lifecycle.RolloutOutcome, list[WorkloadObservation], list[rollout.GroupState]]:
+    """One step of the roll-out, one pod at a time (ferrymq_operator.lifecycle); returns the
+    outcome, the workloads as the roll-out sees them and the groups' pod states."""
     domain = ctx.settings.cluster_domain
     timeout = ctx.settings.admin_timeout_seconds
     pods = await ctx.kube.list(
@@ -401,26 +399,38 @@ async def _lifecycle_steps(
             {lifecycle.RESTART_ANNOTATION: None},
         )
         result.events.append(("Normal", "RollingRestartDone", "every broker pod was restarted"))
-    note = None
-    if previous.name_server_addr and previous.name_server_addr != addr:
-        ready = {p.name for g in states for p in g.pods if p.ready}
-        failed = await lifecycle.push_namesrv_addr(
-            owner,
-            spec.groups,
-            spec.replicas_per_group,
-            ready,
-            addr,
-            lifecycle.remoting_config_update(addr, timeout),
-            domain,
-            port_of,
-        )
-        if failed:
-            note = "namesrvAddr not yet updated on " + "; ".join(failed[:3])
-        else:
-            result.events.append(
-                ("Normal", "NameServersUpdated", f"namesrvAddr={addr} set on running brokers")
-            )
-    return outcome, note, workloads
+    return outcome, workloads, states
+
+
+async def push_namesrv(
+    ctx: Context,
+    owner: Owner,
+    spec: models.BrokerSpec,
+    previous: models.BrokerStatus,
+    states: Sequence[rollout.GroupState],
+    addr: str,
+    result: Result,
+) -> str | None:
+    """A changed namesrvAddr pushed to the ready broker pods; a note while some could not be."""
+    if not previous.name_server_addr or previous.name_server_addr == addr:
+        return None
+    ready = {p.name for g in states for p in g.pods if p.ready}
+    failed = await lifecycle.push_namesrv_addr(
+        owner,
+        spec.groups,
+        spec.replicas_per_group,
+        ready,
+        addr,
+        lifecycle.remoting_config_update(addr, ctx.settings.admin_timeout_seconds),
+        ctx.settings.cluster_domain,
+        _port_of(spec),
+    )
+    if failed:
+        return "namesrvAddr not yet updated on " + "; ".join(failed[:3])
+    result.events.append(
+        ("Normal", "NameServersUpdated", f"namesrvAddr={addr} set on running brokers")
+    )
+    return None
 
 
 def _port_of(spec: models.BrokerSpec) -> lifecycle.PortOf:
@@ -578,7 +588,104 @@ def master_ordinals(owner: Owner, masters: Sequence[Mapping[str, Any]]) -> dict[
     return out
 
 
+@dataclass
+class Applied:
+    """How far the apply steps of a Broker pass got."""
+
+    # namesrvAddr of the brokers; None when the NameServer could not be resolved
+    addr: str | None
+    secured: security_secrets.SecurityOutcome
+    failure: Failure | None = None
+
+    @property
+    def lifecycle_addr(self) -> str | None:
+        """namesrvAddr when every child applied, so the lifecycle steps (drain, roll, pushes) may
+        act; else None."""
+        return self.addr if self.failure is None else None
+
+
+async def apply_broker(
+    ctx: Context,
+    body: Mapping[str, Any],
+    owner: Owner,
+    spec: models.BrokerSpec,
+    previous: models.BrokerStatus,
+    generation: int,
+    result: Result,
+) -> Applied:
+    """Resolve the NameServer, check the spec against the cluster, apply the children, remove the
+    stale ones; the first step that fails ends the sequence."""
+    security_session.use(None)  # set below for this cluster once its Secrets are read
+    addr = await _namesrv_addr(ctx, owner, spec)
+    if isinstance(addr, Failure):
+        result.retry = ctx.settings.retry_delay_seconds
+        return Applied(None, security_secrets.SecurityOutcome(), addr)
+    # spec.acl/spec.tls Secrets first: a missing one stops the pass before any pod exists
+    secured = await security_secrets.ensure(
+        ctx.kube, owner, names.COMPONENT_BROKER, spec, ctx.settings.cluster_domain, _utcnow()
+    )
+    result.events.extend(secured.events)
+    security_session.use(security_session.for_cluster(spec, secured.account))
+    if secured.failure is not None:
+        return Applied(addr, secured, secured.failure)
+    conf = broker_builder.broker_conf(owner, spec, addr, group=0, broker_id=0)
+    report = conf_check.check_broker(conf, list(spec.config))
+    failure = _conf_failure(report, previous, generation, result) or port_conflict(
+        ctx, body, host_ports.broker_ranges(spec)
+    )
+    if failure is not None:
+        return Applied(addr, secured, failure)
+    objects = controller_builder.desired(owner, spec)
+    objects += broker_builder.desired(owner, spec, addr, ctx.versions.pdb)
+    objects += audit_builder.desired(owner, spec, addr, ctx.versions.cronjob)
+    objects += netpol.desired(owner, spec)
+    failure = await _apply_all(ctx.kube, objects, result)
+    if failure is not None:
+        return Applied(addr, secured, failure)
+    if spec.audit is None:
+        await remove_audit(ctx, owner, result)
+    await remove_stale_external_services(ctx, owner, spec, result)
+    await remove_stale_network_policies(ctx, owner, spec, result)
+    if spec.storage.delete_claim_on_scale_down:
+        await delete_removed_claims(ctx, owner, spec, result)
+    return Applied(addr, secured)
+
+
+async def drain_removed_groups(
+    ctx: Context,
+    owner: Owner,
+    spec: models.BrokerSpec,
+    previous: models.BrokerStatus,
+    existing: dict[int, dict[str, Any]],
+    addr: str,
+    master_of: Mapping[int, int] | None,
+    result: Result,
+) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]]]:
+    """Drain the groups above spec.groups (ferrymq_operator.lifecycle.drain_groups); returns
+    status.drains and the groups that exist after the drained ones were removed."""
+    extra = [g for g in existing if g >= spec.groups]
+    drains = await lifecycle.drain_groups(
+        ctx.kube,
+        owner,
+        extra,
+        previous.drains,
+        ctx.drain_admin or drain.RemotingDrainAdmin(ctx.settings.admin_timeout_seconds),
+        addr,
+        ctx.settings.cluster_domain,
+        spec.storage.delete_claim_on_scale_down,
+        result.events,
+        now(),
+        _port_of(spec),
+        master_of,
+    )
+    if len(drains) != len(extra):
+        existing = await existing_groups(ctx.kube, owner)
+    return drains, existing
+
+
 async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
+    """Parse, apply, then (when everything applied) drain, roll and push; observe; report.
+    Observation and the status come whatever the apply steps reached."""
     owner = owner_of(body)
     generation = int(body["metadata"].get("generation", 1))
     previous = models.BrokerStatus.model_validate(body.get("status") or {})
@@ -590,77 +697,26 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
         spec = models.parse_broker_spec(body.get("spec") or {})
         owner.check_name()
     except ValueError as error:
-        builder.observe([], Failure("InvalidSpec", str(error)))
-        result.status = status = builder.patch()
-        result.failure = Failure("InvalidSpec", str(error))
-        result.events.extend(_transition_events(previous, status))
-        return result
+        return _refused(builder, Failure("InvalidSpec", str(error)), result)
 
-    failure: Failure | None = None
-    secured = security_secrets.SecurityOutcome()
-    security_session.use(None)  # set below for this cluster once its Secrets are read
-    addr = await _namesrv_addr(ctx, owner, spec)
-    if isinstance(addr, Failure):
-        failure, result.retry = addr, ctx.settings.retry_delay_seconds
-    else:
-        # spec.acl/spec.tls Secrets first: a missing one stops the pass before any pod exists
-        domain = ctx.settings.cluster_domain
-        secured = await security_secrets.ensure(
-            ctx.kube, owner, names.COMPONENT_BROKER, spec, domain, _utcnow()
-        )
-        result.events.extend(secured.events)
-        security_session.use(security_session.for_cluster(spec, secured.account))
-        conf = broker_builder.broker_conf(owner, spec, addr, group=0, broker_id=0)
-        report = conf_check.check_broker(conf, list(spec.config))
-        failure = secured.failure or _conf_failure(report, previous, generation, result)
-        if failure is None:
-            failure = port_conflict(ctx, body, host_ports.broker_ranges(spec))
-        if failure is None:
-            objects = controller_builder.desired(owner, spec)
-            objects += broker_builder.desired(owner, spec, addr, ctx.versions.pdb)
-            objects += audit_builder.desired(owner, spec, addr, ctx.versions.cronjob)
-            objects += netpol.desired(owner, spec)
-            failure = await _apply_all(ctx.kube, objects, result)
-        if failure is None and spec.audit is None:
-            await remove_audit(ctx, owner, result)
-        if failure is None:
-            await remove_stale_external_services(ctx, owner, spec, result)
-        if failure is None:
-            await remove_stale_network_policies(ctx, owner, spec, result)
-
-    if failure is None and spec.storage.delete_claim_on_scale_down:
-        await delete_removed_claims(ctx, owner, spec, result)
-
+    applied = await apply_broker(ctx, body, owner, spec, previous, generation, result)
     existing = await existing_groups(ctx.kube, owner)
     masters = await group_masters(ctx.kube, owner) if controller_builder.enabled(spec) else None
     master_of = master_ordinals(owner, masters) if masters is not None else None
-    lifecycle_ok = failure is None and not isinstance(addr, Failure)
     drains: list[dict[str, Any]] = []
-    if lifecycle_ok and isinstance(addr, str):
-        extra = [g for g in existing if g >= spec.groups]
-        drains = await lifecycle.drain_groups(
-            ctx.kube,
-            owner,
-            extra,
-            previous.drains,
-            ctx.drain_admin or drain.RemotingDrainAdmin(ctx.settings.admin_timeout_seconds),
-            addr,
-            ctx.settings.cluster_domain,
-            spec.storage.delete_claim_on_scale_down,
-            result.events,
-            now(),
-            _port_of(spec),
-            master_of,
+    addr = applied.lifecycle_addr
+    if addr is not None:
+        drains, existing = await drain_removed_groups(
+            ctx, owner, spec, previous, existing, addr, master_of, result
         )
-        if len(drains) != len(extra):
-            existing = await existing_groups(ctx.kube, owner)
     workloads = await observe_broker(ctx.kube, owner, spec, existing, master_of)
     outcome: lifecycle.RolloutOutcome | None = None
     namesrv_note: str | None = None
-    if lifecycle_ok and isinstance(addr, str):
-        outcome, namesrv_note, workloads = await _lifecycle_steps(
+    if addr is not None:
+        outcome, workloads, states = await roll_pods(
             ctx, owner, spec, body, previous, existing, workloads, addr, result
         )
+        namesrv_note = await push_namesrv(ctx, owner, spec, previous, states, addr, result)
     synced, pending = await sync_topics(
         ctx,
         owner,
@@ -672,14 +728,15 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
     )
     notes = [n for n in (pending, lifecycle.drain_pending(drains), namesrv_note) if n]
     pending = "; ".join(notes) if notes else None
-    builder.observe(workloads, failure, pending=pending)
+
+    builder.observe(workloads, applied.failure, pending=pending)
     builder.status.topic_synced_groups = synced
-    result.events += security_secrets.decorate_status(builder, secured, spec, _utcnow())
+    result.events += security_secrets.decorate_status(builder, applied.secured, spec, _utcnow())
     builder.status.drains = [models.DrainStatus.model_validate(d) for d in drains]
     if masters is not None:
         builder.status.group_masters = [models.GroupMaster.model_validate(m) for m in masters]
-    if not isinstance(addr, Failure):
-        builder.status.name_server_addr = addr
+    if applied.addr is not None:
+        builder.status.name_server_addr = applied.addr
         if namesrv_note is not None and previous.name_server_addr:
             builder.status.name_server_addr = previous.name_server_addr  # pushed again next pass
     if outcome is not None:
@@ -689,9 +746,19 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
         builder.rolling(outcome.decision)
         if not isinstance(outcome.decision, rollout.Done) and result.retry is None:
             result.retry = ctx.settings.retry_delay_seconds
-    result.status, result.failure = builder.patch(), failure
-    status = result.status
     if pending is not None and result.retry is None:
         result.retry = ctx.settings.retry_delay_seconds
-    result.events.extend(_transition_events(previous, status))
+    return _report(builder, applied.failure, result)
+
+
+def _refused(builder: StatusBuilder[Any], failure: Failure, result: Result) -> Result:
+    """The spec cannot be parsed: say what to fix, keep pod facts unknown."""
+    builder.observe([], failure)
+    return _report(builder, failure, result)
+
+
+def _report(builder: StatusBuilder[Any], failure: Failure | None, result: Result) -> Result:
+    """The status patch, the failure and the transition events of one pass."""
+    result.status, result.failure = builder.patch(), failure
+    result.events.extend(_transition_events(builder.previous, result.status))
     return result
