@@ -256,6 +256,75 @@ def test_the_upstream_cpp_client_produces_and_consumes_from_the_host(
     assert mine["cpp-body-7"]["tags"] == "TagCpp" and mine["cpp-body-7"]["keys"] == ["cpp-key-7"]
 
 
+TOPIC_YAML = """\
+apiVersion: ferrymq.io/v1alpha1
+kind: Topic
+metadata:
+  name: node-declared
+spec:
+  brokerRef: {name: %(broker)s}
+  name: Node_Declared   # a RocketMQ name Kubernetes names cannot spell
+  queues: 3             # not the auto-create default (4): the producer's queues prove the CR
+  perm: 6
+---
+apiVersion: ferrymq.io/v1alpha1
+kind: ConsumerGroup
+metadata:
+  name: node-declared-readers
+spec:
+  brokerRef: {name: %(broker)s}
+  name: g_node_declared
+  retryMaxTimes: 3
+  consumeBroadcastEnable: false
+"""
+
+
+def test_a_topic_and_a_consumer_group_applied_with_kubectl_serve_host_clients(
+    stack: Kube, tmp_path: Path
+) -> None:
+    manifest = tmp_path / "topic-and-group.yaml"
+    manifest.write_text(TOPIC_YAML % {"broker": BROKER})
+    stack.ns("apply", "-f", str(manifest))
+    groups = [f"{BROKER}-broker-{g}" for g in range(2)]
+
+    def status_ready(plural: str, name: str) -> dict[str, Any] | None:
+        status = stack.get_json(plural, name).get("status") or {}
+        ready_cond = [c for c in status.get("conditions") or [] if c["type"] == "Ready"]
+        if (
+            ready_cond
+            and ready_cond[0]["status"] == "True"
+            and status.get("brokerGroups") == groups
+        ):
+            return dict(status)
+        return None
+
+    topic_status = wait_for(
+        "the Topic Ready on both groups",
+        lambda: status_ready("topics", "node-declared"),
+        timeout=300,
+    )
+    assert (topic_status["name"], topic_status["queues"]) == ("Node_Declared", "3/3")
+    group_status = wait_for(
+        "the ConsumerGroup Ready on both groups",
+        lambda: status_ready("consumergroups", "node-declared-readers"),
+        timeout=300,
+    )
+    assert group_status["name"] == "g_node_declared"
+    # From the host: the producer finds the topic's route (3 queues on each group, as declared;
+    # an auto-created topic would have 4) and the declared group consumes it.
+    rc, events = traffic("produce", NAMESRV, "Node_Declared", "--count", "60", "--prefix", "decl")
+    bodies = acked(events)
+    assert rc == 0 and len(bodies) == 60, events[-5:]
+    queues = {e["queue"] for e in events if "queue" in e}
+    assert queues == {f"{g}:{q}" for g in groups for q in range(3)}, sorted(queues)
+    got = consume_all("Node_Declared", "g_node_declared", bodies)
+    assert got["decl-7"]["tags"] == "Tag1" and got["decl-7"]["keys"] == ["key-decl-7"]
+    printed = stack.ns("get", "topics,consumergroups")
+    assert "node-declared" in printed and "node-declared-readers" in printed, printed
+    # Deleted with kubectl: the finalizer removes the topic from the brokers, then lets go.
+    stack.ns("delete", "-f", str(manifest), "--wait=true", timeout=300)
+
+
 def container_pid(kube: Kube, pod: str) -> tuple[int, int]:
     """The host PID of the pod's broker container (node's dockerd) and its restart count."""
     status = kube.get_json("pod", pod)["status"]["containerStatuses"][0]

@@ -16,6 +16,7 @@ from ferrymq_operator import (
     broker_admin,
     conf_check,
     drain,
+    failover_mode,
     host_ports,
     k8s,
     lifecycle,
@@ -365,7 +366,9 @@ async def roll_pods(
     switchover: lifecycle.SwitchOverCall | None = None
     if controller_builder.enabled(spec):
         states = lifecycle.with_controller(states, await group_masters(ctx.kube, owner))
-        switchover = lifecycle.remoting_switchover(owner, timeout)
+        switchover = lifecycle.remoting_switchover(
+            owner, timeout, controller_builder.addresses(owner, spec).split(";")
+        )
     workloads = lifecycle.settle_on_delete(workloads, states)
     policy = rollout.Policy(ctx.settings.rollout_stall_seconds, ctx.settings.rollout_max_lag_bytes)
     runtime_info = lifecycle.remoting_runtime_info(addr, timeout)
@@ -592,6 +595,8 @@ def master_ordinals(owner: Owner, masters: Sequence[Mapping[str, Any]]) -> dict[
 class Applied:
     """How far the apply steps of a Broker pass got."""
 
+    # the spec the rest of the pass works with (a refused spec.failover change: the running mode)
+    spec: models.BrokerSpec
     # namesrvAddr of the brokers; None when the NameServer could not be resolved
     addr: str | None
     secured: security_secrets.SecurityOutcome
@@ -619,36 +624,43 @@ async def apply_broker(
     addr = await _namesrv_addr(ctx, owner, spec)
     if isinstance(addr, Failure):
         result.retry = ctx.settings.retry_delay_seconds
-        return Applied(None, security_secrets.SecurityOutcome(), addr)
+        return Applied(spec, None, security_secrets.SecurityOutcome(), addr)
     # spec.acl/spec.tls Secrets first: a missing one stops the pass before any pod exists
     secured = await security_secrets.ensure(
         ctx.kube, owner, names.COMPONENT_BROKER, spec, ctx.settings.cluster_domain, _utcnow()
     )
     result.events.extend(secured.events)
-    security_session.use(security_session.for_cluster(spec, secured.account))
+    security_session.use(security_session.for_cluster(spec, secured.account, secured.client_cert))
     if secured.failure is not None:
-        return Applied(addr, secured, secured.failure)
+        return Applied(spec, addr, secured, secured.failure)
     conf = broker_builder.broker_conf(owner, spec, addr, group=0, broker_id=0)
     report = conf_check.check_broker(conf, list(spec.config))
     failure = _conf_failure(report, previous, generation, result) or port_conflict(
         ctx, body, host_ports.broker_ranges(spec)
     )
     if failure is not None:
-        return Applied(addr, secured, failure)
+        return Applied(spec, addr, secured, failure)
+    deployed = await failover_mode.observe(ctx.kube, owner, await existing_groups(ctx.kube, owner))
+    failure = failover_mode.refusal(deployed, spec.failover)
+    if failure is not None:
+        if deployed is not None:
+            # refused: the rest of the pass observes the cluster as it runs
+            spec = spec.model_copy(update={"failover": deployed})
+        return Applied(spec, addr, secured, failure)
     objects = controller_builder.desired(owner, spec)
     objects += broker_builder.desired(owner, spec, addr, ctx.versions.pdb)
     objects += audit_builder.desired(owner, spec, addr, ctx.versions.cronjob)
     objects += netpol.desired(owner, spec)
     failure = await _apply_all(ctx.kube, objects, result)
     if failure is not None:
-        return Applied(addr, secured, failure)
+        return Applied(spec, addr, secured, failure)
     if spec.audit is None:
         await remove_audit(ctx, owner, result)
     await remove_stale_external_services(ctx, owner, spec, result)
     await remove_stale_network_policies(ctx, owner, spec, result)
     if spec.storage.delete_claim_on_scale_down:
         await delete_removed_claims(ctx, owner, spec, result)
-    return Applied(addr, secured)
+    return Applied(spec, addr, secured)
 
 
 async def drain_removed_groups(
@@ -700,6 +712,7 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
         return _refused(builder, Failure("InvalidSpec", str(error)), result)
 
     applied = await apply_broker(ctx, body, owner, spec, previous, generation, result)
+    spec = applied.spec
     existing = await existing_groups(ctx.kube, owner)
     masters = await group_masters(ctx.kube, owner) if controller_builder.enabled(spec) else None
     master_of = master_ordinals(owner, masters) if masters is not None else None

@@ -4,14 +4,16 @@ Two ways to run ``ferrymq report backlog|rebalance`` on a cluster, from the same
 
 * ``spark-submit --master k8s://https://<apiserver> --deploy-mode cluster`` with the driver and
   executor pod templates (:func:`spark_submit_argv`);
-* a ``SparkApplication`` (Kubeflow spark-operator, ``sparkoperator.k8s.io/v1beta2``)
-  (:func:`spark_application`).
+* a ``SparkApplication`` or ``ScheduledSparkApplication`` (Kubeflow spark-operator,
+  ``sparkoperator.k8s.io/v1beta2``) (:func:`spark_application`, :func:`scheduled_spark_application`).
 
 Both run ``submit.py`` (a copy of :mod:`ferrymq_spark.submit` in the image) with the report's
-arguments; snapshots are read from, and reports written to, one claim mounted at ``/audit`` on
-the driver *and* the executors (executors scan the store files and write Parquet parts, so the
-claim must be ReadWriteMany when executors may land on other nodes). The files in ``spark/k8s/``
-are :func:`render_all` of the defaults; a test keeps them in sync.
+arguments; snapshots are read from, and reports written to, the operator's audit claim
+``<broker>-audit`` mounted at ``/audit`` on the driver *and* the executors (executors scan the
+store files and write Parquet parts, so the claim must be ReadWriteMany when executors may land on
+other nodes). Volumes are declared with Spark's own ``spark.kubernetes.*.volumes.*`` settings, which
+Spark applies itself: neither spark-submit nor the spark-operator needs a mutating webhook for
+them. The files in ``spark/k8s/`` are :func:`render_all` of the defaults; a test keeps them in sync.
 """
 
 from __future__ import annotations
@@ -21,12 +23,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from ferrymq_operator.images import SPARK_IMAGE
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 AUDIT_DIR = "/audit"
 STORE_DIR = "/store"
 SUBMIT_FILE = "/opt/ferrymq/submit.py"
-SPARK_UID = 185  # the uid of the upstream Spark images' "spark" user
+# The image's own non-root user (spark/k8s/Dockerfile), as the operator's pods: a uid without a
+# passwd entry makes Hadoop's login in the JVM fail ("invalid null input: name").
+RUN_AS_USER = 10001
 DRIVER_CONTAINER = "spark-kubernetes-driver"
 EXECUTOR_CONTAINER = "spark-kubernetes-executor"
 
@@ -37,6 +42,11 @@ _QUANTITY = r"^[0-9]+(\.[0-9]+)?([kmgt]|[KMGT]i?)?$"
 _NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 
+def audit_claim_name(broker: str) -> str:
+    """The operator's audit claim of a Broker (``ferrymq_operator.builders.audit.audit_name``)."""
+    return f"{broker}-audit"
+
+
 class SparkK8sSettings(BaseModel):
     """What a cluster operator chooses; every field is validated with the key named on error."""
 
@@ -44,21 +54,56 @@ class SparkK8sSettings(BaseModel):
 
     namespace: str = Field(default="ferrymq", pattern=_NAME, max_length=63)
     name: str = Field(default="ferrymq-audit", pattern=_NAME, max_length=40)
-    image: str = Field(default="ferrymq/spark:0.1.0", min_length=1)
+    broker: str = Field(
+        default="ferrymq", pattern=_NAME, description="the Broker CR whose audit claim is read"
+    )
+    image: str = Field(default=SPARK_IMAGE, min_length=1)
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
     service_account: str = Field(default="ferrymq-spark", pattern=_NAME)
     spark_version: str = Field(default="4.3.0", pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$")
-    audit_claim: str = Field(default="ferrymq-audit", pattern=_NAME, description="PVC at /audit")
+    audit_claim: str | None = Field(
+        default=None, pattern=_NAME, description="PVC at /audit; default: <broker>-audit"
+    )
+    audit_host_path: str | None = Field(
+        default=None,
+        pattern=r"^/",
+        description="a node directory at /audit instead of the claim (single-node clusters)",
+    )
     store_claim: str | None = Field(
         default=None, pattern=_NAME, description="a broker store PVC, mounted read-only at /store"
     )
     store_broker: str | None = Field(default=None, description="brokerName of the store claim")
     window: int = Field(default=10, ge=1)
+    host_network: bool = Field(
+        default=False, description="pods on the host network (clusters without a pod network)"
+    )
+    # Spark's own defaults on Kubernetes; the driver declares them as container ports, which on
+    # the host network are host ports: two drivers on one node need different ones.
+    driver_port: int = Field(default=7078, ge=1024, le=65535)
+    driver_block_manager_port: int = Field(default=7079, ge=1024, le=65535)
+    ui_port: int = Field(default=4040, ge=1024, le=65535)
     driver_cores: int = Field(default=1, ge=1)
+    driver_request_cores: str | None = Field(default=None, pattern=_QUANTITY)
     driver_memory: str = Field(default="1g", pattern=r"^[0-9]+[kmgt]$")
     executor_instances: int = Field(default=2, ge=1)
     executor_cores: int = Field(default=1, ge=1)
+    executor_request_cores: str | None = Field(default=None, pattern=_QUANTITY)
     executor_memory: str = Field(default="2g", pattern=r"^[0-9]+[kmgt]$")
+    schedule: str = Field(
+        default="*/30 * * * *",
+        pattern=r"^(@(hourly|daily|weekly|monthly|yearly|every \S+)|(\S+\s+){4}\S+)$",
+        description="cron schedule of the ScheduledSparkApplication",
+    )
+
+    @model_validator(mode="after")
+    def _one_audit_volume(self) -> SparkK8sSettings:
+        if self.audit_claim and self.audit_host_path:
+            raise ValueError("audit_claim and audit_host_path are exclusive: set one")
+        return self
+
+    @property
+    def claim(self) -> str:
+        return self.audit_claim or audit_claim_name(self.broker)
 
 
 def labels(s: SparkK8sSettings, role: str) -> dict[str, str]:
@@ -82,32 +127,40 @@ def job_arguments(s: SparkK8sSettings, job: Job) -> list[str]:
     return args
 
 
-def _volumes(s: SparkK8sSettings) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    volumes: list[dict[str, Any]] = [
-        {"name": "audit", "persistentVolumeClaim": {"claimName": s.audit_claim}},
-        {"name": "spark-tmp", "emptyDir": {}},
-    ]
-    mounts: list[dict[str, Any]] = [
-        {"name": "audit", "mountPath": AUDIT_DIR},
-        {"name": "spark-tmp", "mountPath": "/tmp"},
-    ]
+def _volumes(s: SparkK8sSettings) -> list[tuple[str, str, str, dict[str, str], bool]]:
+    """(kind, name, mount path, options, read-only) of each volume, in Spark's vocabulary."""
+    audit: tuple[str, str, str, dict[str, str], bool]
+    if s.audit_host_path:
+        audit = ("hostPath", "audit", AUDIT_DIR, {"path": s.audit_host_path}, False)
+    else:
+        audit = ("persistentVolumeClaim", "audit", AUDIT_DIR, {"claimName": s.claim}, False)
+    out = [audit, ("emptyDir", "spark-tmp", "/tmp", {}, False)]
     if s.store_claim:
-        volumes.append(
-            {
-                "name": "store",
-                "persistentVolumeClaim": {"claimName": s.store_claim, "readOnly": True},
-            }
+        out.append(
+            ("persistentVolumeClaim", "store", STORE_DIR, {"claimName": s.store_claim}, True)
         )
-        mounts.append({"name": "store", "mountPath": STORE_DIR, "readOnly": True})
-    return volumes, mounts
+    return out
+
+
+def volume_conf(s: SparkK8sSettings) -> dict[str, str]:
+    """``spark.kubernetes.{driver,executor}.volumes.*``: Spark mounts these itself (no webhook)."""
+    conf: dict[str, str] = {}
+    for role in ("driver", "executor"):
+        for kind, name, path, options, read_only in _volumes(s):
+            prefix = f"spark.kubernetes.{role}.volumes.{kind}.{name}"
+            conf[f"{prefix}.mount.path"] = path
+            conf[f"{prefix}.mount.readOnly"] = str(read_only).lower()
+            for key, value in options.items():
+                conf[f"{prefix}.options.{key}"] = value
+    return conf
 
 
 def _security() -> tuple[dict[str, Any], dict[str, Any]]:
     pod = {
         "runAsNonRoot": True,
-        "runAsUser": SPARK_UID,
-        "runAsGroup": SPARK_UID,
-        "fsGroup": SPARK_UID,
+        "runAsUser": RUN_AS_USER,
+        "runAsGroup": RUN_AS_USER,
+        "fsGroup": RUN_AS_USER,
         "seccompProfile": {"type": "RuntimeDefault"},
     }
     container = {
@@ -118,21 +171,21 @@ def _security() -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def pod_template(s: SparkK8sSettings, role: Literal["driver", "executor"]) -> dict[str, Any]:
-    """Driver or executor pod template: Spark fills in image, command, cores and memory (it
-    sets the container's memory request and limit from spark.*.memory plus overhead itself)."""
-    volumes, mounts = _volumes(s)
+    """Driver or executor pod template: Spark fills in image, command, cores, memory (it sets the
+    container's memory request and limit from spark.*.memory plus overhead itself) and the
+    volumes of :func:`volume_conf`."""
     pod_sec, container_sec = _security()
     container = {
         "name": DRIVER_CONTAINER if role == "driver" else EXECUTOR_CONTAINER,
         "securityContext": container_sec,
-        "volumeMounts": mounts,
         "env": [{"name": "HOME", "value": "/tmp"}],
     }
-    spec: dict[str, Any] = {
-        "securityContext": pod_sec,
-        "containers": [container],
-        "volumes": volumes,
-    }
+    spec: dict[str, Any] = {"securityContext": pod_sec, "containers": [container]}
+    if s.host_network:
+        # Without it a host-network pod gets the node's resolv.conf, which cannot resolve the
+        # driver's Service (executors) or kubernetes.default.svc (the driver).
+        spec["hostNetwork"] = True
+        spec["dnsPolicy"] = "ClusterFirstWithHostNet"
     if role == "driver":
         spec["serviceAccountName"] = s.service_account
     return {
@@ -145,14 +198,26 @@ def pod_template(s: SparkK8sSettings, role: Literal["driver", "executor"]) -> di
 
 def spark_conf(s: SparkK8sSettings) -> dict[str, str]:
     """Settings shared by spark-submit and the SparkApplication."""
-    return {
+    conf = {
         "spark.kubernetes.namespace": s.namespace,
         "spark.kubernetes.container.image.pullPolicy": s.image_pull_policy,
         "spark.kubernetes.authenticate.driver.serviceAccountName": s.service_account,
         "spark.sql.shuffle.partitions": str(max(4, 2 * s.executor_instances * s.executor_cores)),
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.enabled": "false",
+        "spark.driver.port": str(s.driver_port),
+        "spark.driver.blockManager.port": str(s.driver_block_manager_port),
+        "spark.ui.port": str(s.ui_port),
     }
+    if s.host_network:
+        # Executors declare no port when theirs is 0 (a random one): on the host network a fixed
+        # declared port is a host port, and a second executor on the node would stay Pending.
+        conf["spark.blockManager.port"] = "0"
+    if s.driver_request_cores:
+        conf["spark.kubernetes.driver.request.cores"] = s.driver_request_cores
+    if s.executor_request_cores:
+        conf["spark.kubernetes.executor.request.cores"] = s.executor_request_cores
+    return conf | volume_conf(s)
 
 
 def spark_submit_argv(
@@ -191,30 +256,47 @@ def spark_submit_argv(
     return [*argv, f"local://{SUBMIT_FILE}", *job_arguments(s, job)]
 
 
-def spark_application(s: SparkK8sSettings, job: Job) -> dict[str, Any]:
-    """A ``SparkApplication`` (``sparkoperator.k8s.io/v1beta2``) running ``job`` once."""
-    volumes, _ = _volumes(s)
-
+def _application_spec(s: SparkK8sSettings, job: Job) -> dict[str, Any]:
     def role(r: Literal["driver", "executor"]) -> dict[str, Any]:
         # fresh objects per role: shared ones would be dumped as YAML anchors
-        _, mounts = _volumes(s)
         pod_sec, container_sec = _security()
-        memory = s.driver_memory if r == "driver" else s.executor_memory
         out: dict[str, Any] = {
             "cores": s.driver_cores if r == "driver" else s.executor_cores,
-            "memory": memory,
+            "memory": s.driver_memory if r == "driver" else s.executor_memory,
             "labels": labels(s, r),
+            # spark-operator 2.x hands the template to Spark (no webhook); the fields below
+            # say the same for operators that apply them with their webhook.
+            "template": pod_template(s, r),
             "podSecurityContext": pod_sec,
             "securityContext": container_sec,
-            "volumeMounts": mounts,
             "env": [{"name": "HOME", "value": "/tmp"}],
         }
+        if s.host_network:
+            out["hostNetwork"] = True
         if r == "driver":
             out["serviceAccount"] = s.service_account
         else:
             out["instances"] = s.executor_instances
         return out
 
+    return {
+        "type": "Python",
+        "pythonVersion": "3",
+        "mode": "cluster",
+        "image": s.image,
+        "imagePullPolicy": s.image_pull_policy,
+        "mainApplicationFile": f"local://{SUBMIT_FILE}",
+        "arguments": job_arguments(s, job),
+        "sparkVersion": s.spark_version,
+        "sparkConf": spark_conf(s),
+        "restartPolicy": {"type": "Never"},
+        "driver": role("driver"),
+        "executor": role("executor"),
+    }
+
+
+def spark_application(s: SparkK8sSettings, job: Job) -> dict[str, Any]:
+    """A ``SparkApplication`` (``sparkoperator.k8s.io/v1beta2``) running ``job`` once."""
     return {
         "apiVersion": "sparkoperator.k8s.io/v1beta2",
         "kind": "SparkApplication",
@@ -223,20 +305,27 @@ def spark_application(s: SparkK8sSettings, job: Job) -> dict[str, Any]:
             "namespace": s.namespace,
             "labels": labels(s, "application"),
         },
+        "spec": _application_spec(s, job),
+    }
+
+
+def scheduled_spark_application(s: SparkK8sSettings, job: Job) -> dict[str, Any]:
+    """A ``ScheduledSparkApplication`` running ``job`` on ``s.schedule``, one run at a time (a
+    report reads the whole history; overlapping runs would write the same output)."""
+    return {
+        "apiVersion": "sparkoperator.k8s.io/v1beta2",
+        "kind": "ScheduledSparkApplication",
+        "metadata": {
+            "name": f"{s.name}-{job}",
+            "namespace": s.namespace,
+            "labels": labels(s, "application"),
+        },
         "spec": {
-            "type": "Python",
-            "pythonVersion": "3",
-            "mode": "cluster",
-            "image": s.image,
-            "imagePullPolicy": s.image_pull_policy,
-            "mainApplicationFile": f"local://{SUBMIT_FILE}",
-            "arguments": job_arguments(s, job),
-            "sparkVersion": s.spark_version,
-            "sparkConf": spark_conf(s),
-            "restartPolicy": {"type": "Never"},
-            "volumes": volumes,
-            "driver": role("driver"),
-            "executor": role("executor"),
+            "schedule": s.schedule,
+            "concurrencyPolicy": "Forbid",
+            "successfulRunHistoryLimit": 1,
+            "failedRunHistoryLimit": 3,
+            "template": _application_spec(s, job),
         },
     }
 
@@ -295,6 +384,7 @@ def render_all(s: SparkK8sSettings | None = None) -> dict[str, str]:
     }
     for job in JOBS:
         files[f"sparkapplication-{job}.yaml"] = spark_application(s, job)
+        files[f"scheduledsparkapplication-{job}.yaml"] = scheduled_spark_application(s, job)
     header = "# Generated by `python -m ferrymq_spark.k8s_manifests spark/k8s`; do not edit.\n"
     out = {
         name: header + yaml.safe_dump(obj, sort_keys=False, default_flow_style=False)

@@ -56,14 +56,6 @@ class ControllerModeSettings(BaseModel):
         return [a.strip() for a in raw.replace(",", ";").split(";") if a.strip()]
 
 
-def controller_mode_enabled(
-    file_values: Mapping[str, str], env: Mapping[str, str] | None = None
-) -> bool:
-    """Whether ``enableControllerMode`` is true in these broker.conf values (+ environment)."""
-    values, _, _ = collect_values(ControllerModeSettings, file_values, env)
-    return str(values.get("enableControllerMode", "false")).strip().lower() == "true"
-
-
 def load_controller_mode_settings(
     path: Path | None, env: Mapping[str, str] | None = None
 ) -> ControllerModeSettings:

@@ -17,9 +17,9 @@ Settings the broker's own config does not carry (upstream BrokerConfig names
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -30,6 +30,7 @@ from ferrymq.broker.processors.end_transaction import EndTransactionProcessor
 from ferrymq.broker.processors.rebalance_lock import RebalanceLockProcessor
 from ferrymq.broker.retry import RetryService
 from ferrymq.broker.schedule import SCHEDULE_TOPIC, ScheduleMessageService, to_schedule_topic
+from ferrymq.broker.store_port import MessageStorePort
 from ferrymq.broker.transaction import (
     HALF_TOPIC,
     OP_HALF_TOPIC,
@@ -38,13 +39,23 @@ from ferrymq.broker.transaction import (
     is_transaction_prepared,
     to_half_message,
 )
-from ferrymq.message import MessageInner
+from ferrymq.message import MessageExt, MessageInner
 from ferrymq.properties import build_model, collect_values, load_properties
 from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.server import RemotingServer
-from ferrymq.store.results import PutMessageResult, PutMessageStatus
+from ferrymq.store.consume_queue_store import ConsumeQueueStore
+from ferrymq.store.results import (
+    GetMessageResult,
+    PutMessageResult,
+    PutMessageStatus,
+    QueryMessageResult,
+)
+
+if TYPE_CHECKING:
+    from ferrymq.store.dispatch import DispatchListener, DispatchRoundListener
+    from ferrymq.store.get_message import MessageFilter
 
 log = logging.getLogger(__name__)
 
@@ -106,13 +117,14 @@ NOT_ALLOWED_SEND_TOPICS = frozenset({SCHEDULE_TOPIC, HALF_TOPIC, OP_HALF_TOPIC})
 class SendSemanticsStore:
     """The store as the send processor sees it: delay and transaction rewrites happen on put.
 
-    Everything but the puts is the wrapped store's; batches are never delayed or transactional
+    Everything but the puts is the wrapped store's, delegated method by method (typed, so mypy
+    sees a method the port gains and this view lacks); batches are never delayed or transactional
     (producers refuse that), so ``put_messages`` only checks the topic.
     """
 
     def __init__(
         self,
-        store: Any,
+        store: MessageStorePort,
         *,
         max_delay_level: Callable[[], int],
         reject_transaction_message: Callable[[], bool] = lambda: False,
@@ -120,13 +132,63 @@ class SendSemanticsStore:
         self._store = store
         self._max_delay_level = max_delay_level
         self._reject_transaction_message = reject_transaction_message
-        self._put_nowait: Callable[[MessageInner], Any] | None = getattr(
-            store, "put_message_nowait", None
-        )
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
+    # --- delegated to the wrapped store --------------------------------------------------------
+    def get_message(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int,
+        message_filter: MessageFilter | None = None,
+    ) -> GetMessageResult:
+        return self._store.get_message(group, topic, queue_id, offset, max_msg_nums, message_filter)
 
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        return self._store.get_max_offset_in_queue(topic, queue_id)
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        return self._store.get_min_offset_in_queue(topic, queue_id)
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        return self._store.get_offset_in_queue_by_time(topic, queue_id, timestamp_ms)
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, cq_offset: int) -> int:
+        return self._store.get_message_store_timestamp(topic, queue_id, cq_offset)
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        return self._store.get_earliest_message_time(topic, queue_id)
+
+    def look_message_by_offset(self, commit_log_offset: int) -> MessageExt | None:
+        return self._store.look_message_by_offset(commit_log_offset)
+
+    def query_message(
+        self, topic: str, key: str, max_num: int, begin: int, end: int
+    ) -> QueryMessageResult:
+        return self._store.query_message(topic, key, max_num, begin, end)
+
+    @property
+    def min_phy_offset(self) -> int:
+        return self._store.min_phy_offset
+
+    @property
+    def consume_queues(self) -> ConsumeQueueStore:
+        return self._store.consume_queues
+
+    def delete_topics(self, names: Sequence[str]) -> int:
+        return self._store.delete_topics(names)
+
+    def runtime_info(self) -> dict[str, str]:
+        return self._store.runtime_info()
+
+    def add_dispatch_listener(self, listener: DispatchListener) -> None:
+        self._store.add_dispatch_listener(listener)
+
+    def add_dispatch_round_listener(self, listener: DispatchRoundListener) -> None:
+        self._store.add_dispatch_round_listener(listener)
+
+    # --- puts: the semantics ------------------------------------------------------------------
     @staticmethod
     def _forbidden(topic: str) -> PutMessageResult | None:
         if topic not in NOT_ALLOWED_SEND_TOPICS:
@@ -142,8 +204,7 @@ class SendSemanticsStore:
         refused = self._forbidden(batch.topic)
         if refused is not None:
             return refused
-        result: PutMessageResult = await self._store.put_messages(batch)
-        return result
+        return await self._store.put_messages(batch)
 
     async def put_message(self, msg: MessageInner) -> PutMessageResult:
         result = self.put_message_nowait(msg)
@@ -168,19 +229,14 @@ class SendSemanticsStore:
             msg = to_half_message(msg)
         else:
             msg = to_schedule_topic(msg, self._max_delay_level())
-        nowait = self._put_nowait
-        if nowait is None:  # a store without the synchronous entry (test doubles)
-            result: Awaitable[PutMessageResult] = self._store.put_message(msg)
-            return result
-        done: PutMessageResult | Awaitable[PutMessageResult] = nowait(msg)
-        return done
+        return self._store.put_message_nowait(msg)
 
 
 class SemanticsServices:
     def __init__(
         self,
         *,
-        store: Any,
+        store: MessageStorePort,
         store_host: tuple[str, int],
         config_dir: Path,
         delay_levels_ms: list[int],

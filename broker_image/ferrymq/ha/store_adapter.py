@@ -69,7 +69,7 @@ class CommitLogReplication:
             sel.release()
         if magic == rec.BLANK_MAGIC_CODE:
             return total > 0
-        return magic == rec.MESSAGE_MAGIC_CODE and total >= rec.MIN_RECORD_SIZE
+        return magic in rec.MESSAGE_MAGIC_CODES and total >= rec.MIN_RECORD_SIZE
 
     def append(self, offset: int, data: bytes) -> bool:
         return self._append(offset, data)

@@ -34,6 +34,13 @@ def decode(secret: Mapping[str, Any] | None) -> dict[str, str] | None:
     return out
 
 
+def client_certificate(data: dict[str, str] | None) -> tuple[str, str] | None:
+    """(tls.crt, tls.key) of a decoded TLS Secret, None when it lacks one of them."""
+    if not data or not data.get(builders.TLS_CERT_KEY) or not data.get(builders.TLS_KEY_KEY):
+        return None
+    return data[builders.TLS_CERT_KEY], data[builders.TLS_KEY_KEY]
+
+
 def plan_operator_acl(existing: Mapping[str, str] | None) -> dict[str, str] | None:
     """The operator's account Secret: made once with a random secretKey, then kept (rewritten
     with the same key if one of its entries went missing)."""

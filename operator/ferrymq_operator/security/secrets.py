@@ -25,6 +25,8 @@ class SecurityOutcome:
     # the namespace's operator account (accessKey, secretKey, ...) with spec.acl
     account: dict[str, str] | None = None
     certificates: list[decisions.CertificateReport] = field(default_factory=list)
+    # (tls.crt, tls.key) the pods mount: the operator's client certificate under mutual TLS
+    client_cert: tuple[str, str] | None = None
     # (type, reason, message) Events, as reconcile.Result.events
     events: list[tuple[str, str, str]] = field(default_factory=list)
 
@@ -76,6 +78,7 @@ async def _operator_tls(
     assert server_data is not None
     outcome.certificates.append(_report(ca_name, authority.cert_pem, True))
     outcome.certificates.append(_report(server_name, server_data[builders.TLS_CERT_KEY], True))
+    outcome.client_cert = decisions.client_certificate(server_data)
 
 
 async def _cert_manager_tls(
@@ -108,6 +111,7 @@ async def _cert_manager_tls(
         )
         return
     outcome.certificates.append(_report(secret, data[builders.TLS_CERT_KEY], False))
+    outcome.client_cert = decisions.client_certificate(data)
 
 
 async def ensure(
@@ -160,6 +164,7 @@ async def ensure(
                 assert data is not None
                 cert = data[builders.TLS_CERT_KEY]
                 outcome.certificates.append(_report(spec.tls.secret_name, cert, False))
+                outcome.client_cert = decisions.client_certificate(data)
             elif spec.tls.issuer_ref is not None:
                 await _cert_manager_tls(kube, owner, component, spec.tls, domain, outcome)
                 if outcome.failure is not None:
