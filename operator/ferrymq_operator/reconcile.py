@@ -19,7 +19,6 @@ from ferrymq_operator import (
     failover_mode,
     host_ports,
     k8s,
-    lifecycle,
     models,
     rollout,
 )
@@ -30,6 +29,8 @@ from ferrymq_operator.builders import names
 from ferrymq_operator.builders import namesrv as namesrv_builder
 from ferrymq_operator.builders.names import Owner
 from ferrymq_operator.claims import claims_to_delete
+from ferrymq_operator.lifecycle import draining, namesrv_push, pausing, rolling
+from ferrymq_operator.lifecycle.pods import PortOf
 from ferrymq_operator.security import netpol
 from ferrymq_operator.security import secrets as security_secrets
 from ferrymq_operator.security import session as security_session
@@ -191,12 +192,12 @@ def port_user(
 def _paused(body: Mapping[str, Any], builder: StatusBuilder[Any], result: Result) -> bool:
     """The pause annotation, alike for every kind: when set, only ReconciliationPaused is added to
     the previous status; when just removed, a ReconciliationResumed event says so."""
-    if lifecycle.is_paused(body):
-        lifecycle.paused_status(builder)
+    if pausing.is_paused(body):
+        pausing.paused_status(builder)
         result.status = builder.patch()
-        result.events.extend(lifecycle.paused_events(builder.previous))
+        result.events.extend(pausing.paused_events(builder.previous))
         return True
-    result.events.extend(lifecycle.resumed_events(builder.previous))
+    result.events.extend(pausing.resumed_events(builder.previous))
     return False
 
 
@@ -351,9 +352,9 @@ async def roll_pods(
     workloads: list[WorkloadObservation],
     addr: str,
     result: Result,
-) -> tuple[lifecycle.RolloutOutcome, list[WorkloadObservation], list[rollout.GroupState]]:
-    """One step of the roll-out, one pod at a time (ferrymq_operator.lifecycle); returns the
-    outcome, the workloads as the roll-out sees them and the groups' pod states."""
+) -> tuple[rolling.RolloutOutcome, list[WorkloadObservation], list[rollout.GroupState]]:
+    """One step of the roll-out, one pod at a time (ferrymq_operator.lifecycle.rolling); returns
+    the outcome, the workloads as the roll-out sees them and the groups' pod states."""
     domain = ctx.settings.cluster_domain
     timeout = ctx.settings.admin_timeout_seconds
     pods = await ctx.kube.list(
@@ -362,26 +363,26 @@ async def roll_pods(
         owner.namespace,
         _selector(names.selector_labels(owner, names.COMPONENT_BROKER)),
     )
-    states = lifecycle.group_states(owner, spec.replicas_per_group, existing, pods, spec.groups)
-    switchover: lifecycle.SwitchOverCall | None = None
+    states = rolling.group_states(owner, spec.replicas_per_group, existing, pods, spec.groups)
+    switchover: rolling.SwitchOverCall | None = None
     if controller_builder.enabled(spec):
-        states = lifecycle.with_controller(states, await group_masters(ctx.kube, owner))
-        switchover = lifecycle.remoting_switchover(
+        states = rolling.with_controller(states, await group_masters(ctx.kube, owner))
+        switchover = rolling.remoting_switchover(
             owner, timeout, controller_builder.addresses(owner, spec).split(";")
         )
-    workloads = lifecycle.settle_on_delete(workloads, states)
+    workloads = rolling.settle_on_delete(workloads, states)
     policy = rollout.Policy(ctx.settings.rollout_stall_seconds, ctx.settings.rollout_max_lag_bytes)
-    runtime_info = lifecycle.remoting_runtime_info(addr, timeout)
+    runtime_info = rolling.remoting_runtime_info(addr, timeout)
 
     port_of = _port_of(spec)
 
     async def fetch_sync(groups: Sequence[rollout.GroupState]) -> list[rollout.GroupState]:
-        return await lifecycle.with_sync(
+        return await rolling.with_sync(
             owner, groups, runtime_info, domain, policy.max_lag_bytes, port_of
         )
 
-    restart = lifecycle.restart_requested(body)
-    outcome = await lifecycle.roll(
+    restart = rolling.restart_requested(body)
+    outcome = await rolling.roll(
         ctx.kube,
         owner,
         states,
@@ -399,7 +400,7 @@ async def roll_pods(
             "Broker",
             owner.namespace,
             owner.name,
-            {lifecycle.RESTART_ANNOTATION: None},
+            {rolling.RESTART_ANNOTATION: None},
         )
         result.events.append(("Normal", "RollingRestartDone", "every broker pod was restarted"))
     return outcome, workloads, states
@@ -418,13 +419,13 @@ async def push_namesrv(
     if not previous.name_server_addr or previous.name_server_addr == addr:
         return None
     ready = {p.name for g in states for p in g.pods if p.ready}
-    failed = await lifecycle.push_namesrv_addr(
+    failed = await namesrv_push.push_namesrv_addr(
         owner,
         spec.groups,
         spec.replicas_per_group,
         ready,
         addr,
-        lifecycle.remoting_config_update(addr, ctx.settings.admin_timeout_seconds),
+        namesrv_push.remoting_config_update(addr, ctx.settings.admin_timeout_seconds),
         ctx.settings.cluster_domain,
         _port_of(spec),
     )
@@ -436,7 +437,7 @@ async def push_namesrv(
     return None
 
 
-def _port_of(spec: models.BrokerSpec) -> lifecycle.PortOf:
+def _port_of(spec: models.BrokerSpec) -> PortOf:
     def port_of(group: int, broker_id: int) -> int:
         return spec.pod_ports(group, broker_id)[0]
 
@@ -673,10 +674,10 @@ async def drain_removed_groups(
     master_of: Mapping[int, int] | None,
     result: Result,
 ) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]]]:
-    """Drain the groups above spec.groups (ferrymq_operator.lifecycle.drain_groups); returns
+    """Drain the groups above spec.groups (ferrymq_operator.lifecycle.draining); returns
     status.drains and the groups that exist after the drained ones were removed."""
     extra = [g for g in existing if g >= spec.groups]
-    drains = await lifecycle.drain_groups(
+    drains = await draining.drain_groups(
         ctx.kube,
         owner,
         extra,
@@ -723,7 +724,7 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
             ctx, owner, spec, previous, existing, addr, master_of, result
         )
     workloads = await observe_broker(ctx.kube, owner, spec, existing, master_of)
-    outcome: lifecycle.RolloutOutcome | None = None
+    outcome: rolling.RolloutOutcome | None = None
     namesrv_note: str | None = None
     if addr is not None:
         outcome, workloads, states = await roll_pods(
@@ -739,7 +740,7 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
         result,
         master_of,
     )
-    notes = [n for n in (pending, lifecycle.drain_pending(drains), namesrv_note) if n]
+    notes = [n for n in (pending, draining.drain_pending(drains), namesrv_note) if n]
     pending = "; ".join(notes) if notes else None
 
     builder.observe(workloads, applied.failure, pending=pending)
