@@ -460,3 +460,44 @@ def test_broker_its_nameserver_would_refuse_is_a_condition(
         "brokers", "paired", "ReconcileFailed", "True", "NameServerRefusesBroker"
     )
     assert "Secret 'paired-user'" in cond["message"] and "cluster CA" in cond["message"]
+
+
+def test_a_former_per_component_ca_is_migrated_to_the_cluster_ca(
+    cluster: Cluster, operator: KopfRunner
+) -> None:
+    """Secrets of an operator version before the cluster CA (``<name>-broker-ca`` and the
+    certificate it signed): the certificate is re-issued from the cluster CA, and the former CA
+    stays in ca.crt while its Secret exists, so pods not yet reloaded keep being accepted."""
+    now = datetime.datetime.now(datetime.UTC)
+    old = ca.new_ca("moved ferrymq cluster CA", now, 180)
+    old_leaf = ca.issue(old, "moved", ["localhost"], now, 90)
+    put_secret(cluster, "moved-broker-ca", {"ca.crt": old.cert_pem, "ca.key": old.key_pem})
+    leaf = {"tls.crt": old_leaf.cert_pem, "tls.key": old_leaf.key_pem, "ca.crt": old.cert_pem}
+    cluster.core.create_namespaced_secret(
+        cluster.ns,
+        {
+            "metadata": {"name": "moved-broker-tls"},
+            "type": "kubernetes.io/tls",  # as the operator wrote it
+            "data": {k: base64.b64encode(v.encode()).decode() for k, v in leaf.items()},
+        },
+    )
+    cluster.create("nameservers", "hub", {"replicas": 1})
+    mtls = {"mode": "enforcing", "needClientAuth": "require"}
+    base = {"nameServerRef": {"name": "hub"}, "replicasPerGroup": 1, "storage": {"size": "1Gi"}}
+    cluster.create("brokers", "moved", {**base, "tls": mtls})
+    authority = wait_for("the cluster CA", lambda: secret_data(cluster, "hub-cluster-ca"))
+    migrated = wait_for(
+        "the re-issued certificate",
+        lambda: (
+            (d := secret_data(cluster, "moved-broker-tls"))
+            and d["tls.crt"] != old_leaf.cert_pem
+            and d
+        ),
+    )
+    assert ca.signed_by(migrated["tls.crt"], authority["ca.crt"])
+    assert migrated["ca.crt"] == authority["ca.crt"] + old.cert_pem  # both trusted meanwhile
+    assert secret_data(cluster, "moved-broker-ca") == {
+        "ca.crt": old.cert_pem,
+        "ca.key": old.key_pem,
+    }
+    wait_for("the StatefulSet", functools.partial(cluster.statefulset, "moved-broker-0"))
