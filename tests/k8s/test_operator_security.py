@@ -421,3 +421,21 @@ def test_cert_manager_certificate_then_its_secret(cluster: Cluster, operator: Ko
         )
     finally:
         cluster.delete("brokers", "issued")
+
+
+def test_broker_its_nameserver_would_refuse_is_a_condition(
+    cluster: Cluster, operator: KopfRunner
+) -> None:
+    cluster.create("nameservers", "locked", {"replicas": 1, "acl": {}})
+    base = {"nameServerRef": {"name": "locked"}, "replicasPerGroup": 1, "storage": {"size": "1Gi"}}
+    cluster.create("brokers", "unsigned", base)
+    cond = cluster.wait_condition(
+        "brokers", "unsigned", "ReconcileFailed", "True", "NameServerRefusesBroker"
+    )
+    assert "NameServer 'locked' has spec.acl" in cond["message"]
+    assert "add spec.acl to this Broker" in cond["message"]
+    assert cluster.statefulset("unsigned-broker-0") is None  # pods that could never register
+
+    cluster.patch_spec("brokers", "unsigned", {"acl": {}})
+    wait_for("the StatefulSet", functools.partial(cluster.statefulset, "unsigned-broker-0"))
+    cluster.wait_condition("brokers", "unsigned", "ReconcileFailed", "False")

@@ -8,7 +8,7 @@ import datetime
 from dataclasses import dataclass, field
 from typing import Any
 
-from ferrymq_operator import k8s
+from ferrymq_operator import k8s, models
 from ferrymq_operator.builders.names import Owner
 from ferrymq_operator.models import CertificateStatus, TlsSpec
 from ferrymq_operator.security import builders, ca, decisions
@@ -114,6 +114,23 @@ async def _cert_manager_tls(
     outcome.client_cert = decisions.client_certificate(data)
 
 
+async def _namesrv_registration(
+    kube: k8s.Kube, namespace: str, spec: builders.Secured
+) -> str | None:
+    """A Broker's pods and its NameServer's security: can they register at all?"""
+    if not isinstance(spec, models.BrokerSpec):
+        return None
+    ref = spec.name_server_ref.name
+    body = await kube.get(models.API_VERSION, "NameServer", namespace, ref)
+    if body is None:
+        return None  # the reconcile reports NameServerNotFound
+    try:
+        ns_spec = models.parse_nameserver_spec(body.get("spec") or {})
+    except models.InvalidSpec:
+        return None  # reported as NameServerInvalid
+    return decisions.check_namesrv_registration(ref, ns_spec, spec)
+
+
 async def ensure(
     kube: k8s.Kube,
     owner: Owner,
@@ -126,6 +143,10 @@ async def ensure(
     outcome = SecurityOutcome()
     ns = owner.namespace
     try:
+        problem = await _namesrv_registration(kube, ns, spec)
+        if problem:
+            outcome.failure = Failure("NameServerRefusesBroker", problem)
+            return outcome
         if spec.acl is not None:
             if spec.acl.secret_name:
                 problem = decisions.check_user_acl(

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ferrymq.broker.config import BrokerConfig
 from ferrymq.broker.processors.common import BAD_INPUT, bad_input
-from ferrymq.broker.store_port import MessageStorePort
+from ferrymq.broker.store_port import MessagePuts
 from ferrymq.broker.subscription_groups import SubscriptionGroupManager
 from ferrymq.broker.topic_config import (
     DLQ_GROUP_TOPIC_PREFIX,
@@ -107,7 +107,7 @@ class SendMessageProcessor:
     def __init__(
         self,
         config: BrokerConfig,
-        store: MessageStorePort,
+        store: MessagePuts,
         topics: TopicConfigManager,
         groups: SubscriptionGroupManager,
         *,
