@@ -32,12 +32,14 @@ from ferrymq.client.allocate import MessageQueue
 from ferrymq.client.broker_api import SendResult, v2_ext
 from ferrymq.client.compression import compress_body
 from ferrymq.client.errors import BrokerUnreachableError, MessageValidationError, MQClientError
-from ferrymq.client.instance import DEFAULT_TOPIC, ClientInstance
+from ferrymq.client.instance import ClientInstance
 from ferrymq.client.latency_fault import MQFaultStrategy
 from ferrymq.client.route_cache import TopicPublishInfo
 from ferrymq.client.send_attempts import SendAttempts, client_msg_id, now_ms
 from ferrymq.message import Message, MessageConst, encode_batch, encode_properties
 from ferrymq.remoting import headers
+from ferrymq.topic_validator import AUTO_CREATE_TOPIC_KEY_TOPIC as DEFAULT_TOPIC
+from ferrymq.topic_validator import RETRY_GROUP_TOPIC_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +169,7 @@ class SendPipeline:
             raise MessageValidationError("a batch needs at least one message")
         topic = msgs[0].topic
         check_topic(topic)  # once: every message must carry this very topic
-        if topic.startswith("%RETRY%"):
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             raise MessageValidationError("retry-group messages are not supported in a batch")
         delay = MessageConst.PROPERTY_DELAY_TIME_LEVEL
         uniq = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
