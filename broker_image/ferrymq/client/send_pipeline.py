@@ -17,7 +17,9 @@ reaches into another's privates:
 - ``header`` / ``send_ext``: the SEND_MESSAGE(_V2) request fields; reading the answer is
   ``broker_api.send_result`` (blocking) or ``BrokerApi.send_message_ext`` (asyncio);
 - ``send``: the asyncio retry loop (``Producer``, ``TransactionProducer``); ``SyncProducer``
-  drives the same ``attempts`` loop with blocking I/O.
+  drives the same ``attempts`` loop with blocking I/O in the caller's thread (its reason to be:
+  no event-loop hop per send), and both loops decide what a failure leads to with
+  ``after_failure``.
 """
 
 from __future__ import annotations
@@ -230,6 +232,17 @@ class SendPipeline:
             retry_another_broker_when_not_store_ok=self.retry_another_broker_when_not_store_ok,
         )
 
+    @staticmethod
+    def after_failure(
+        tries: SendAttempts, mq: MessageQueue, exc: MQClientError
+    ) -> tuple[bool, bool]:
+        """What a failed attempt on ``mq`` leads to, for both retry loops (``send`` here and
+        ``SyncProducer``'s blocking one): (re-read the topic's route, try again). The route is
+        re-read on a dead broker too, even when the send is not retried: after a failover the
+        NameServer names the new master within seconds, long before the 30 s poll."""
+        refresh = exc.refresh_route or isinstance(exc, BrokerUnreachableError)
+        return refresh, tries.retry_after(mq, exc)
+
     # --- the request ------------------------------------------------------------------------------
     def header(
         self, mq: MessageQueue, msg: Message, sys_flag: int, *, batch: bool
@@ -315,15 +328,13 @@ class SendPipeline:
                     msg_id=msg_id,
                 )
             except MQClientError as exc:
-                # re-read the route on a dead broker too, even when this send is not retried:
-                # after a failover the NameServer names the new master within seconds, long
-                # before the 30 s poll
-                if exc.refresh_route or isinstance(exc, BrokerUnreachableError):
+                refresh, again = self.after_failure(tries, mq, exc)
+                if refresh:
                     try:
                         await instance.update_route(topic)
                     except MQClientError as refresh_exc:
                         log.info("route refresh of %s failed: %s", topic, refresh_exc)
-                if not tries.retry_after(mq, exc):
+                if not again:
                     raise
                 continue
             if tries.accept(mq, result):
