@@ -136,6 +136,16 @@ def traffic(*args: str, timeout: float = 300) -> tuple[int, list[dict[str, Any]]
     return proc.returncode, events
 
 
+def routed(topic: str, namesrv: str, broker_name: str) -> bool:
+    """Whether ``namesrv``'s route of ``topic`` lists ``broker_name`` (ferrymq admin topic route)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "ferrymq.cli.main", "admin", "topic", "route", "-t", topic,
+         "-n", namesrv],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    return proc.returncode == 0 and broker_name in proc.stdout
+
+
 def acked(events: list[dict[str, Any]]) -> list[str]:
     return [e["acked"] for e in events if "acked" in e]
 
@@ -492,6 +502,13 @@ def test_scale_out_to_3_groups_copies_topics_and_in_to_2_drains(stack: Kube) -> 
             )
         ),
         timeout=900,
+    )
+    # The new group registers the copied topic with every NameServer on its own schedule: a
+    # producer asking before that is routed to groups 0 and 1 only.
+    wait_for(
+        "every NameServer routing the topic to group 2",
+        lambda: all(routed(topic, ns, f"{BROKER}-broker-2") for ns in NAMESRV.split(";")),
+        timeout=300,
     )
     rc, events = traffic("produce", NAMESRV, topic, "--count", "120", "--prefix", "scale")
     assert rc == 0
