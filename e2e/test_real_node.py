@@ -47,6 +47,7 @@ CPP_CLIENT = ROOT / "tests" / "interop" / "cpp_client.py"
 # probes failed). Small enough that 10 broker pods, the NameServers, the operator and another
 # suite's Spark pods fit the node's 2 CPUs.
 POD_REQUESTS = {"cpu": "100m", "memory": "128Mi"}
+AUDIT_REQUESTS = {"cpu": "200m", "memory": "512Mi"}
 PAUSE = "ferrymq.io/pause-reconciliation"
 RESTART = "ferrymq.io/manual-rolling-restart"
 
@@ -530,8 +531,11 @@ def test_scale_out_to_3_groups_copies_topics_and_in_to_2_drains(stack: Kube) -> 
 def test_the_audit_cronjob_runs_to_completion_with_default_settings(stack: Kube) -> None:
     stack.ns(
         "patch", "brokers", BROKER, "--type=merge",
+        # Image, command and job settings are the defaults; the CPU request only keeps the Spark
+        # JVM from starving as a BestEffort pod on this shared node (it took > 4 min to start).
         "-p", json.dumps({"spec": {"audit": {"schedule": "*/1 * * * *",
-                                              "storage": {"size": "1Gi"}}}}),
+                                              "storage": {"size": "1Gi"},
+                                              "resources": {"requests": AUDIT_REQUESTS}}}}),
     )  # fmt: skip
 
     def succeeded_job() -> str | None:
