@@ -375,3 +375,20 @@ def test_brokers_that_could_not_register_with_their_nameserver() -> None:
     assert check(ns(tls={**mtls, **shared}), br(tls={**mtls, **shared})) is None
     # a permissive Broker registers in plaintext, which a permissive NameServer serves
     assert check(ns(tls={"needClientAuth": "require", **shared}), br(tls={})) is None
+
+
+def test_nameserver_metrics_port(namesrv_owner: Owner) -> None:
+    def ports(**spec: Any) -> list[dict[str, Any]]:
+        sts = namesrv.statefulset(namesrv_owner, parse_nameserver_spec(spec))
+        found: list[dict[str, Any]] = sts["spec"]["template"]["spec"]["containers"][0]["ports"]
+        return found
+
+    assert [p["name"] for p in ports()] == ["namesrv"]
+    with_metrics = ports(config={"metricsPort": "9877"})
+    assert {"name": "metrics", "containerPort": 9877, "protocol": "TCP"} in with_metrics
+    conf = javaproperties.loads(
+        namesrv.configmap(
+            namesrv_owner, parse_nameserver_spec({"config": {"metricsPort": "9877"}})
+        )["data"]["namesrv.conf"]
+    )
+    assert conf["metricsPort"] == "9877"
