@@ -521,12 +521,15 @@ async def remove_stale_external_services(
 ) -> None:
     """NodePort Services of pods that no longer exist or no longer use NodePort access."""
     wanted = {svc["metadata"]["name"] for svc in broker_builder.node_port_services(owner, spec)}
-    selector = _selector(names.selector_labels(owner, names.COMPONENT_BROKER))
-    for svc in await ctx.kube.list("v1", "Service", owner.namespace, selector):
-        name = svc["metadata"]["name"]
-        stale = name.endswith(names.EXTERNAL_SUFFIX) and name not in wanted
-        if stale and await ctx.kube.delete("v1", "Service", owner.namespace, name):
-            result.events.append(("Normal", "Deleted", f"deleted Service {name}"))
+    await _remove_unwanted(
+        ctx,
+        owner,
+        "v1",
+        "Service",
+        wanted,
+        result,
+        only=lambda n: n.endswith(names.EXTERNAL_SUFFIX),
+    )
 
 
 async def remove_stale_network_policies(
@@ -534,12 +537,27 @@ async def remove_stale_network_policies(
 ) -> None:
     """NetworkPolicies of removed groups, or all of them once spec.networkPolicy is off."""
     wanted = {p["metadata"]["name"] for p in netpol.desired(owner, spec)}
+    await _remove_unwanted(ctx, owner, netpol.API_VERSION, "NetworkPolicy", wanted, result)
+
+
+async def _remove_unwanted(
+    ctx: Context,
+    owner: Owner,
+    api_version: str,
+    kind: str,
+    wanted: set[str],
+    result: Result,
+    only: Callable[[str], bool] = lambda _: True,
+) -> None:
+    """Delete the Broker's children of one kind that ``only`` selects and the spec no longer
+    wants."""
     selector = _selector(names.selector_labels(owner, names.COMPONENT_BROKER))
-    kind = "NetworkPolicy"
-    for policy in await ctx.kube.list(netpol.API_VERSION, kind, owner.namespace, selector):
-        name = policy["metadata"]["name"]
-        if name not in wanted and await ctx.kube.delete(
-            netpol.API_VERSION, kind, owner.namespace, name
+    for obj in await ctx.kube.list(api_version, kind, owner.namespace, selector):
+        name = obj["metadata"]["name"]
+        if (
+            only(name)
+            and name not in wanted
+            and await ctx.kube.delete(api_version, kind, owner.namespace, name)
         ):
             result.events.append(("Normal", "Deleted", f"deleted {kind} {name}"))
 
