@@ -37,6 +37,7 @@ from ferrymq_operator.security import session as security_session
 from ferrymq_operator.settings import OperatorSettings
 from ferrymq_operator.status import (
     Failure,
+    S,
     StatusBuilder,
     WorkloadObservation,
     observe_statefulset,
@@ -189,6 +190,14 @@ def port_user(
 # --- NameServer ---
 
 
+def _begin(body: Mapping[str, Any], kind: type[S]) -> tuple[Owner, StatusBuilder[S], Result]:
+    """What every pass starts from: the owner, a status builder over the status the resource
+    has, an empty result."""
+    previous = kind.model_validate(body.get("status") or {})
+    generation = int(body["metadata"].get("generation", 1))
+    return owner_of(body), StatusBuilder(kind, previous, generation, now()), Result(status={})
+
+
 def _paused(body: Mapping[str, Any], builder: StatusBuilder[Any], result: Result) -> bool:
     """The pause annotation, alike for every kind: when set, only ReconciliationPaused is added to
     the previous status; when just removed, a ReconciliationResumed event says so."""
@@ -216,11 +225,8 @@ async def observe_nameserver(
 
 
 async def reconcile_nameserver(ctx: Context, body: Mapping[str, Any]) -> Result:
-    owner = owner_of(body)
-    generation = int(body["metadata"].get("generation", 1))
-    previous = models.NameServerStatus.model_validate(body.get("status") or {})
-    builder = StatusBuilder(models.NameServerStatus, previous, generation, now())
-    result = Result(status={})
+    owner, builder, result = _begin(body, models.NameServerStatus)
+    previous, generation = builder.previous, builder.generation
     if _paused(body, builder, result):
         return result
     failure: Failure | None = None
@@ -717,11 +723,8 @@ async def drain_removed_groups(
 async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
     """Parse, apply, then (when everything applied) drain, roll and push; observe; report.
     Observation and the status come whatever the apply steps reached."""
-    owner = owner_of(body)
-    generation = int(body["metadata"].get("generation", 1))
-    previous = models.BrokerStatus.model_validate(body.get("status") or {})
-    builder = StatusBuilder(models.BrokerStatus, previous, generation, now())
-    result = Result(status={})
+    owner, builder, result = _begin(body, models.BrokerStatus)
+    previous, generation = builder.previous, builder.generation
     if _paused(body, builder, result):
         return result
     try:
