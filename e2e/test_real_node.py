@@ -42,6 +42,11 @@ LISTEN_PORT = 20911
 PER_GROUP = 2
 NAMESRV = ";".join(f"127.0.0.1:{NS_PORT + k}" for k in range(NS_REPLICAS))
 CPP_CLIENT = ROOT / "tests" / "interop" / "cpp_client.py"
+# A CPU request makes the pods Burstable: BestEffort containers get the minimum CPU weight (2
+# shares) and starved next to other pods with requests (a broker got 1 s of CPU in 10 minutes, its
+# probes failed). Small enough that 10 broker pods, the NameServers, the operator and another
+# suite's Spark pods fit the node's 2 CPUs.
+POD_REQUESTS = {"cpu": "100m", "memory": "128Mi"}
 PAUSE = "ferrymq.io/pause-reconciliation"
 RESTART = "ferrymq.io/manual-rolling-restart"
 
@@ -63,6 +68,7 @@ def nameserver_cr(image: str) -> dict[str, Any]:
             "port": NS_PORT,
             # One node: a Required rule would leave the second replica Pending.
             "podAntiAffinity": "Preferred",
+            "resources": {"requests": POD_REQUESTS},
         },
     }
 
@@ -83,6 +89,7 @@ def broker_cr(image: str) -> dict[str, Any]:
             "listenPort": LISTEN_PORT,
             "externalAccess": {"type": "HostNetwork"},
             "podAntiAffinity": "Preferred",
+            "resources": {"requests": POD_REQUESTS},
             "storage": {"size": "1Gi", "deleteClaimOnScaleDown": True},
             "config": {"autoCreateTopicEnable": "true", "slaveReadEnable": "true"},
         },
@@ -94,12 +101,12 @@ def ready(kube: Kube, plural: str, name: str) -> bool:
     return bool(cond and cond.get("status") == "True")
 
 
-def broker_pods(kube: Kube) -> dict[str, dict[str, Any]]:
+def broker_pods(kube: Kube, broker: str = BROKER) -> dict[str, dict[str, Any]]:
     items = kube.get_json("pods").get("items", [])
     return {
         p["metadata"]["name"]: p
         for p in items
-        if p["metadata"]["name"].startswith(f"{BROKER}-broker-")
+        if p["metadata"]["name"].startswith(f"{broker}-broker-")
     }
 
 
@@ -254,6 +261,75 @@ def test_the_upstream_cpp_client_produces_and_consumes_from_the_host(
     )  # fmt: skip
     mine = consumed(events)
     assert mine["cpp-body-7"]["tags"] == "TagCpp" and mine["cpp-body-7"]["keys"] == ["cpp-key-7"]
+
+
+TOPIC_YAML = """\
+apiVersion: ferrymq.io/v1alpha1
+kind: Topic
+metadata:
+  name: node-declared
+spec:
+  brokerRef: {name: %(broker)s}
+  name: Node_Declared   # a RocketMQ name Kubernetes names cannot spell
+  queues: 3             # not the auto-create default (4): the producer's queues prove the CR
+  perm: 6
+---
+apiVersion: ferrymq.io/v1alpha1
+kind: ConsumerGroup
+metadata:
+  name: node-declared-readers
+spec:
+  brokerRef: {name: %(broker)s}
+  name: g_node_declared
+  retryMaxTimes: 3
+  consumeBroadcastEnable: false
+"""
+
+
+def test_a_topic_and_a_consumer_group_applied_with_kubectl_serve_host_clients(
+    stack: Kube, tmp_path: Path
+) -> None:
+    manifest = tmp_path / "topic-and-group.yaml"
+    manifest.write_text(TOPIC_YAML % {"broker": BROKER})
+    stack.ns("apply", "-f", str(manifest))
+    groups = [f"{BROKER}-broker-{g}" for g in range(2)]
+
+    def status_ready(plural: str, name: str) -> dict[str, Any] | None:
+        status = stack.get_json(plural, name).get("status") or {}
+        ready_cond = [c for c in status.get("conditions") or [] if c["type"] == "Ready"]
+        if (
+            ready_cond
+            and ready_cond[0]["status"] == "True"
+            and status.get("brokerGroups") == groups
+        ):
+            return dict(status)
+        return None
+
+    topic_status = wait_for(
+        "the Topic Ready on both groups",
+        lambda: status_ready("topics", "node-declared"),
+        timeout=300,
+    )
+    assert (topic_status["name"], topic_status["queues"]) == ("Node_Declared", "3/3")
+    group_status = wait_for(
+        "the ConsumerGroup Ready on both groups",
+        lambda: status_ready("consumergroups", "node-declared-readers"),
+        timeout=300,
+    )
+    assert group_status["name"] == "g_node_declared"
+    # From the host: the producer finds the topic's route (3 queues on each group, as declared;
+    # an auto-created topic would have 4) and the declared group consumes it.
+    rc, events = traffic("produce", NAMESRV, "Node_Declared", "--count", "60", "--prefix", "decl")
+    bodies = acked(events)
+    assert rc == 0 and len(bodies) == 60, events[-5:]
+    queues = {e["queue"] for e in events if "queue" in e}
+    assert queues == {f"{g}:{q}" for g in groups for q in range(3)}, sorted(queues)
+    got = consume_all("Node_Declared", "g_node_declared", bodies)
+    assert got["decl-7"]["tags"] == "Tag1" and got["decl-7"]["keys"] == ["key-decl-7"]
+    printed = stack.ns("get", "topics,consumergroups")
+    assert "node-declared" in printed and "node-declared-readers" in printed, printed
+    # Deleted with kubectl: the finalizer removes the topic from the brokers, then lets go.
+    stack.ns("delete", "-f", str(manifest), "--wait=true", timeout=300)
 
 
 def container_pid(kube: Kube, pod: str) -> tuple[int, int]:
@@ -454,6 +530,86 @@ def test_the_audit_cronjob_runs_to_completion_with_default_settings(stack: Kube)
     name = wait_for("an audit Job to succeed", succeeded_job, timeout=600)
     log = stack.ns("logs", f"job/{name}")
     assert "PySpark is not installed" not in log
+
+
+HA_BROKER = "ha"
+HA_LISTEN_PORT = 21911  # controller pods on 21906-21907, broker pods on 21921 and 21931
+
+
+def ha_broker_cr(image: str) -> dict[str, Any]:
+    """1 group x 2 replicas with a controller (issue 17): the smallest controller-mode group, as
+    the brief allows on this machine (a group of 2 groups would be 4 more broker pods)."""
+    cr = broker_cr(image)
+    cr["metadata"]["name"] = HA_BROKER
+    cr["spec"].update(
+        {"groups": 1, "replicasPerGroup": 2, "failover": "controller", "listenPort": HA_LISTEN_PORT}
+    )
+    return cr
+
+
+def group_master(kube: Kube) -> dict[str, Any] | None:
+    masters = (kube.get_json("brokers", HA_BROKER).get("status") or {}).get("groupMasters") or []
+    return dict(masters[0]) if masters else None
+
+
+def test_a_controller_mode_broker_rolls_with_a_switchover_and_no_send_fails(
+    stack: Kube, broker_image: str, tmp_path: Path
+) -> None:
+    stack.apply(ha_broker_cr(broker_image))
+    try:
+        wait_for(
+            "the controller-mode Broker Ready", lambda: ready(stack, "brokers", HA_BROKER), 900
+        )
+        first = wait_for(
+            "a master elected with both replicas in its SyncStateSet",
+            lambda: (m := group_master(stack)) and len(m.get("syncStateSet") or []) == 2 and m,
+            timeout=300,
+        )
+        topic = "node-failover"
+        warm = produce(topic, "warm", 20)
+        stop = tmp_path / "stop"
+        pods = {n: p["metadata"]["uid"] for n, p in broker_pods(stack, HA_BROKER).items()}
+        producer = subprocess.Popen(
+            [sys.executable, "-m", "e2e.traffic", "produce", NAMESRV, topic, "--count", "1000000",
+             "--prefix", "ha", "--stop-file", str(stop), "--deadline", "1500",
+             "--interval", "0.05"],
+            cwd=ROOT, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            stack.ns(
+                "patch", "brokers", HA_BROKER, "--type=merge",
+                "-p", json.dumps({"spec": {"config": {"flushIntervalCommitLog": "400"}}}),
+            )  # fmt: skip
+            wait_for(
+                "both broker pods replaced and the Broker Ready",
+                lambda: (
+                    (now := broker_pods(stack, HA_BROKER)).keys() == pods.keys()
+                    and all(
+                        now[n]["metadata"]["uid"] != uid and pod_ready(now[n])
+                        for n, uid in pods.items()
+                    )
+                    and ready(stack, "brokers", HA_BROKER)
+                ),
+                timeout=1200,
+            )
+        finally:
+            stop.touch()
+            out, _ = producer.communicate(timeout=120)
+        events = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        errors = [e["error"] for e in events if "error" in e]
+        bodies = acked(events)
+        assert len(bodies) > 50, "the producer acknowledged almost nothing during the roll"
+        assert not errors, f"{len(errors)} send(s) failed during the roll: {errors[:5]}"
+        # mastership was handed over (the old master was rolled as a slave) ...
+        text = stack.ns("get", "events", "--field-selector", f"involvedObject.name={HA_BROKER}")
+        assert "SwitchOver" in text, text
+        now_master = group_master(stack)
+        assert now_master and now_master["masterEpoch"] > first["masterEpoch"], now_master
+        # ... and every acknowledged message is there
+        consume_all(topic, "g-failover", warm + bodies, timeout=300)
+    finally:
+        stack.ns("delete", "brokers", HA_BROKER, "--wait=true", timeout=600, check=False)
+        wait_for("the controller-mode pods gone", lambda: not broker_pods(stack, HA_BROKER), 600)
 
 
 def test_deleting_the_resources_removes_children_and_keeps_claims(stack: Kube) -> None:

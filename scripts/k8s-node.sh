@@ -179,6 +179,16 @@ up() {
     --default-ulimit nofile=20000:20000 --default-ulimit nproc=8192:8192 \
     --exec-opt native.cgroupdriver=cgroupfs --storage-driver=overlay2
   wait_until 60 "dockerd answering on $DOCKER_SOCK" dockerd dockerd dk info
+  # Containers go to the cpu cgroup /docker (cgroupfs, no QoS cgroups). Left at 1024 it weighs as
+  # much as ONE busy host process, and on this shared machine (load 30-50) the pods starved: a
+  # broker got 1 s of CPU in 10 min, its probes failed. Give it what the kubelet gives its
+  # kubepods cgroup with QoS cgroups on: 1024 per CPU (FERRYMQ_NODE_CPU_SHARES overrides).
+  local shares=${FERRYMQ_NODE_CPU_SHARES:-$(( $(nproc) * 1024 ))}
+  if mkdir -p /sys/fs/cgroup/cpu/docker 2>/dev/null && echo "$shares" >/sys/fs/cgroup/cpu/docker/cpu.shares 2>/dev/null; then
+    log "cpu.shares of the pods' cgroup /docker: $shares"
+  else
+    log "warning: could not set cpu.shares of /sys/fs/cgroup/cpu/docker (pods compete as one process)"
+  fi
 
   step=pause-image
   if ! dk image inspect "$PAUSE_IMAGE" >/dev/null 2>&1; then

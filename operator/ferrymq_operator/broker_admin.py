@@ -9,12 +9,12 @@ client; :class:`UnavailableAdmin` stands in (and says why) if that client cannot
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from ferrymq_operator import timeouts
 from ferrymq_operator.security import session
 
 _T = TypeVar("_T")
@@ -154,8 +154,8 @@ class RemotingTopicAdmin:
             ssl_context=session.ssl_context(),
         )
         try:
-            return await asyncio.wait_for(
-                action(BrokerApi(remoting, self.timeout_seconds)), self.timeout_seconds * 2
+            return await timeouts.within(
+                self.timeout_seconds * 2, action(BrokerApi(remoting, self.timeout_seconds))
             )
         except (OSError, TimeoutError, BrokerUnreachableError) as error:
             raise AdminUnavailable(f"broker unreachable: {error}") from error

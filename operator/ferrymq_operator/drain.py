@@ -17,11 +17,11 @@ ferrymq's AdminClient.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from ferrymq_operator import timeouts
 from ferrymq_operator.security import session
 
 MAX_LISTED = 5
@@ -118,13 +118,13 @@ class RemotingDrainAdmin:
             ) as admin:
                 broker, namesrv = admin.instance.broker, admin.instance.namesrv
                 if writable:
-                    await asyncio.wait_for(broker.add_write_perm(broker_addr), limit)
-                    await asyncio.wait_for(namesrv.add_write_perm(broker_name), limit)
+                    await timeouts.within(limit, broker.add_write_perm(broker_addr))
+                    await timeouts.within(limit, namesrv.add_write_perm(broker_name))
                 else:
-                    await asyncio.wait_for(broker.wipe_write_perm(broker_addr), limit)
+                    await timeouts.within(limit, broker.wipe_write_perm(broker_addr))
                     # The NameServers also mark the queues read-only at once (else they would
                     # until the broker's next registration).
-                    await asyncio.wait_for(namesrv.wipe_write_perm(broker_name), limit)
+                    await timeouts.within(limit, namesrv.wipe_write_perm(broker_name))
         except (OSError, TimeoutError, MQClientError) as error:
             action = "restore" if writable else "stop"
             raise DrainUnavailable(f"cannot {action} writes on {broker_name}: {error}") from error
@@ -138,8 +138,8 @@ class RemotingDrainAdmin:
                 namesrv_addr, timeout=self.timeout_seconds, security=session.current()
             ) as admin:
                 broker = admin.instance.broker
-                offsets = await asyncio.wait_for(
-                    broker.get_all_consumer_offset(broker_addr), self.timeout_seconds * 2
+                offsets = await timeouts.within(
+                    self.timeout_seconds * 2, broker.get_all_consumer_offset(broker_addr)
                 )
                 out = []
                 for group in consumer_groups_of(list(offsets.offset_table)):

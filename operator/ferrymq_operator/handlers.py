@@ -20,7 +20,8 @@ from typing import Any, cast
 
 import kopf
 
-from ferrymq_operator import broker_admin, host_ports, k8s, models, status
+from ferrymq_operator import broker_admin, host_ports, k8s, models, resync, status
+from ferrymq_operator import settings as operator_settings
 from ferrymq_operator.builders import names
 from ferrymq_operator.reconcile import (
     Context,
@@ -30,7 +31,6 @@ from ferrymq_operator.reconcile import (
     reconcile_nameserver,
 )
 from ferrymq_operator.reconcile import port_user as _port_user
-from ferrymq_operator.settings import OperatorSettings
 from ferrymq_operator.topics import handlers as topic_handlers
 
 # Topic and ConsumerGroup handlers register themselves with kopf on import.
@@ -43,8 +43,6 @@ RECONCILERS: dict[str, tuple[str, Reconciler]] = {
 }
 CHILD_LABELS = {names.LABEL_MANAGED_BY: names.MANAGED_BY}
 
-# The timer interval is fixed when the decorators run, so it is read from the environment here.
-RESYNC_SECONDS = OperatorSettings().resync_seconds
 # kopf's own bookkeeping annotations (progress, last-handled-configuration). kopf leaves annotations
 # under its storage prefix out of the diff it reacts to, so this must not be ferrymq.io: the
 # user-facing ferrymq.io/pause-reconciliation and ferrymq.io/manual-rolling-restart would be
@@ -66,7 +64,11 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     )
     # kopf posts its own log lines as Events from this level; ours are posted explicitly.
     settings.posting.level = logging.WARNING
-    op = OperatorSettings()
+    # The environment is read here, not at import: a bad value stops the operator, named.
+    try:
+        op = operator_settings.load()
+    except operator_settings.SettingsError as error:
+        raise kopf.PermanentError(str(error)) from error
     kube = await k8s.Kube.connect(op.kubeconfig, op.field_manager)
     versions = await kube.discover()
     logging.getLogger(__name__).info(
@@ -185,9 +187,9 @@ async def _report_api_error(
             return
         previous = models.ClusterStatus.model_validate(body.get("status") or {})
         generation = int(body["metadata"].get("generation", 1))
-        failure = status.Failure("ApiError", f"{error}; retrying")
-        patch = status.with_failure(previous, generation, failure, now())
-        await ctx.kube.patch_status(models.API_VERSION, kind, namespace, name, patch)
+        builder = status.StatusBuilder(models.ClusterStatus, previous, generation, now())
+        builder.fail(status.Failure("ApiError", f"{error}; retrying"))
+        await ctx.kube.patch_status(models.API_VERSION, kind, namespace, name, builder.patch())
     except k8s.ApiError as again:
         logging.getLogger(__name__).warning(
             "cannot report %s on %s/%s: %s", error, namespace, name, again
@@ -270,16 +272,31 @@ async def broker_changed(memo: Any, namespace: str | None, name: str, **kwargs: 
     await reconcile_by_name(memo, "Broker", namespace or "", name, raise_errors=True)
 
 
-@kopf.timer(models.GROUP, models.VERSION, "nameservers", interval=RESYNC_SECONDS)
-async def nameserver_resync(memo: Any, namespace: str | None, name: str, **kwargs: Any) -> None:
-    _with_indexes(memo, kwargs)
-    await reconcile_by_name(memo, "NameServer", namespace or "", name, raise_errors=False)
+async def _resync(
+    memo: Any, stopped: kopf.DaemonStopped, kind: str, namespace: str, name: str, kwargs: Any
+) -> None:
+    ctx: Context = memo.ctx
+
+    async def once() -> None:
+        _with_indexes(memo, kwargs)
+        await reconcile_by_name(memo, kind, namespace, name, raise_errors=False)
+
+    what = f"{kind} {namespace}/{name}"
+    await resync.every(stopped, ctx.settings.resync_seconds, what, once)
 
 
-@kopf.timer(models.GROUP, models.VERSION, "brokers", interval=RESYNC_SECONDS)
-async def broker_resync(memo: Any, namespace: str | None, name: str, **kwargs: Any) -> None:
-    _with_indexes(memo, kwargs)
-    await reconcile_by_name(memo, "Broker", namespace or "", name, raise_errors=False)
+@kopf.daemon(models.GROUP, models.VERSION, "nameservers")
+async def nameserver_resync(
+    memo: Any, stopped: kopf.DaemonStopped, namespace: str | None, name: str, **kwargs: Any
+) -> None:
+    await _resync(memo, stopped, "NameServer", namespace or "", name, kwargs)
+
+
+@kopf.daemon(models.GROUP, models.VERSION, "brokers")
+async def broker_resync(
+    memo: Any, stopped: kopf.DaemonStopped, namespace: str | None, name: str, **kwargs: Any
+) -> None:
+    await _resync(memo, stopped, "Broker", namespace or "", name, kwargs)
 
 
 # --- children: recreate what was deleted, follow StatefulSet progress ---

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ferrymq_operator import models
+from ferrymq_operator.builders import controller
 
 PortRange = tuple[int, int]  # inclusive
 
@@ -50,10 +51,14 @@ def broker_ranges(spec: models.BrokerSpec) -> tuple[PortRange, ...]:
     if not spec.host_network:
         return ()
     out = []
+    # in controller mode brokerId is ordinal + 1, and the controller pods take ports too
+    first_id = 1 if spec.failover == "controller" else 0
     for group in range(spec.groups):
-        for broker_id in range(spec.replicas_per_group):
+        for broker_id in range(first_id, first_id + spec.replicas_per_group):
             listen, ha = spec.pod_ports(group, broker_id)
             out.append((listen - 2, ha))
+    if spec.failover == "controller":
+        out.append(controller.port_range(spec))
     return tuple(out)
 
 

@@ -547,9 +547,16 @@ class CertificateStatus(CamelModel):
 
 
 class ClusterStatus(CamelModel):
-    """Status written by the operator (one writer: ferrymq_operator.status)."""
+    """Status written by the operator (one writer: ferrymq_operator.status.StatusBuilder, which
+    sets its fields one by one: assignments are validated and remembered as set)."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="ignore",
+        frozen=False,
+        validate_assignment=True,
+    )
 
     observed_generation: int | None = None
     phase: str | None = Field(

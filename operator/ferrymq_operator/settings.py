@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -39,3 +39,25 @@ class OperatorSettings(BaseSettings):
     retry_delay_seconds: float = Field(
         default=15.0, gt=0, description="Delay before retrying after a transient API error."
     )
+
+
+class SettingsError(ValueError):
+    """The operator's environment holds a value it cannot run with (named by variable)."""
+
+
+def load() -> OperatorSettings:
+    """Read the settings from the environment now (at operator start-up, never at import).
+
+    A bad value raises :class:`SettingsError` naming the environment variable, what is wrong and
+    the value given, so that the operator stops with a message a user can act on.
+    """
+    try:
+        return OperatorSettings()
+    except ValidationError as error:
+        prefix = OperatorSettings.model_config.get("env_prefix", "")
+        problems = [
+            f"{prefix}{'_'.join(str(p) for p in e['loc']).upper()}: {e['msg']} "
+            f"(got {e.get('input')!r})"
+            for e in error.errors()
+        ]
+        raise SettingsError("bad operator settings: " + "; ".join(problems)) from error

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
+from ferrymq_operator import rollout
 from ferrymq_operator.models import ClusterStatus, Condition
 
 READY = "Ready"
@@ -36,6 +37,8 @@ PHASE_DEGRADED = "Degraded"
 PHASE_FAILED = "Failed"
 
 MAX_LISTED = 5
+
+S = TypeVar("S", bound=ClusterStatus)
 
 
 @dataclass(frozen=True)
@@ -134,114 +137,200 @@ def _listed(items: Sequence[str]) -> str:
     return f"{shown} and {more} more" if more > 0 else shown
 
 
-def compute(
-    generation: int,
-    workloads: Sequence[WorkloadObservation],
-    previous: ClusterStatus,
-    failure: Failure | None,
-    now: str,
-    pending: str | None = None,
-) -> dict[str, Any]:
-    """The status fields common to both kinds (camelCase, ready to patch).
+class StatusBuilder(Generic[S]):
+    """The one writer of a NameServer's or Broker's status; every path of a reconcile uses it.
 
-    ``pending`` names work the operator still has to do once the pods are ready (e.g. copying
-    topics to a new broker group); until it is done the cluster is Progressing, not Ready.
+    The status is written as a merge patch, so the builder starts empty: a field left unset keeps
+    the value it has on the resource. Fields are set on the typed model :attr:`status`; conditions
+    by type through :meth:`condition` (a type set again is replaced where it stands). :meth:`patch`
+    stamps every condition with the generation and carries lastTransitionTime over from the
+    previous status, so it changes only when a condition's status flips (Strimzi convention).
     """
-    desired = sum(w.desired_replicas for w in workloads)
-    ready = sum(min(w.ready_replicas, w.desired_replicas) for w in workloads if w.exists)
-    pods_settled = bool(workloads) and all(w.all_ready for w in workloads)
-    pods_ready = pods_settled and pending is None
-    all_ready = pods_ready and failure is None
-    ready_generation = generation if all_ready else previous.ready_generation
 
-    rolling = [w.name for w in workloads if w.rolling]
-    never_ready_here = previous.ready_generation != generation and not pods_ready
-    pending_only = pods_settled and pending is not None
-    progressing = (
-        failure is None and not pods_ready and (bool(rolling) or never_ready_here or pending_only)
-    )
-    degraded = not pods_ready and not progressing
-    not_ready = [pod for w in workloads for pod in w.not_ready_pods]
-    missing = [w.name for w in workloads if not w.exists]
-    masters_down = [w.name for w in workloads if w.master_ready is False]
+    def __init__(self, kind: type[S], previous: S, generation: int, now: str) -> None:
+        self.previous = previous
+        self.generation = generation
+        self.now = now
+        self.status: S = kind()
+        # None: the conditions are not written (the resource keeps its own)
+        self._conditions: dict[str, Condition] | None = None
+        # conditions taken over from the previous status as they were (not re-stamped)
+        self._kept: set[str] = set()
 
-    conditions: list[Condition] = []
+    # --- conditions ---
 
-    if all_ready:
-        conditions.append(_cond(READY, True, "AllPodsReady", f"{ready}/{desired} pods ready"))
-    elif failure is not None:
-        conditions.append(_cond(READY, False, failure.reason, failure.message))
-    elif pending_only and pending is not None:
-        conditions.append(_cond(READY, False, "Pending", pending))
-    else:
-        detail = f"{ready}/{desired} pods ready"
-        if not_ready:
-            detail += f"; not ready: {_listed(not_ready)}"
-        conditions.append(_cond(READY, False, "PodsNotReady", detail))
-
-    if progressing:
-        reason = PHASE_CREATING if previous.ready_generation is None else PHASE_UPDATING
-        if pending_only and pending is not None:
-            message = pending
-        else:
-            waiting = rolling or [w.name for w in workloads if not w.all_ready]
-            message = f"waiting for {_listed(waiting)} ({ready}/{desired} ready)"
-        conditions.append(_cond(PROGRESSING, True, reason, message))
-    else:
-        if failure is not None:
-            conditions.append(
-                _cond(PROGRESSING, False, "ReconcileFailed", "stopped: see ReconcileFailed")
-            )
-        else:
-            conditions.append(
-                _cond(PROGRESSING, False, "Complete", "every StatefulSet matches the spec")
-            )
-
-    if degraded and workloads and not pods_settled:
-        if masters_down:
-            reason, message = "MasterUnavailable", f"no ready master in {_listed(masters_down)}"
-        elif missing:
-            reason, message = "WorkloadMissing", f"missing {_listed(missing)}"
-        else:
-            reason, message = "PodsUnavailable", f"not ready: {_listed(not_ready) or 'unknown'}"
-        conditions.append(_cond(DEGRADED, True, reason, message))
-    else:
-        conditions.append(_cond(DEGRADED, False, "AsDesired", "no pod is missing or unready"))
-
-    if failure is not None:
-        conditions.append(_cond(RECONCILE_FAILED, True, failure.reason, failure.message))
-    else:
-        conditions.append(
-            _cond(RECONCILE_FAILED, False, "Reconciled", "every child object applied")
+    def condition(self, kind: str, status: bool, reason: str, message: str) -> None:
+        """Set one condition. Never an empty message: Kubernetes 1.20 (as built here) decodes ""
+        in a custom resource as null."""
+        conditions = self._conditions if self._conditions is not None else {}
+        conditions[kind] = Condition(
+            type=kind,
+            status="True" if status else "False",
+            reason=reason,
+            message=message or reason,
         )
+        self._kept.discard(kind)
+        self._conditions = conditions
 
-    if failure is not None:
-        phase = PHASE_FAILED
-    elif all_ready:
-        phase = PHASE_RUNNING
-    elif progressing:
-        phase = PHASE_CREATING if previous.ready_generation is None else PHASE_UPDATING
-    else:
-        phase = PHASE_DEGRADED
+    def keep(self, condition: Condition) -> None:
+        """Write a condition of the previous status unchanged (a fact this pass did not check)."""
+        conditions = self._conditions if self._conditions is not None else {}
+        conditions[condition.type] = condition
+        self._kept.add(condition.type)
+        self._conditions = conditions
 
-    return {
-        "observedGeneration": generation,
-        "phase": phase,
-        "ready": f"{ready}/{desired}",
-        "readyGeneration": ready_generation,
-        "conditions": [
-            c.model_dump(by_alias=True, exclude_none=True)
-            for c in carry_transition_times(conditions, previous.conditions, generation, now)
-        ],
-    }
+    def from_previous(self) -> None:
+        """Start the conditions from the previous status's (then set the ones that change)."""
+        self._conditions = {c.type: c for c in self.previous.conditions}
 
+    def get(self, kind: str) -> Condition | None:
+        return (self._conditions or {}).get(kind)
 
-def _cond(kind: str, status: bool, reason: str, message: str) -> Condition:
-    # Never an empty message: Kubernetes 1.20 (as built here) decodes "" in a custom resource as null.
-    message = message or reason
-    return Condition(
-        type=kind, status="True" if status else "False", reason=reason, message=message
-    )
+    def conditions(self) -> list[Condition]:
+        """The conditions to write, stamped (:func:`carry_transition_times`)."""
+        if self._conditions is None:
+            return []
+        stamped = carry_transition_times(
+            [c for c in self._conditions.values() if c.type not in self._kept],
+            self.previous.conditions,
+            self.generation,
+            self.now,
+        )
+        by_type = {c.type: c for c in stamped}
+        return [by_type.get(c.type, c) for c in self._conditions.values()]
+
+    # --- the status as a whole ---
+
+    def observe(
+        self,
+        workloads: Sequence[WorkloadObservation],
+        failure: Failure | None,
+        pending: str | None = None,
+    ) -> None:
+        """Phase, pod counts and the four conditions from what the pass observed.
+
+        ``pending`` names work the operator still has to do once the pods are ready (e.g. copying
+        topics to a new broker group); until it is done the cluster is Progressing, not Ready.
+        """
+        previous, generation = self.previous, self.generation
+        desired = sum(w.desired_replicas for w in workloads)
+        ready = sum(min(w.ready_replicas, w.desired_replicas) for w in workloads if w.exists)
+        pods_settled = bool(workloads) and all(w.all_ready for w in workloads)
+        pods_ready = pods_settled and pending is None
+        all_ready = pods_ready and failure is None
+        ready_generation = generation if all_ready else previous.ready_generation
+
+        rolling = [w.name for w in workloads if w.rolling]
+        never_ready_here = previous.ready_generation != generation and not pods_ready
+        pending_only = pods_settled and pending is not None
+        progressing = (
+            failure is None
+            and not pods_ready
+            and (bool(rolling) or never_ready_here or pending_only)
+        )
+        degraded = not pods_ready and not progressing
+        not_ready = [pod for w in workloads for pod in w.not_ready_pods]
+        missing = [w.name for w in workloads if not w.exists]
+        masters_down = [w.name for w in workloads if w.master_ready is False]
+
+        self._conditions = {}
+        if all_ready:
+            self.condition(READY, True, "AllPodsReady", f"{ready}/{desired} pods ready")
+        elif failure is not None:
+            self.condition(READY, False, failure.reason, failure.message)
+        elif pending_only and pending is not None:
+            self.condition(READY, False, "Pending", pending)
+        else:
+            detail = f"{ready}/{desired} pods ready"
+            if not_ready:
+                detail += f"; not ready: {_listed(not_ready)}"
+            self.condition(READY, False, "PodsNotReady", detail)
+
+        if progressing:
+            reason = PHASE_CREATING if previous.ready_generation is None else PHASE_UPDATING
+            if pending_only and pending is not None:
+                message = pending
+            else:
+                waiting = rolling or [w.name for w in workloads if not w.all_ready]
+                message = f"waiting for {_listed(waiting)} ({ready}/{desired} ready)"
+            self.condition(PROGRESSING, True, reason, message)
+        elif failure is not None:
+            self.condition(PROGRESSING, False, "ReconcileFailed", "stopped: see ReconcileFailed")
+        else:
+            self.condition(PROGRESSING, False, "Complete", "every StatefulSet matches the spec")
+
+        if degraded and workloads and not pods_settled:
+            if masters_down:
+                reason, message = "MasterUnavailable", f"no ready master in {_listed(masters_down)}"
+            elif missing:
+                reason, message = "WorkloadMissing", f"missing {_listed(missing)}"
+            else:
+                reason, message = "PodsUnavailable", f"not ready: {_listed(not_ready) or 'unknown'}"
+            self.condition(DEGRADED, True, reason, message)
+        else:
+            self.condition(DEGRADED, False, "AsDesired", "no pod is missing or unready")
+
+        if failure is not None:
+            self.condition(RECONCILE_FAILED, True, failure.reason, failure.message)
+        else:
+            self.condition(RECONCILE_FAILED, False, "Reconciled", "every child object applied")
+
+        if failure is not None:
+            phase = PHASE_FAILED
+        elif all_ready:
+            phase = PHASE_RUNNING
+        elif progressing:
+            phase = PHASE_CREATING if previous.ready_generation is None else PHASE_UPDATING
+        else:
+            phase = PHASE_DEGRADED
+
+        self.status.observed_generation = generation
+        self.status.phase = phase
+        self.status.ready = f"{ready}/{desired}"
+        self.status.ready_generation = ready_generation
+
+    def fail(self, failure: Failure) -> None:
+        """The previous status with ReconcileFailed set and phase Failed, everything else kept.
+
+        For failures that stop a reconcile before anything could be observed (the API answering
+        errors): the user sees why, and the pod facts from the last good pass stay visible.
+        """
+        self.from_previous()
+        self.condition(RECONCILE_FAILED, True, failure.reason, failure.message)
+        self.status.phase = PHASE_FAILED
+
+    def rolling(self, decision: rollout.Decision) -> None:
+        """Put the roll-out on the conditions: Progressing while it rolls, Degraded when it
+        stalls (after :meth:`observe`)."""
+        if isinstance(decision, rollout.Done):
+            return
+        failed = self.status.phase == PHASE_FAILED
+        if isinstance(decision, rollout.Stalled):
+            self.condition(DEGRADED, True, decision.reason, decision.message)
+            self.condition(PROGRESSING, False, decision.reason, "stopped: see Degraded")
+            self.condition(READY, False, decision.reason, decision.message)
+            if not failed:
+                self.status.phase = PHASE_DEGRADED
+            return
+        if not failed:
+            message = (
+                decision.message
+                if isinstance(decision, rollout.Roll)
+                else f"rolling update: {decision.message}"
+            )
+            self.condition(PROGRESSING, True, "RollingUpdate", message)
+            if self.status.phase == PHASE_RUNNING:
+                self.status.phase = PHASE_UPDATING
+
+    def patch(self) -> dict[str, Any]:
+        """What to merge-patch into ``status``: the fields set, camelCase."""
+        out = self.status.model_dump(by_alias=True, exclude_unset=True)
+        out.pop("conditions", None)
+        if self._conditions is not None:
+            out["conditions"] = [
+                c.model_dump(by_alias=True, exclude_none=True) for c in self.conditions()
+            ]
+        return out
 
 
 def carry_transition_times(
@@ -262,29 +351,3 @@ def carry_transition_times(
             )
         )
     return out
-
-
-def failed_only(
-    previous: ClusterStatus, generation: int, failure: Failure, now: str
-) -> dict[str, Any]:
-    """Status when the spec cannot even be parsed: keep pod facts unknown, say what to fix."""
-    return compute(generation, [], previous, failure, now)
-
-
-def with_failure(
-    previous: ClusterStatus, generation: int, failure: Failure, now: str
-) -> dict[str, Any]:
-    """The previous status with ReconcileFailed set and phase Failed, everything else kept.
-
-    For failures that stop a reconcile before anything could be observed (the API answering
-    errors): the user sees why, and the pod facts from the last good pass stay visible.
-    """
-    conditions = [c for c in previous.conditions if c.type != RECONCILE_FAILED]
-    conditions.append(_cond(RECONCILE_FAILED, True, failure.reason, failure.message))
-    return {
-        "phase": PHASE_FAILED,
-        "conditions": [
-            c.model_dump(by_alias=True, exclude_none=True)
-            for c in carry_transition_times(conditions, previous.conditions, generation, now)
-        ],
-    }

@@ -25,6 +25,7 @@ from ferrymq_operator.security import ca
 from kopf.testing import KopfRunner
 from kubernetes import client as k8s
 
+from k8s.cert_manager_env import install_cert_manager_crds
 from k8s.control_plane import KubeApi
 from k8s.operator_env import Cluster, ferrymq_crds, operator, wait_for
 from k8s.test_operator_rbac import service_account_kubeconfig
@@ -349,33 +350,6 @@ def test_chart_rbac_covers_secrets_and_network_policies(
     assert not denied, denied
 
 
-# Stand-in for cert-manager's Certificate CRD: cert-manager itself (its controller, webhook and
-# images) cannot run here, so the test plays cert-manager by writing the Secret it would write.
-CERT_MANAGER_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "certificates.cert-manager.io"},
-    "spec": {
-        "group": "cert-manager.io",
-        "scope": "Namespaced",
-        "names": {"plural": "certificates", "singular": "certificate", "kind": "Certificate"},
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "x-kubernetes-preserve-unknown-fields": True,
-                    }
-                },
-            }
-        ],
-    },
-}
-
-
 def test_cert_manager_certificate_then_its_secret(cluster: Cluster, operator: KopfRunner) -> None:
     ext = k8s.ApiextensionsV1Api(cluster.api_client)
     custom = k8s.CustomObjectsApi(cluster.api_client)
@@ -388,7 +362,7 @@ def test_cert_manager_certificate_then_its_secret(cluster: Cluster, operator: Ko
     }
     installed = False
     try:
-        ext.read_custom_resource_definition(CERT_MANAGER_CRD["metadata"]["name"])  # type: ignore[index]
+        ext.read_custom_resource_definition("certificates.cert-manager.io")
         installed = True
     except k8s.ApiException as exc:
         if exc.status != 404:
@@ -400,7 +374,7 @@ def test_cert_manager_certificate_then_its_secret(cluster: Cluster, operator: Ko
             "brokers", "issued", "ReconcileFailed", "True", "CertManagerMissing"
         )
         assert "install cert-manager" in cond["message"]
-        ext.create_custom_resource_definition(CERT_MANAGER_CRD)
+        install_cert_manager_crds(cluster.api_client)  # cert-manager's own CRDs
     else:
         cluster.create("brokers", "issued", spec)
     try:
@@ -447,3 +421,21 @@ def test_cert_manager_certificate_then_its_secret(cluster: Cluster, operator: Ko
         )
     finally:
         cluster.delete("brokers", "issued")
+
+
+def test_broker_its_nameserver_would_refuse_is_a_condition(
+    cluster: Cluster, operator: KopfRunner
+) -> None:
+    cluster.create("nameservers", "locked", {"replicas": 1, "acl": {}})
+    base = {"nameServerRef": {"name": "locked"}, "replicasPerGroup": 1, "storage": {"size": "1Gi"}}
+    cluster.create("brokers", "unsigned", base)
+    cond = cluster.wait_condition(
+        "brokers", "unsigned", "ReconcileFailed", "True", "NameServerRefusesBroker"
+    )
+    assert "NameServer 'locked' has spec.acl" in cond["message"]
+    assert "add spec.acl to this Broker" in cond["message"]
+    assert cluster.statefulset("unsigned-broker-0") is None  # pods that could never register
+
+    cluster.patch_spec("brokers", "unsigned", {"acl": {}})
+    wait_for("the StatefulSet", functools.partial(cluster.statefulset, "unsigned-broker-0"))
+    cluster.wait_condition("brokers", "unsigned", "ReconcileFailed", "False")

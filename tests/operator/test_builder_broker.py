@@ -7,7 +7,7 @@ from typing import Any
 import javaproperties
 import kubernetes_validate
 import pytest
-from ferrymq_operator.builders import broker, names
+from ferrymq_operator.builders import broker, names, pod
 from ferrymq_operator.builders.names import Owner
 from ferrymq_operator.models import parse_broker_spec
 
@@ -187,14 +187,17 @@ def test_probes_target_the_broker_port(broker_owner: Owner) -> None:
     c = container(build(broker_owner)[("StatefulSet", "orders-broker-0")])
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
     assert ports == {"broker": 10911, "ha": 10912, "fast": 10909}
-    # Readiness and liveness need an answer from the broker itself (a remoting round trip).
-    for probe in ("readinessProbe", "livenessProbe"):
+    # Every probe reads the marker the broker keeps fresh once it serves (its own port's).
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         command = c[probe]["exec"]["command"]
-        assert command[:3] == ["python", "-m", "ferrymq.cli.probe"]
-        assert command[command.index("--addr") + 1] == "127.0.0.1:10911"
-        assert command[command.index("--role") + 1] == "broker"
-        assert c[probe]["timeoutSeconds"] > int(command[command.index("--timeout") + 1])
-    assert c["startupProbe"]["tcpSocket"]["port"] == "broker"
+        assert command[:2] == ["/bin/sh", "-c"]
+        assert f'find "{pod.PROBE_DIR}/serving-10911" -newermt' in command[2]
+        assert "python" not in command[2]
+    assert {"name": pod.PROBE_DIR_ENV, "value": pod.PROBE_DIR} in c["env"]
+    # liveness tolerates a longer stall than readiness (a loaded node)
+    ready, live = c["readinessProbe"], c["livenessProbe"]
+    assert pod.LIVE_FRESH_S > pod.READY_FRESH_S
+    assert live["periodSeconds"] * live["failureThreshold"] > ready["periodSeconds"] * 3
     # Store recovery may take long: the startup probe allows it before liveness applies.
     startup = c["startupProbe"]
     assert startup["periodSeconds"] * startup["failureThreshold"] >= 1800

@@ -131,3 +131,42 @@ def test_group_masters_from_the_controllers_state() -> None:
     ]
     assert controller.group_masters(None) == []
     assert controller.group_masters({"controller.json": "{torn"}) == []
+
+
+def test_on_the_host_network_each_controller_pod_has_its_own_port(broker_owner: Owner) -> None:
+    objs = objects(
+        broker_owner, failover="controller", hostNetwork=True, listenPort=20911, replicasPerGroup=2
+    )
+    pod_spec = objs[("StatefulSet", "orders-controller")]["spec"]["template"]["spec"]
+    assert pod_spec["hostNetwork"] is True
+    assert pod_spec["dnsPolicy"] == "ClusterFirstWithHostNet"
+    (c,) = pod_spec["containers"]
+    assert "ports" not in c  # a declared port would be one host port for both pods
+    script = c["command"][2]
+    assert 'export FERRYMQ_listenPort="$((20906 + ${POD_NAME##*-}))"' in script
+    assert script.endswith("exec ferrymq controller -c /etc/ferrymq/controller.conf")
+    # the liveness probe follows the pod's own port (the controller's serving marker)
+    assert "serving-$((20906 + ${POD_NAME##*-}))" in c["livenessProbe"]["exec"]["command"][2]
+    addrs = "orders-controller-0.orders-controller.prod.svc:20906;" + (
+        "orders-controller-1.orders-controller.prod.svc:20907"
+    )
+    for group in range(1):
+        for ordinal in range(2):
+            assert conf(objs, group, ordinal)["controllerAddr"] == addrs
+    assert (
+        controller.addresses(
+            broker_owner,
+            parse_broker_spec(
+                {**REF, "failover": "controller", "hostNetwork": True, "listenPort": 20911}
+            ),
+        )
+        == addrs
+    )
+    # below every broker pod's ports (controller mode: brokerId = ordinal + 1)
+    lowest_broker = min(int(conf(objs, 0, o)["listenPort"]) for o in range(2)) - 2
+    assert controller.port_range(
+        parse_broker_spec(
+            {**REF, "failover": "controller", "hostNetwork": True, "listenPort": 20911}
+        )
+    ) == (20906, 20907)
+    assert lowest_broker > 20907

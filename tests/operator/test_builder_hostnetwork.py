@@ -8,7 +8,7 @@ from typing import Any
 import javaproperties
 import kubernetes_validate
 import pytest
-from ferrymq_operator.builders import audit, broker, names, namesrv
+from ferrymq_operator.builders import audit, broker, names, namesrv, pod
 from ferrymq_operator.builders.names import Owner
 from ferrymq_operator.models import (
     InvalidSpec,
@@ -146,8 +146,12 @@ def test_host_network_pod_spec(broker_owner: Owner) -> None:
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         command = container[probe]["exec"]["command"]
         assert command[:2] == ["/bin/sh", "-c"], probe
-        # the port is the pod's own, read from the file the pod runs with
-        assert "sed -n 's/^listenPort=//p' /etc/ferrymq/broker-${POD_NAME##*-}.conf" in command[2]
+        # the marker of the pod's own port, read from the file the pod runs with; no Python
+        assert (
+            f"{pod.PROBE_DIR}/serving-$(sed -n 's/^listenPort=//p' "
+            "/etc/ferrymq/broker-${POD_NAME##*-}.conf)" in command[2]
+        ), command
+        assert "python" not in command[2]
     service = objs[("Service", "orders-broker-hs")]
     assert all(isinstance(p["targetPort"], int) for p in service["spec"]["ports"])
 
@@ -167,7 +171,7 @@ def test_without_host_network_every_pod_uses_the_base_ports(broker_owner: Owner)
         "fast": 12909,
     }
     assert broker.BROKER_IP1_ENV not in env_of(container)
-    assert container["readinessProbe"]["exec"]["command"][-3] == "127.0.0.1:12911"
+    assert f'{pod.PROBE_DIR}/serving-12911"' in container["readinessProbe"]["exec"]["command"][2]
 
 
 def test_nameserver_host_network_pod_k_listens_on_port_plus_k(namesrv_owner: Owner) -> None:
@@ -181,7 +185,7 @@ def test_nameserver_host_network_pod_k_listens_on_port_plus_k(namesrv_owner: Own
     assert 'export FERRYMQ_listenPort="$((19876 + ${POD_NAME##*-}))"' in script
     assert script.endswith("exec ferrymq namesrv -c /etc/ferrymq/namesrv.conf")
     probe = container["readinessProbe"]["exec"]["command"]
-    assert "127.0.0.1:$((19876 + ${POD_NAME##*-}))" in probe[2]
+    assert f"{pod.PROBE_DIR}/serving-$((19876 + ${{POD_NAME##*-}}))" in probe[2]
     addrs = names.namesrv_addresses("routes", "prod", 3, "cluster.local", 19876, per_pod=True)
     assert [a.rsplit(":", 1)[1] for a in addrs.split(";")] == ["19876", "19877", "19878"]
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import javaproperties
 import kubernetes_validate
-from ferrymq_operator.builders import names, namesrv
+from ferrymq_operator.builders import names, namesrv, pod
 from ferrymq_operator.builders.names import Owner
 from ferrymq_operator.models import parse_nameserver_spec
 
@@ -39,8 +39,8 @@ def test_replicas_and_image(namesrv_owner: Owner) -> None:
     assert c["ports"] == [{"name": "namesrv", "containerPort": 9876, "protocol": "TCP"}]
     for probe in ("readinessProbe", "livenessProbe"):
         command = c[probe]["exec"]["command"]
-        assert command[:3] == ["python", "-m", "ferrymq.cli.probe"]
-        assert "127.0.0.1:9876" in command and "namesrv" in command
+        assert command[:2] == ["/bin/sh", "-c"]
+        assert f'find "{pod.PROBE_DIR}/serving-9876" -newermt' in command[2]
 
 
 def test_config_file(namesrv_owner: Owner) -> None:

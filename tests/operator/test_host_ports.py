@@ -62,3 +62,14 @@ def test_same_second_is_decided_by_namespace_and_name() -> None:
     assert host_ports.conflicts(a, [a, b]) == []
     assert host_ports.conflicts(b, [a, b]) != []
     assert "spec.port" in host_ports.conflict_message(b, host_ports.conflicts(b, [a, b]))
+
+
+def test_controller_mode_ranges_follow_the_broker_ids_and_add_the_controller_pods() -> None:
+    ranges = host_ports.broker_ranges(
+        parse_broker_spec(
+            {**REF, "hostNetwork": True, "replicasPerGroup": 2, "failover": "controller"}
+        )
+    )
+    # brokerId = ordinal + 1, so the pods are on listenPort + 10 and + 20; the controller pods
+    # take listenPort - 5 and - 4
+    assert ranges == ((10919, 10922), (10929, 10932), (10906, 10907))

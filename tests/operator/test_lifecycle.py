@@ -20,7 +20,7 @@ from ferrymq.message import Message
 from ferrymq_operator import lifecycle, models, rollout
 from ferrymq_operator.builders import names
 from ferrymq_operator.builders.names import Owner
-from ferrymq_operator.status import WorkloadObservation
+from ferrymq_operator.status import StatusBuilder, WorkloadObservation
 
 OWNER = Owner("ferrymq.io/v1alpha1", "Broker", "orders", "prod", "uid")
 DOMAIN = "cluster.local"
@@ -55,39 +55,6 @@ def by_type(status: dict[str, object]) -> dict[str, dict[str, str]]:
 # --- pure ---
 
 
-def test_stalled_roll_is_degraded_and_stops_progressing() -> None:
-    status = base_status()
-    lifecycle.decorate_status(status, rollout.Stalled("RolloutStalled", "p-1 not Ready"), NOW)
-    conds = by_type(status)
-    assert conds["Degraded"]["status"] == "True" and conds["Degraded"]["reason"] == "RolloutStalled"
-    assert conds["Degraded"]["lastTransitionTime"] == NOW
-    assert conds["Progressing"]["status"] == "False"
-    assert conds["Ready"]["status"] == "False"
-    assert status["phase"] == "Degraded"
-
-
-def test_rolling_is_progressing() -> None:
-    status = base_status()
-    lifecycle.decorate_status(status, rollout.Roll("p-1", 0, "rolling slave p-1"), NOW)
-    conds = by_type(status)
-    assert conds["Progressing"]["reason"] == "RollingUpdate"
-    assert conds["Progressing"]["message"] == "rolling slave p-1"
-    assert status["phase"] == "Updating"
-    status = base_status()
-    lifecycle.decorate_status(status, rollout.Wait("WaitingForReplication", "p-1 lags"), NOW)
-    assert "p-1 lags" in by_type(status)["Progressing"]["message"]
-
-
-def test_done_and_failed_statuses_are_left_alone() -> None:
-    status = base_status()
-    lifecycle.decorate_status(status, rollout.Done(), NOW)
-    assert status == base_status()
-    failed = base_status("Failed")
-    lifecycle.decorate_status(failed, rollout.Wait("WaitingForPods", "x"), NOW)
-    assert failed["phase"] == "Failed"
-    assert by_type(failed)["Progressing"]["status"] == "False"
-
-
 def test_pause_annotation_values() -> None:
     def body(value: str | None) -> dict[str, object]:
         annotations = {} if value is None else {lifecycle.PAUSE_ANNOTATION: value}
@@ -100,7 +67,9 @@ def test_pause_annotation_values() -> None:
 
 def test_paused_status_keeps_the_rest_and_says_why() -> None:
     previous = models.ClusterStatus.model_validate(base_status())
-    status = lifecycle.paused_status(previous, 3, NOW)
+    builder = StatusBuilder(models.ClusterStatus, previous, 3, NOW)
+    lifecycle.paused_status(builder)
+    status = builder.patch()
     conds = by_type(status)
     assert conds["ReconciliationPaused"]["status"] == "True"
     assert lifecycle.PAUSE_ANNOTATION in conds["ReconciliationPaused"]["message"]

@@ -1,8 +1,4 @@
-"""The pure decisions inside reconcile.py (no cluster).
-
-handlers.py is not imported here: its timer interval is read from the environment at import,
-and the integration tests set it before the operator first imports the module.
-"""
+"""The pure decisions inside reconcile.py (no cluster)."""
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import functools
 from typing import Any
 
 import javaproperties
@@ -20,6 +21,7 @@ from ferrymq_operator.models import (
     parse_nameserver_spec,
 )
 from ferrymq_operator.security import builders, ca, decisions, netpol, secrets
+from ferrymq_operator.status import StatusBuilder
 
 ADDR = "routes-namesrv-0.routes-namesrv-hs.prod.svc.cluster.local:9876"
 REF = {"nameServerRef": {"name": "routes"}}
@@ -256,8 +258,9 @@ def test_status_certificates_condition_and_warning_event_once() -> None:
     spec = parse_broker_spec({**REF, "tls": {"secretName": "certs", "renewBeforeDays": 30}})
     near = decisions.CertificateReport("certs", "CN=b", now + datetime.timedelta(days=5), False)
     outcome = secrets.SecurityOutcome(checked=True, certificates=[near])
-    status: dict[str, Any] = {"conditions": []}
-    events = secrets.decorate_status(status, outcome, spec, BrokerStatus(), 1, now, "t0")
+    first = StatusBuilder(BrokerStatus, BrokerStatus(), 1, "t0")
+    events = secrets.decorate_status(first, outcome, spec, now)
+    status = first.patch()
     assert events == [("Warning", "CertificateExpiring", status["conditions"][0]["message"])]
     assert status["certificates"] == [
         {
@@ -268,14 +271,14 @@ def test_status_certificates_condition_and_warning_event_once() -> None:
         }
     ]
     previous = BrokerStatus.model_validate(status)
-    again: dict[str, Any] = {"conditions": []}
-    assert secrets.decorate_status(again, outcome, spec, previous, 1, now, "t1") == []
-    assert again["conditions"][0]["lastTransitionTime"] == "t0"  # no flip: time kept
+    again = StatusBuilder(BrokerStatus, previous, 1, "t1")
+    assert secrets.decorate_status(again, outcome, spec, now) == []
+    assert again.patch()["conditions"][0]["lastTransitionTime"] == "t0"  # no flip: time kept
     # a pass that failed before checking the Secrets keeps what the last one found
-    kept: dict[str, Any] = {"conditions": []}
-    secrets.decorate_status(kept, secrets.SecurityOutcome(), spec, previous, 2, now, "t2")
-    assert kept["certificates"] == status["certificates"]
-    assert [c["type"] for c in kept["conditions"]] == ["CertificateExpiring"]
+    kept = StatusBuilder(BrokerStatus, previous, 2, "t2")
+    secrets.decorate_status(kept, secrets.SecurityOutcome(), spec, now)
+    assert kept.patch()["certificates"] == status["certificates"]
+    assert [c["type"] for c in kept.patch()["conditions"]] == ["CertificateExpiring"]
 
 
 def test_cert_manager_certificate(broker_owner: Owner) -> None:
@@ -304,3 +307,71 @@ def test_cert_manager_certificate(broker_owner: Owner) -> None:
     ]
     with pytest.raises(InvalidSpec, match="keep one"):
         parse_broker_spec({**REF, "tls": {"secretName": "x", "issuerRef": {"name": "y"}}})
+
+
+def test_operator_client_certificate_only_when_the_brokers_ask_for_one() -> None:
+    from ferrymq_operator.security import session
+
+    now = datetime.datetime.now(datetime.UTC)
+    authority = ca.new_ca("test CA", now, 30)
+    pair = ca.issue(authority, "orders", ["localhost"], now, 10)
+    data = {"tls.crt": pair.cert_pem, "tls.key": pair.key_pem, "ca.crt": authority.cert_pem}
+    cert = decisions.client_certificate(data)
+    assert cert == (pair.cert_pem, pair.key_pem)
+    assert decisions.client_certificate({"tls.crt": pair.cert_pem}) is None
+    assert decisions.client_certificate(None) is None
+    account = decisions.plan_operator_acl(None)
+
+    def tls_of(**tls: Any) -> Any:
+        security = session.for_cluster(parse_broker_spec({**REF, "tls": tls}), account, cert)
+        return security.tls if security is not None else None
+
+    assert tls_of(mode="permissive", needClientAuth="require") is None  # plaintext is served
+    assert tls_of(mode="enforcing").cert_path is None  # no client auth: no certificate sent
+    required = tls_of(mode="enforcing", needClientAuth="require")
+    optional = tls_of(mode="enforcing", needClientAuth="optional")
+    assert required.cert_path == optional.cert_path  # same content, same files
+    assert required.cert_path.read_text() == pair.cert_pem
+    assert required.key_path.read_text() == pair.key_pem
+    assert required.key_path.stat().st_mode & 0o777 == 0o600
+    assert required.cert_path.parent.stat().st_mode & 0o777 == 0o700
+    required.context()  # loads: the files are a matching pair
+
+    renewed = ca.issue(authority, "orders", ["localhost"], now, 10)
+    again = session.for_cluster(
+        parse_broker_spec({**REF, "tls": {"mode": "enforcing", "needClientAuth": "require"}}),
+        account,
+        (renewed.cert_pem, renewed.key_pem),
+    )
+    assert again is not None and again.tls is not None
+    assert again.tls.cert_path != required.cert_path  # a renewal never rewrites files in use
+    assert required.cert_path.read_text() == pair.cert_pem
+
+
+def test_brokers_that_could_not_register_with_their_nameserver() -> None:
+    def ns(**spec: Any) -> Any:
+        return parse_nameserver_spec(spec)
+
+    def br(**spec: Any) -> Any:
+        return parse_broker_spec({**REF, **spec})
+
+    check = functools.partial(decisions.check_namesrv_registration, "routes")
+    assert check(ns(), br()) is None
+    assert check(ns(acl={}), br(acl={})) is None
+    refused = check(ns(acl={}), br())
+    assert refused is not None and "add spec.acl to this Broker" in refused
+    assert check(ns(tls={}), br()) is None  # permissive serves plaintext registrations
+    enforcing = check(ns(tls={"mode": "enforcing"}), br(tls={}))
+    assert enforcing is not None and "spec.tls.mode enforcing" in enforcing
+    assert check(ns(tls={"mode": "enforcing"}), br(tls={"mode": "enforcing"})) is None
+    mtls = {"mode": "enforcing", "needClientAuth": "require"}
+    no_cert = check(ns(tls=mtls), br(tls={"mode": "enforcing"}))
+    assert no_cert is not None and "needClientAuth optional or require" in no_cert
+    own_cas = check(ns(tls=mtls), br(tls=mtls))
+    assert own_cas is not None and "same" in own_cas and "issuerRef" in own_cas
+    issuer = {"issuerRef": {"name": "corp", "kind": "ClusterIssuer"}}
+    assert check(ns(tls={**mtls, **issuer}), br(tls={**mtls, **issuer})) is None
+    shared = {"secretName": "corp-certs"}
+    assert check(ns(tls={**mtls, **shared}), br(tls={**mtls, **shared})) is None
+    # a permissive Broker registers in plaintext, which a permissive NameServer serves
+    assert check(ns(tls={"needClientAuth": "require", **shared}), br(tls={})) is None

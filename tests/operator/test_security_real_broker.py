@@ -19,15 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import os
-import queue
-import re
-import signal
-import socket
 import ssl
 import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -41,116 +34,14 @@ from ferrymq_operator.builders.names import Owner
 from ferrymq_operator.models import parse_broker_spec, parse_nameserver_spec
 from ferrymq_operator.security import builders, ca, decisions, session
 from ferrymq_operator.topics import admin as topics_admin
-from subprocess_helpers import popen
+from pod_emulation import Proc, free_port, local_paths, pod_env, project, run, write_properties
 
-FERRYMQ = [sys.executable, "-m", "ferrymq.cli.main"]
 NOW = datetime.datetime.now(datetime.UTC)
 APP_ACL = "accounts:\n  - accessKey: appKey0001\n    secretKey: {sk}\n    defaultTopicPerm: PUB\n"
 
 
 def _der(pem: str) -> bytes:
     return ssl.PEM_cert_to_DER_cert(pem)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def project(directory: Path, files: dict[str, str]) -> None:
-    """Write ``files`` as the kubelet writes a Secret volume: a fresh timestamped directory,
-    ``..data`` switched to it with one rename, and ``<key> -> ..data/<key>`` links."""
-    directory.mkdir(exist_ok=True)
-    stamp = directory / f"..{time.monotonic_ns()}"
-    stamp.mkdir()
-    for key, text in files.items():
-        (stamp / key).write_text(text)
-    tmp_link = directory / "..data_tmp"
-    tmp_link.symlink_to(stamp.name)
-    tmp_link.rename(directory / "..data")
-    for key in files:
-        link = directory / key
-        if not link.is_symlink():
-            link.symlink_to(f"..data/{key}")
-
-
-def local_paths(conf: dict[str, str], root: Path) -> dict[str, str]:
-    """The pod's mount points, moved under ``root``."""
-    moved = {
-        builders.ACL_DIR: str(root / "acl"),
-        builders.TLS_DIR: str(root / "tls"),
-    }
-    out = {}
-    for key, value in conf.items():
-        for mount, local in moved.items():
-            value = value.replace(mount, local)
-        out[key] = value
-    return out
-
-
-def pod_env(
-    container_env: list[dict[str, Any]], secrets: dict[str, dict[str, str]], root: Path
-) -> dict[str, str]:
-    """The container's env as the kubelet resolves it (secretKeyRef from ``secrets``)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FERRYMQ_")}
-    for item in container_env:
-        ref = item.get("valueFrom", {}).get("secretKeyRef")
-        if ref is not None:
-            env[item["name"]] = secrets[ref["name"]][ref["key"]]
-        elif "value" in item:
-            env[item["name"]] = local_paths({"v": item["value"]}, root)["v"]
-    return env
-
-
-def write_properties(path: Path, conf: dict[str, str]) -> Path:
-    path.write_text("".join(f"{k}={v}\n" for k, v in sorted(conf.items())))
-    return path
-
-
-class Proc:
-    def __init__(self, args: list[str], cwd: Path, env: dict[str, str]) -> None:
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.proc = popen(
-            [*FERRYMQ, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-        )
-        threading.Thread(target=self._pump, daemon=True).start()
-        self.output: list[str] = []
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            self.lines.put(raw.decode(errors="replace"))
-
-    def wait_line(self, pattern: str, timeout: float = 60) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=0.2)
-            except queue.Empty:
-                if self.proc.poll() is not None:
-                    break
-                continue
-            self.output.append(line)
-            found = re.search(pattern, line)
-            if found:
-                return found
-        raise AssertionError(f"no line matching {pattern!r}; output: {''.join(self.output)}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-
-
-def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, *args], capture_output=True, text=True, timeout=120, env=env, check=False
-    )
 
 
 def test_operator_configuration_runs_secured_brokers(tmp_path: Path) -> None:
@@ -320,6 +211,130 @@ def test_operator_configuration_runs_secured_brokers(tmp_path: Path) -> None:
             assert time.monotonic() < deadline, "the renewed certificate is not served after 30s"
         assert run(probe, env).returncode == 0
         assert broker.proc.poll() is None and broker.proc.pid == pid
+    finally:
+        if broker is not None:
+            broker.stop()
+        namesrv.stop()
+
+
+def test_operator_calls_and_probes_under_mutual_tls(tmp_path: Path) -> None:
+    """``needClientAuth: require``: the operator's admin calls (roll-out check, topic create and
+    read, the namesrvAddr push) present the certificate of the pods' Secret, as the probes do;
+    without one the broker refuses the handshake and the caller says so."""
+    from ferrymq_operator.topics.plan import TopicState
+
+    ns_owner = Owner("ferrymq.io/v1alpha1", "NameServer", "routes", "prod", "uid-ns")
+    owner = Owner("ferrymq.io/v1alpha1", "Broker", "orders", "prod", "uid-b")
+    ns_spec = parse_nameserver_spec({"tls": {}, "acl": {}})
+    spec = parse_broker_spec(
+        {
+            "nameServerRef": {"name": "routes"},
+            "replicasPerGroup": 1,
+            "acl": {},
+            "tls": {"mode": "enforcing", "needClientAuth": "require"},
+        }
+    )
+    tls = spec.tls
+    assert tls is not None
+    secrets: dict[str, dict[str, str]] = {}
+    account = decisions.plan_operator_acl(None)
+    assert account is not None
+    secrets[builders.OPERATOR_ACL_SECRET] = account
+    for who, component in ((ns_owner, "namesrv"), (owner, "broker")):
+        authority = decisions.plan_ca(None, tls, who.name, NOW)
+        assert authority is not None
+        sans = builders.server_names(who, builders.service_names(who, component), "cluster.local")
+        issued = decisions.plan_server_cert(None, authority, tls, who.name, sans, NOW)
+        assert issued is not None
+        secrets[builders.server_cert_secret(who.name, component)] = issued
+
+    def volumes(root: Path, volume_list: list[dict[str, Any]]) -> None:
+        for volume in volume_list:
+            if "projected" in volume:
+                files = {}
+                for source in volume["projected"]["sources"]:
+                    for item in source["secret"]["items"]:
+                        files[item["path"]] = secrets[source["secret"]["name"]][item["key"]]
+                project(root / "acl", files)
+            elif "secret" in volume:
+                project(root / "tls", secrets[volume["secret"]["secretName"]])
+
+    ns_root = tmp_path / "ns"
+    ns_root.mkdir()
+    ns_sts = namesrv_builder.statefulset(ns_owner, ns_spec)["spec"]["template"]["spec"]
+    volumes(ns_root, ns_sts["volumes"])
+    ns_conf = local_paths(namesrv_builder.namesrv_conf(ns_spec), ns_root)
+    ns_conf["kvConfigPath"] = str(ns_root / "kv.json")
+    ns_env = pod_env(ns_sts["containers"][0]["env"], secrets, ns_root)
+    ns_args = ["namesrv", "-c", str(write_properties(ns_root / "namesrv.conf", ns_conf))]
+    namesrv = Proc([*ns_args, "--listen-port", "0", "--bind", "127.0.0.1"], ns_root, ns_env)
+    broker: Proc | None = None
+    try:
+        ns_port = namesrv.wait_line(r"NameServer ready on port (\d+)").group(1)
+        ns_addr = f"127.0.0.1:{ns_port}"
+        root = tmp_path / "broker"
+        root.mkdir()
+        sts = broker_builder.statefulset(owner, spec, ns_addr, 0)["spec"]["template"]["spec"]
+        volumes(root, sts["volumes"])
+        conf = local_paths(broker_builder.broker_conf(owner, spec, ns_addr, 0, 0), root)
+        assert conf["tls.server.need.client.auth"] == "require"
+        conf.update(
+            {
+                "brokerIP1": "127.0.0.1",
+                "bindAddress": "127.0.0.1",
+                "listenPort": "0",
+                "haListenPort": str(free_port()),
+                "storePathRootDir": str(root / "store"),
+                "mappedFileSizeCommitLog": "1048576",
+            }
+        )
+        env = pod_env(sts["containers"][0]["env"], secrets, root)
+        broker = Proc(
+            ["broker", "-c", str(write_properties(root / "broker.conf", conf))], root, env
+        )
+        port = broker.wait_line(r"ready on port (\d+)").group(1)
+        addr = f"127.0.0.1:{port}"
+
+        # the pod's probe presents the pod's certificate (FERRYMQ_TLS_CERT_PATH/KEY_PATH)
+        probe = ["-m", "ferrymq.cli.probe", "--role", "broker", "--addr", addr, "--timeout", "5"]
+        ok = run(probe, env)
+        assert ok.returncode == 0, ok.stdout + ok.stderr
+        no_cert = {
+            k: v
+            for k, v in env.items()
+            if k not in (builders.ENV_TLS_CERT_PATH, builders.ENV_TLS_KEY_PATH)
+        }
+        refused_probe = run(probe, no_cert)
+        assert refused_probe.returncode != 0, refused_probe.stdout
+
+        pods_tls = secrets[builders.server_cert_secret("orders", "broker")]
+        client_cert = decisions.client_certificate(pods_tls)
+        assert client_cert is not None
+        with_cert = session.for_cluster(spec, account, client_cert)
+        assert with_cert is not None and with_cert.tls is not None
+        assert with_cert.tls.cert_path is not None
+        assert oct(with_cert.tls.cert_path.parent.stat().st_mode & 0o777) == "0o700"
+        assert oct(Path(str(with_cert.tls.key_path)).stat().st_mode & 0o777) == "0o600"
+        without_cert = session.for_cluster(spec, account, None)
+
+        async def calls(security: ClientSecurity | None) -> tuple[dict[str, str], list[str]]:
+            session.use(security)
+            info = await lifecycle.remoting_runtime_info(ns_addr, 5)(addr)
+            objects = topics_admin.RemotingObjectAdmin(5)
+            await objects.put_topic(addr, "mtls-orders", TopicState(4, 4, 6, False), None)
+            await lifecycle.remoting_config_update(ns_addr, 5)(addr, {"namesrvAddr": ns_addr})
+            return info, list(await objects.topics(addr))
+
+        info, topic_list = asyncio.run(calls(with_cert))
+        assert "commitLogMaxOffset" in info
+        assert "mtls-orders" in topic_list
+
+        # without the client certificate: the handshake is refused, and the error says TLS
+        with pytest.raises(Exception, match=r"(?i)certificate|TLS|handshake") as refused:
+            asyncio.run(calls(without_cert))
+        print("refusal without a client certificate:", refused.value)
+        assert broker.proc.poll() is None  # the broker keeps serving
+        assert run(probe, env).returncode == 0
     finally:
         if broker is not None:
             broker.stop()

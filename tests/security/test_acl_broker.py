@@ -82,7 +82,15 @@ async def broker(tmp_path: Path, namesrv: NamesrvApp, acl_file: Path) -> AsyncIt
     app = BrokerApp(
         cfg,
         store,
-        acl_settings=AclSettings(acl_enable=True, acl_file_path=acl_file, acl_reload_interval=0.1),
+        acl_settings=AclSettings(
+            acl_enable=True,
+            acl_file_path=acl_file,
+            acl_reload_interval=0.1,
+            # the ACL NameServer admits registrations signed by an admin account only
+            inner_client_authentication_credentials=(
+                f'{{"accessKey":"{ADMIN_AK}","secretKey":"{ADMIN_SK}"}}'
+            ),
+        ),
     )
     await app.start()
     yield app

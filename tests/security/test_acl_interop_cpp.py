@@ -38,6 +38,9 @@ accounts:
       - CppAclTopic=PUB|SUB
     groupPerms:
       - CID_cpp_acl=SUB
+  - accessKey: brokerAdmin01
+    secretKey: brokerSecret01
+    admin: true
 """
 
 
@@ -45,7 +48,11 @@ accounts:
 async def cluster(tmp_path: Path) -> AsyncIterator[tuple[NamesrvApp, BrokerApp]]:
     acl = tmp_path / "plain_acl.yml"
     acl.write_text(ACL)
-    settings = AclSettings(acl_enable=True, acl_file_path=acl)
+    # the broker registers with the ACL NameServer as an admin account
+    creds = '{"accessKey":"brokerAdmin01","secretKey":"brokerSecret01"}'
+    settings = AclSettings(
+        acl_enable=True, acl_file_path=acl, inner_client_authentication_credentials=creds
+    )
     namesrv = NamesrvApp(
         NamesrvConfig(listen_port=0, bind_address="127.0.0.1", kv_config_path=tmp_path / "kv"),
         acl_settings=settings,

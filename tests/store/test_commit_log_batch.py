@@ -266,6 +266,6 @@ def test_uniform_plan_cache_is_bounded(tmp_path: Path) -> None:
             offset, queue_offset = res.end_offset, queue_offset + 300
             plans = log._uniform_plans
             assert len(plans) <= 32 and sum(key[0] for key in plans) <= 8192
-            assert (300, body_len, len(b"K\x01v\x02"), b"\x01T") in plans  # the newest is kept
+            assert (300, body_len, len(b"K\x01v\x02"), b"\x01T", 0) in plans  # the newest is kept
     finally:
         log.mapped_file_queue.shutdown()

@@ -397,9 +397,22 @@ def test_config_errors_name_the_key(tmp_path: Path) -> None:
     )
 
 
-def test_store_refuses_ipv6_store_host(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="IPv4"):
-        MessageStore(small_config(tmp_path), ("::1", 10911))
+async def test_ipv6_store_host_writes_the_v6_layout(tmp_path: Path) -> None:
+    store = MessageStore(small_config(tmp_path), ("::1", 10911))
+    await store.start()
+    try:
+        r = await store.put_message(msg())
+        assert r.status is PutMessageStatus.PUT_OK and r.append_result is not None
+        # the offset msgId of an IPv6 store host: 16 address bytes + port + offset (56 digits)
+        ip, port, offset = __import__("ferrymq.message").message.decode_message_id(
+            r.append_result.msg_id
+        )
+        assert (ip, port, offset) == ("::1", 10911, r.append_result.wrote_offset)
+        m = store.look_message_by_offset(r.append_result.wrote_offset)
+        assert m is not None and m.store_host == ("::1", 10911)
+        assert m.sys_flag & MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
+    finally:
+        await store.shutdown()
 
 
 async def test_group_commit_serves_concurrent_puts_with_few_fsyncs(tmp_path: Path) -> None:

@@ -28,6 +28,9 @@ UPSTREAM_ADMIN_CODES = frozenset(
     }
 )
 
+# what a broker sends its NameServers about itself
+REGISTRATION_CODES = frozenset({RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER})
+
 # every other code that changes shared state (the "every other admin code")
 ADMIN_CODES: frozenset[int] = frozenset(
     int(code)
@@ -48,6 +51,10 @@ ADMIN_CODES: frozenset[int] = frozenset(
         RequestCode.UPDATE_NAMESRV_CONFIG,
         RequestCode.SUSPEND_CONSUMER,
         RequestCode.RESUME_CONSUMER,
+        # a NameServer with aclEnable: only an admin account may put a broker into (or take it
+        # out of) the routes, else anyone on the network could hijack a topic's route. Upstream
+        # (4.9 and 5.x) has no ACL on the NameServer and its brokers register unsigned.
+        *REGISTRATION_CODES,
     }
 )
 

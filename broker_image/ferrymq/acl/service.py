@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ferrymq.acl.permission import ADMIN_CODES
+from ferrymq.acl.permission import ADMIN_CODES, REGISTRATION_CODES
 from ferrymq.acl.plain_config import AclConfigError, AclTable, load_table
 from ferrymq.acl.validator import Refusal, decide, host_of
 from ferrymq.remoting.codes import ResponseCode
@@ -28,6 +28,11 @@ if TYPE_CHECKING:
     from ferrymq.remoting.channel import Channel
 
 log = logging.getLogger(__name__)
+
+REGISTRATION_HINT = (
+    "a broker registers with an ACL-enabled NameServer as an admin account: give the broker "
+    "innerClientAuthenticationCredentials in broker.conf or FERRYMQ_ACCESS_KEY/FERRYMQ_SECRET_KEY"
+)
 
 Stamp = tuple[tuple[str, int, int], ...]
 
@@ -154,4 +159,7 @@ class AclService:
         clients and brokers of upstream 4.x send them unsigned)."""
         if request.code not in ADMIN_CODES:
             return None
-        return self.guard(channel, request)
+        refused = self.guard(channel, request)
+        if refused is not None and request.code in REGISTRATION_CODES:
+            refused.remark = f"{refused.remark}; {REGISTRATION_HINT}"
+        return refused

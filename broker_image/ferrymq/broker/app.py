@@ -17,6 +17,7 @@ from pathlib import Path
 from ferrymq.acl.metrics import SecurityCollector
 from ferrymq.acl.service import AclService
 from ferrymq.acl.settings import AclSettings
+from ferrymq.broker.broker_conf import BrokerConf
 from ferrymq.broker.client_registry import ConsumerManager, ProducerManager
 from ferrymq.broker.config import BrokerConfig, config_dir, role_problem
 from ferrymq.broker.config_file import ConfigFile
@@ -50,7 +51,7 @@ from ferrymq.broker.semantics import SemanticsConfig, SemanticsServices, load_se
 from ferrymq.broker.stats_manager import BrokerStatsManager
 from ferrymq.broker.subscription_groups import SubscriptionGroupManager
 from ferrymq.broker.topic_config import TopicConfigManager
-from ferrymq.client.credentials import ClientSecurity
+from ferrymq.client.credentials import ClientSecurity, SessionCredentials
 from ferrymq.ha.broker_ha import BrokerHA, ManagerSyncTargets
 from ferrymq.ha.config import HASettings, Role
 from ferrymq.ha.metrics import HACollector, ha_figures
@@ -58,6 +59,7 @@ from ferrymq.remoting.bodies import PERM_READ, TopicConfig
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.eventloop import GracefulShutdown, cancel_and_wait
 from ferrymq.remoting.server import RemotingServer
+from ferrymq.remoting.serving_marker import ServingMarker
 from ferrymq.remoting.tls import ServerTls, TlsSettings, ha_contexts
 from ferrymq.store.config import BrokerRole, MessageStoreConfig
 from ferrymq.store.message_store import MessageStore
@@ -153,6 +155,9 @@ class BrokerApp:
         # the broker's own calls (NameServer registration, slave sync) sign with the
         # FERRYMQ_ACCESS_KEY/_SECRET_KEY credentials and use tls.enable/tls.client.* when set
         outer = ClientSecurity.from_env()
+        inner = acl_settings.inner_credentials() if acl_settings is not None else None
+        if inner is not None:  # innerClientAuthenticationCredentials in broker.conf wins
+            outer = ClientSecurity(SessionCredentials(*inner), outer.tls)
         client_tls = tls_settings.client_tls() or outer.tls
         self.client = RemotingClient(
             name="broker-outer",
@@ -308,7 +313,7 @@ class BrokerApp:
         self.semantics.register(self.server)
         self.send = SendMessageProcessor(
             cfg,
-            self.semantics.send_store,  # type: ignore[arg-type]
+            self.semantics.send_store,
             self.topics,
             self.groups,
             max_message_size=self.store_config.max_message_size,
@@ -370,16 +375,47 @@ class BrokerApp:
             # the store keeps its get counters as plain attributes (see MessageStore.runtime_info)
             get_found=lambda: int(getattr(store, "_get_found_total", 0)),
             get_miss=lambda: int(getattr(store, "_get_miss_total", 0)),
-            items={
-                "TOPIC_PUT_NUMS": lambda: self.inflow.messages,
-                "TOPIC_PUT_SIZE": lambda: self.inflow.bytes,
-                "GROUP_GET_NUMS": lambda: {
-                    f"{r.topic}@{r.group}": r.consumed_total for r in lag.snapshot.topics
-                },
-                "BROKER_PUT_NUMS": lambda: {cluster: put()},
-                "BROKER_GET_NUMS": lambda: {cluster: got()},
-            },
+            items=self._stats_items(cluster),
         )
+
+    def _stats_items(self, cluster: str) -> dict[str, Callable[[], dict[str, tuple[int, int]]]]:
+        """VIEW_BROKER_STATS_DATA items as upstream counts them: (value, requests) per key, from
+        the send, pull and send-back processors' own counters (read on the stats timer)."""
+
+        def put(column: int) -> dict[str, tuple[int, int]]:
+            topics = self.send.stats.topics if self.send else {}
+            return {topic: (row[column], row[2]) for topic, row in topics.items()}
+
+        def get(column: int) -> dict[str, tuple[int, int]]:
+            if self.pull is None:
+                return {}
+            pulls = self.pull.stats.out_pulls
+            return {
+                f"{topic}@{group}": (row[column], pulls.get((topic, group), 0))
+                for (topic, group), row in self.pull.stats.out.items()
+            }
+
+        def sent_back() -> dict[str, tuple[int, int]]:
+            retry = self.semantics.retry if self.semantics else None
+            return {key: (n, n) for key, n in (retry.sent_back if retry else {}).items()}
+
+        def broker_put() -> dict[str, tuple[int, int]]:
+            stats = self.send.stats if self.send else None
+            return {cluster: (stats.put_messages, stats.put_requests) if stats else (0, 0)}
+
+        def broker_get() -> dict[str, tuple[int, int]]:
+            stats = self.pull.stats if self.pull else None
+            return {cluster: (stats.got_messages, stats.got_requests) if stats else (0, 0)}
+
+        return {
+            "TOPIC_PUT_NUMS": lambda: put(0),
+            "TOPIC_PUT_SIZE": lambda: put(1),
+            "GROUP_GET_NUMS": lambda: get(0),
+            "GROUP_GET_SIZE": lambda: get(1),
+            "SNDBCK_PUT_NUMS": sent_back,
+            "BROKER_PUT_NUMS": broker_put,
+            "BROKER_GET_NUMS": broker_get,
+        }
 
     def _wire_monitoring(self, store: MessageStore, stats: BrokerStatsManager) -> None:
         """Offset and monitoring admin codes (222, 223, 303, 305, 306, 309, 314-317, 321, 328)."""
@@ -635,15 +671,7 @@ class BrokerApp:
         log.info("broker %s stopped", self.config.broker_name)
 
 
-async def serve(
-    config: BrokerConfig,
-    store_config: MessageStoreConfig,
-    ha_settings: HASettings | None = None,
-    semantics_config: SemanticsConfig | None = None,
-    acl_settings: AclSettings | None = None,
-    tls_settings: TlsSettings | None = None,
-    controller_mode: ControllerModeSettings | None = None,
-) -> None:
+async def serve(conf: BrokerConf) -> None:
     """Run a broker until SIGTERM or SIGINT, then shut it down gracefully.
 
     From the first signal the process has ``shutdownGraceSeconds`` to stop (a start still in
@@ -651,19 +679,28 @@ async def serve(
     leaves the abort file, so the next start recovers); a second signal or the grace running out
     forces it out with a log line naming what was still running (see GracefulShutdown).
     """
+    config = conf.broker
     app = BrokerApp(
         config,
-        store_config,
-        semantics_config=semantics_config,
-        ha_settings=ha_settings,
-        acl_settings=acl_settings,
-        tls_settings=tls_settings,
-        controller_mode=controller_mode,
+        conf.store,
+        semantics_config=conf.semantics,
+        ha_settings=conf.ha,
+        acl_settings=conf.acl,
+        tls_settings=conf.tls,
+        controller_mode=conf.controller_mode,
+        lag_config=conf.lag,
     )
     shutdown = GracefulShutdown(config.shutdown_grace_seconds, name=f"broker {config.broker_name}")
     shutdown.install()
+    marker: ServingMarker | None = None
     try:
+        stale = ServingMarker.from_env(config.listen_port)
+        if stale is not None:
+            stale.clear()  # an earlier container's marker must not vouch for this start
         await app.start()
+        marker = ServingMarker.from_env(app.port)
+        if marker is not None and not shutdown.requested.is_set():
+            marker.start()  # the probes' evidence that the server serves (see serving_marker)
         # Everything start-up created (modules, classes, configs: ~60k objects) lives as long as
         # the process; frozen, a full collection walks only what serving allocates instead of
         # stalling the loop 40-60 ms (measured during the 2k msg/s latency case)
@@ -675,6 +712,8 @@ async def serve(
     finally:
         # a failed start stops within the grace too
         shutdown.request()
+        if marker is not None:
+            await marker.stop()
         await app.stop()
         shutdown.done()
         shutdown.uninstall()

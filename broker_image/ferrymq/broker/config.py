@@ -1,7 +1,7 @@
 """BrokerConfig: broker settings with upstream ``broker.conf`` names (BrokerConfig + NettyServerConfig).
 
-One broker.conf feeds both this model and the store's MessageStoreConfig (``load_broker_configs``);
-unknown keys are ignored as RocketMQ does. Built once, handed to the services at construction. The few
+One broker.conf feeds this model, the store's MessageStoreConfig and the other parts of
+:class:`ferrymq.broker.broker_conf.BrokerConf`; unknown keys are ignored as RocketMQ does. Built once, handed to the services at construction. The few
 settings an admin may change at runtime (UPDATE_BROKER_CONFIG: brokerPermission...) are assigned with
 validation (``validate_assignment``) and written back into the broker.conf the broker started from
 (``persist_properties``: other lines, comments and unknown keys kept) so they hold after a restart.
@@ -20,14 +20,7 @@ import javaproperties
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
-from ferrymq.broker.controller_mode_config import controller_mode_enabled
-from ferrymq.properties import (
-    ConfigError,
-    build_model,
-    collect_values,
-    known_keys,
-    load_properties,
-)
+from ferrymq.properties import known_keys
 from ferrymq.remoting.bodies import PERM_INHERIT, PERM_READ, PERM_WRITE
 from ferrymq.remoting.settings import ServerSettings
 from ferrymq.store.config import MessageStoreConfig
@@ -101,7 +94,7 @@ class BrokerConfig(ServerSettings):
     metrics_port: int = Field(default=0, ge=0, le=65535)
 
     # the broker.conf this broker was started from (``-c``); runtime updates are persisted there
-    # (upstream BrokerPathConfigHelper). Set by load_broker_configs, never read from the file.
+    # (upstream BrokerPathConfigHelper). Set by load_broker_conf, never read from the file.
     broker_config_path: Path | None = Field(default=None, exclude=True)
 
     @field_validator("broker_name", "broker_cluster_name")
@@ -176,62 +169,18 @@ def load_broker_configs(
     overrides: Mapping[str, str] | None = None,
     also_read_by: tuple[type[BaseModel], ...] = (),
 ) -> tuple[BrokerConfig, MessageStoreConfig]:
-    """One broker.conf (+ NAMESRV_ADDR / FERRYMQ_* environment + overrides) -> both models.
+    """The broker and store parts of :func:`ferrymq.broker.broker_conf.load_broker_conf`, which
+    parses the whole broker.conf once (every part validated, unknown keys warned about once).
 
-    Keys known to neither model (nor to ``also_read_by``, the other models the caller reads from
-    the same file: HA, semantics, ACL, TLS) are logged and ignored, as RocketMQ does; a bad value
-    raises ConfigError naming the key, the value, its source and the reason.
+    ``also_read_by`` is accepted for callers written before the parts were composed: every model
+    read from broker.conf is a part now, so their keys are known anyway.
     """
-    file_values = load_properties(path) if path is not None else {}
-    source = str(path) if path is not None else "properties"
-    models: list[BaseModel] = []
-    unknown_everywhere: set[str] | None = None
-    all_models: tuple[type[BaseModel], ...] = (
-        BrokerConfig,
-        MessageStoreConfig,
-        *other_broker_conf_models(),
-    )
-    for model_cls in all_models:
-        values, origins, unknown = collect_values(model_cls, file_values, env, source=source)
-        keys = known_keys(model_cls)
-        for key, value in (overrides or {}).items():
-            alias = keys.get(key)
-            if alias is not None:
-                values[alias] = value
-                origins[alias] = "command line"
-        if model_cls in (BrokerConfig, MessageStoreConfig):
-            models.append(build_model(model_cls, values, origins))
-        unknown_set = set(unknown)
-        unknown_everywhere = (
-            unknown_set if unknown_everywhere is None else unknown_everywhere & unknown_set
-        )
-    for other in also_read_by:
-        if unknown_everywhere:
-            unknown_everywhere &= set(collect_values(other, file_values, env, source=source)[2])
-    if unknown_everywhere:
-        log.warning(
-            "ignoring unknown configuration keys: %s", ", ".join(sorted(unknown_everywhere))
-        )
-    broker, store = models
-    assert isinstance(broker, BrokerConfig) and isinstance(store, MessageStoreConfig)
-    problem = role_problem(broker.broker_id, store.broker_role.value)
-    # in controller mode the controller decides the role (broker/controller_mode_config.py)
-    if problem is not None and not controller_mode_enabled(file_values, env):
-        raise ConfigError(f"{source}: {problem}")
-    broker.broker_config_path = path
-    return broker, store
+    del also_read_by
+    # imported here: the parts' modules import broker code that imports this module
+    from ferrymq.broker.broker_conf import load_broker_conf
 
-
-def other_broker_conf_models() -> tuple[type[BaseModel], ...]:
-    """The other settings models read from the same broker.conf (loaded by their own services):
-    their keys are known, so they are not reported as unknown. Add a new one here."""
-    # imported here: these modules import broker code that imports this module
-    from ferrymq.broker.controller_mode_config import ControllerModeSettings
-    from ferrymq.broker.lag.config import LagConfig
-    from ferrymq.broker.semantics import SemanticsConfig
-    from ferrymq.ha.config import HASettings
-
-    return (HASettings, SemanticsConfig, LagConfig, ControllerModeSettings)
+    conf = load_broker_conf(path, env, overrides)
+    return conf.broker, conf.store
 
 
 def role_problem(broker_id: int, broker_role: str) -> str | None:

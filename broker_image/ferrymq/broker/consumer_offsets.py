@@ -6,6 +6,8 @@ shutdown, in a thread.
 
 from __future__ import annotations
 
+import time
+
 import orjson
 
 from ferrymq.remoting.bodies import BodyError, ConsumerOffsetSerializeWrapper
@@ -28,6 +30,10 @@ class ConsumerOffsetManager:
         # upstream pullOffsetTable: the next offset handed out by a pull (memory only)
         self.pull_offset_table: dict[str, dict[int, int]] = {}
         self.dirty = False
+        # moves with every change of offset_table: a master's HA metadata notices carry it so
+        # slaves copy offsets at once (ha/protocol.py); starts from a clock stamp so a restarted
+        # master never repeats the value a slave saw before the restart
+        self.version = time.time_ns()
 
     def commit_pull_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         key = offset_key(topic, group)
@@ -44,6 +50,7 @@ class ConsumerOffsetManager:
         if table.get(queue_id) != offset:
             table[queue_id] = offset
             self.dirty = True
+            self.version += 1
 
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset, or -1 when the group never committed for this queue."""
@@ -78,6 +85,7 @@ class ConsumerOffsetManager:
                 del self.offset_table[key]
                 self.pull_offset_table.pop(key, None)
                 self.dirty = True
+                self.version += 1
 
     def remove_group(self, group: str) -> None:
         for key in list(self.offset_table):
@@ -86,6 +94,7 @@ class ConsumerOffsetManager:
                 del self.offset_table[key]
                 self.pull_offset_table.pop(key, None)
                 self.dirty = True
+                self.version += 1
 
     def wrapper(self) -> ConsumerOffsetSerializeWrapper:
         return ConsumerOffsetSerializeWrapper(
@@ -101,3 +110,4 @@ class ConsumerOffsetManager:
         except BodyError as exc:
             raise ValueError(f"consumerOffset.json unreadable: {exc}") from None
         self.offset_table = {k: dict(v) for k, v in wrapper.offset_table.items()}
+        self.version += 1

@@ -24,8 +24,9 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ferrymq.broker._store_protocol import SemanticsStore, restored_message, stored_body
+from ferrymq.broker.message_copy import restored_message, stored_body
 from ferrymq.broker.schedule import to_schedule_topic
+from ferrymq.broker.store_port import MessageStorePort
 from ferrymq.message import (
     MessageConst,
 )
@@ -115,7 +116,7 @@ TopicCreator = Callable[[str, int, int], bool]
 class RetryService:
     def __init__(
         self,
-        store: SemanticsStore,
+        store: MessageStorePort,
         *,
         find_group: GroupLookup,
         create_topic: TopicCreator,
@@ -129,6 +130,8 @@ class RetryService:
         self.max_delay_level = max_delay_level
         self.broker_writable = broker_writable
         self.pick = pick
+        # messages sent back per "topic@group" (upstream's SNDBCK_PUT_NUMS stats item)
+        self.sent_back: dict[str, int] = {}
 
     async def send_back(
         self,
@@ -197,4 +200,6 @@ class RetryService:
                 decision.topic,
                 msg.reconsume_times,
             )
+        key = f"{msg.topic}@{group}"
+        self.sent_back[key] = self.sent_back.get(key, 0) + 1
         return SendBackOutcome(ResponseCode.SUCCESS, None, decision)

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import orjson
 
-from ferrymq.broker._store_protocol import SemanticsStore, get_messages, restored_message
+from ferrymq.broker.message_copy import restored_message
+from ferrymq.broker.store_port import MessageStorePort
 from ferrymq.message import MessageConst, MessageInner, MessageSysFlag
 from ferrymq.store.dispatch import RoundRecords
 from ferrymq.store.json_file import AtomicFileWriter
@@ -145,7 +146,7 @@ class ScheduleMessageService:
 
     def __init__(
         self,
-        store: SemanticsStore,
+        store: MessageStorePort,
         levels_ms: list[int],
         offsets_path: Path,
         *,
@@ -241,8 +242,8 @@ class ScheduleMessageService:
             offset = min_offset
             self._set_offset(level, offset)
         while offset < self.store.get_max_offset_in_queue(SCHEDULE_TOPIC, queue_id):
-            result = await get_messages(
-                self.store, SCHEDULE_CONSUMER_GROUP, SCHEDULE_TOPIC, queue_id, offset, _PULL_BATCH
+            result = self.store.get_message(
+                SCHEDULE_CONSUMER_GROUP, SCHEDULE_TOPIC, queue_id, offset, _PULL_BATCH
             )
             try:
                 if result.status is not GetMessageStatus.FOUND or not result.messages:

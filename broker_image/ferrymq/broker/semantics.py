@@ -10,8 +10,8 @@ CommitLog/SendMessageProcessor do on put.
 
 Settings the broker's own config does not carry (upstream BrokerConfig names
 ``transactionCheckInterval``, ``transactionTimeOut``, ``transactionCheckMax``,
-``flushDelayOffsetInterval``) are read from the same broker.conf / ``FERRYMQ_*`` environment by
-:func:`load_semantics_config`.
+``flushDelayOffsetInterval``) are the ``semantics`` part of the broker.conf
+(:class:`ferrymq.broker.broker_conf.BrokerConf`).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from ferrymq.broker.processors.end_transaction import EndTransactionProcessor
 from ferrymq.broker.processors.rebalance_lock import RebalanceLockProcessor
 from ferrymq.broker.retry import RetryService
 from ferrymq.broker.schedule import SCHEDULE_TOPIC, ScheduleMessageService, to_schedule_topic
+from ferrymq.broker.store_port import MessagePuts, MessageStorePort
 from ferrymq.broker.transaction import (
     HALF_TOPIC,
     OP_HALF_TOPIC,
@@ -39,7 +40,6 @@ from ferrymq.broker.transaction import (
     to_half_message,
 )
 from ferrymq.message import MessageInner
-from ferrymq.properties import build_model, collect_values, load_properties
 from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
@@ -80,39 +80,27 @@ def load_semantics_config(
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, str] | None = None,
 ) -> SemanticsConfig:
-    """Same sources as the broker config (file, FERRYMQ_* environment, overrides)."""
-    file_values = load_properties(path) if path is not None else {}
-    values, origins, _unknown = collect_values(
-        SemanticsConfig, file_values, env, source=str(path) if path else "properties"
-    )
-    for key, value in (overrides or {}).items():
-        if key in values or key in SemanticsConfig.model_fields or _is_alias(key):
-            values[_alias(key)] = value
-    return build_model(SemanticsConfig, values, origins)
+    """The semantics part of a broker.conf (+ ``FERRYMQ_*`` environment, overrides), read as a
+    whole by :func:`ferrymq.broker.broker_conf.load_broker_conf`."""
+    # imported here: broker_conf imports this module
+    from ferrymq.broker.broker_conf import load_broker_conf
 
-
-def _alias(key: str) -> str:
-    info = SemanticsConfig.model_fields.get(key)
-    return info.alias or key if info is not None else key
-
-
-def _is_alias(key: str) -> bool:
-    return any(info.alias == key for info in SemanticsConfig.model_fields.values())
+    return load_broker_conf(path, env, overrides).semantics
 
 
 NOT_ALLOWED_SEND_TOPICS = frozenset({SCHEDULE_TOPIC, HALF_TOPIC, OP_HALF_TOPIC})
 
 
 class SendSemanticsStore:
-    """The store as the send processor sees it: delay and transaction rewrites happen on put.
-
-    Everything but the puts is the wrapped store's; batches are never delayed or transactional
-    (producers refuse that), so ``put_messages`` only checks the topic.
+    """The store as the send processor sees it (:class:`MessagePuts`): delay and transaction
+    rewrites happen on put, then the wrapped store's put runs. The send processor needs nothing
+    else, so nothing else is offered; batches are never delayed or transactional (producers refuse
+    that), so ``put_messages`` only checks the topic.
     """
 
     def __init__(
         self,
-        store: Any,
+        store: MessagePuts,
         *,
         max_delay_level: Callable[[], int],
         reject_transaction_message: Callable[[], bool] = lambda: False,
@@ -120,12 +108,7 @@ class SendSemanticsStore:
         self._store = store
         self._max_delay_level = max_delay_level
         self._reject_transaction_message = reject_transaction_message
-        self._put_nowait: Callable[[MessageInner], Any] | None = getattr(
-            store, "put_message_nowait", None
-        )
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
+        self._put_nowait = store.put_message_nowait  # bound once: every send takes this path
 
     @staticmethod
     def _forbidden(topic: str) -> PutMessageResult | None:
@@ -142,20 +125,27 @@ class SendSemanticsStore:
         refused = self._forbidden(batch.topic)
         if refused is not None:
             return refused
-        result: PutMessageResult = await self._store.put_messages(batch)
-        return result
+        return await self._store.put_messages(batch)
 
     async def put_message(self, msg: MessageInner) -> PutMessageResult:
-        result = self.put_message_nowait(msg)
-        if isinstance(result, PutMessageResult):
-            return result
-        return await result
+        stored = self._as_stored(msg)
+        if isinstance(stored, PutMessageResult):
+            return stored
+        return await self._store.put_message(stored)
 
     def put_message_nowait(
         self, msg: MessageInner
     ) -> PutMessageResult | Awaitable[PutMessageResult]:
         """``put_message`` that returns the result itself when the store needs no wait (the
         wrapped store's ``put_message_nowait``), else an awaitable of it."""
+        stored = self._as_stored(msg)
+        if isinstance(stored, PutMessageResult):
+            return stored
+        return self._put_nowait(stored)
+
+    def _as_stored(self, msg: MessageInner) -> MessageInner | PutMessageResult:
+        """The message as it is stored (a half message, a schedule-topic message, or itself), or
+        why it is refused."""
         refused = self._forbidden(msg.topic)
         if refused is not None:
             return refused
@@ -165,22 +155,15 @@ class SendSemanticsStore:
                     PutMessageStatus.MESSAGE_ILLEGAL,
                     remark="this broker rejects transaction messages (rejectTransactionMessage)",
                 )
-            msg = to_half_message(msg)
-        else:
-            msg = to_schedule_topic(msg, self._max_delay_level())
-        nowait = self._put_nowait
-        if nowait is None:  # a store without the synchronous entry (test doubles)
-            result: Awaitable[PutMessageResult] = self._store.put_message(msg)
-            return result
-        done: PutMessageResult | Awaitable[PutMessageResult] = nowait(msg)
-        return done
+            return to_half_message(msg)
+        return to_schedule_topic(msg, self._max_delay_level())
 
 
 class SemanticsServices:
     def __init__(
         self,
         *,
-        store: Any,
+        store: MessageStorePort,
         store_host: tuple[str, int],
         config_dir: Path,
         delay_levels_ms: list[int],

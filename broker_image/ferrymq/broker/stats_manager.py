@@ -7,10 +7,14 @@
   space separated (``"12.50 11.98 10.02"``); tools split on the space and read the first.
 - ``msgPutTotalTodayMorning``/``YesterdayMorning`` hold the put counter at the last two local
   midnights (0 when the broker started after them), ``msgPutTotalTodayNow`` the counter now.
-- A stats item (``TOPIC_PUT_NUMS`` keyed by topic, ``TOPIC_PUT_SIZE``, ``GROUP_GET_NUMS`` keyed by
-  ``topic@group``, ``BROKER_PUT_NUMS``/``BROKER_GET_NUMS`` keyed by cluster name) answers the
-  count over the last minute, hour and day and its rate; ``avgpt`` (average per request) is 0
-  because ferrymq does not count requests per item.
+- A stats item (``TOPIC_PUT_NUMS``/``TOPIC_PUT_SIZE`` keyed by topic, ``GROUP_GET_NUMS``/
+  ``GROUP_GET_SIZE``/``SNDBCK_PUT_NUMS`` keyed by ``topic@group``, ``BROKER_PUT_NUMS``/
+  ``BROKER_GET_NUMS`` keyed by cluster name) is a cumulative pair as upstream's StatsItem: the
+  value (messages or bytes) and the times (requests that added to it). Over the last minute, hour
+  and day it answers ``sum`` (value increase), ``tps`` (sum per second) and ``avgpt`` (sum per
+  request: messages per send for TOPIC_PUT_NUMS, bytes per send for TOPIC_PUT_SIZE), as upstream
+  ``StatsItem.computeStatsData``. A key first seen since the last recording counts from zero at
+  that recording (it did not exist then), so nothing it did is lost from the window.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import contextlib
 import datetime
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 TPS_WINDOWS_S = (10, 60, 600)
@@ -28,13 +32,16 @@ STATS_NAMES = (
     "TOPIC_PUT_NUMS",
     "TOPIC_PUT_SIZE",
     "GROUP_GET_NUMS",
+    "GROUP_GET_SIZE",
+    "SNDBCK_PUT_NUMS",
     "BROKER_PUT_NUMS",
     "BROKER_GET_NUMS",
 )
 # (resolution, how long kept) of the three item histories: minute, hour, day
 _LEVELS = ((10.0, 70.0), (60.0, 3_660.0), (3_600.0, 90_000.0))
 
-Counters = Callable[[], Mapping[str, int]]
+# per key: (value, times), both cumulative (upstream StatsItem.value / StatsItem.times)
+Counters = Callable[[], Mapping[str, Sequence[int]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,28 +65,50 @@ def rate_over(history: deque[tuple[float, int]], now: float, window_s: float) ->
     return (v_now - base_v) / span if span > 0 else 0.0
 
 
+def compute_stats(
+    base: tuple[float, int, int], now: float, value: int, times: int
+) -> StatsSnapshot:
+    """Upstream ``StatsItem.computeStatsData`` between a recorded point and now: sum is the
+    value increase, tps the sum per second, avgpt the sum per request (0 without requests)."""
+    base_t, base_v, base_times = base
+    total = max(0, value - base_v)
+    requests = times - base_times
+    span = now - base_t
+    return StatsSnapshot(
+        sum=total,
+        tps=total / span if span > 0 else 0.0,
+        avgpt=total / requests if requests > 0 else 0.0,
+    )
+
+
 class _ItemHistory:
     def __init__(self) -> None:
-        self.levels: list[deque[tuple[float, int]]] = [deque() for _ in _LEVELS]
+        # per level: (time, value, times) points
+        self.levels: list[deque[tuple[float, int, int]]] = [deque() for _ in _LEVELS]
 
-    def record(self, now: float, value: int) -> None:
+    def record(self, now: float, value: int, times: int) -> None:
         for (resolution, keep), history in zip(_LEVELS, self.levels, strict=True):
             if not history or now - history[-1][0] >= resolution:
-                history.append((now, value))
+                history.append((now, value, times))
             while history and now - history[0][0] > keep:
                 history.popleft()
 
-    def snapshot(self, level: int, now: float, value: int) -> StatsSnapshot:
+    def snapshot(self, level: int, now: float, value: int, times: int) -> StatsSnapshot:
         window = (60.0, 3_600.0, 86_400.0)[level]
-        history = self.levels[level]
-        base_t, base_v = now, value
-        for t, v in history:
-            if t >= now - window:
-                base_t, base_v = t, v
+        base = (now, value, times)
+        for point in self.levels[level]:
+            if point[0] >= now - window:
+                base = point
                 break
-        total = max(0, value - base_v)
-        span = now - base_t
-        return StatsSnapshot(sum=total, tps=total / span if span > 0 else 0.0)
+        return compute_stats(base, now, value, times)
+
+
+def _new_history(last_record: float | None) -> _ItemHistory:
+    """The history of a key not seen at the last recording: zero then (it did not exist)."""
+    history = _ItemHistory()
+    if last_record is not None:
+        history.record(last_record, 0, 0)
+    return history
 
 
 class BrokerStatsManager:
@@ -104,7 +133,7 @@ class BrokerStatsManager:
         self.clock = clock
         self._rates: dict[str, deque[tuple[float, int]]] = {k: deque() for k in self.counters}
         self._items: dict[tuple[str, str], _ItemHistory] = {}
-        self._last_item_record = 0.0
+        self._last_item_record: float | None = None
         self.get_total = get_transferred
         # (day, put counter, get counter) at the first sample of each of the last two days
         self._midnights: deque[tuple[datetime.date, int, int]] = deque(maxlen=2)
@@ -145,14 +174,15 @@ class BrokerStatsManager:
                     0 if started_today else self.get_total(),
                 )
             )
-        if now - self._last_item_record >= _LEVELS[0][0]:
+        last = self._last_item_record
+        if last is None or now - last >= _LEVELS[0][0]:
             self._last_item_record = now
             for name, read_items in self.items.items():
-                for key, value in dict(read_items()).items():
+                for key, (value, times) in dict(read_items()).items():
                     item = self._items.get((name, key))
                     if item is None:
-                        item = self._items[(name, key)] = _ItemHistory()
-                    item.record(now, value)
+                        item = self._items[(name, key)] = _new_history(last)
+                    item.record(now, value, times)
 
     def tps(self, key: str) -> str:
         now = self.clock()
@@ -177,9 +207,10 @@ class BrokerStatsManager:
         read = self.items.get(name)
         if read is None:
             return None
-        value = dict(read()).get(key)
-        if value is None:
+        current = dict(read()).get(key)
+        if current is None:
             return None
-        history = self._items.get((name, key)) or _ItemHistory()
+        value, times = current
+        history = self._items.get((name, key)) or _new_history(self._last_item_record)
         now = self.clock()
-        return tuple(history.snapshot(level, now, value) for level in range(3))
+        return tuple(history.snapshot(level, now, value, times) for level in range(3))

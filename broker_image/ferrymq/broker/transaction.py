@@ -40,13 +40,9 @@ from typing import Protocol
 
 import orjson
 
-from ferrymq.broker._store_protocol import (
-    SemanticsStore,
-    get_messages,
-    restored_message,
-    stored_body,
-)
+from ferrymq.broker.message_copy import restored_message, stored_body
 from ferrymq.broker.schedule import to_schedule_topic
+from ferrymq.broker.store_port import MessageStorePort
 from ferrymq.message import (
     MessageConst,
     MessageExt,
@@ -65,8 +61,7 @@ from ferrymq.store.record import (
     DecodedRecord,
     RecordKind,
     check_record,
-    encode_record_into,
-    record_size,
+    encode_record,
 )
 from ferrymq.store.results import GetMessageStatus
 
@@ -176,10 +171,7 @@ def _check_body(record: DecodedRecord, view: memoryview) -> bytes:
     body = bytes(view[record.body_pos : record.body_pos + record.body_len])
     topic_b = topic.encode("utf-8")
     props_b = encode_properties(props).encode("utf-8")
-    buf = bytearray(record_size(len(body), len(topic_b), len(props_b)))
-    encode_record_into(
-        buf,
-        0,
+    return encode_record(
         queue_id=int(qid) if qid.isdigit() else 0,
         flag=record.flag,
         queue_offset=record.queue_offset,
@@ -197,7 +189,6 @@ def _check_body(record: DecodedRecord, view: memoryview) -> bytes:
         topic=topic_b,
         properties=props_b,
     )
-    return bytes(buf)
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,7 +200,7 @@ class EndTransactionOutcome:
 class TransactionService:
     def __init__(
         self,
-        store: SemanticsStore,
+        store: MessageStorePort,
         *,
         store_host: tuple[str, int],
         producer_channels: ProducerChannels,
@@ -345,8 +336,8 @@ class TransactionService:
     async def _read_ops(self) -> None:
         op_max = self.store.get_max_offset_in_queue(OP_HALF_TOPIC, 0)
         while self._op_read_offset < op_max:
-            result = await get_messages(
-                self.store, TRANS_CHECK_GROUP, OP_HALF_TOPIC, 0, self._op_read_offset, _PULL_BATCH
+            result = self.store.get_message(
+                TRANS_CHECK_GROUP, OP_HALF_TOPIC, 0, self._op_read_offset, _PULL_BATCH
             )
             try:
                 if result.status is not GetMessageStatus.FOUND or not result.messages:
@@ -383,8 +374,8 @@ class TransactionService:
         self.half_offset = max(self.half_offset, half_min)
         end = half_max  # copies appended during this pass wait for the next one
         while self.half_offset < end:
-            result = await get_messages(
-                self.store, TRANS_CHECK_GROUP, HALF_TOPIC, 0, self.half_offset, _PULL_BATCH
+            result = self.store.get_message(
+                TRANS_CHECK_GROUP, HALF_TOPIC, 0, self.half_offset, _PULL_BATCH
             )
             try:
                 if result.status is not GetMessageStatus.FOUND or not result.messages:

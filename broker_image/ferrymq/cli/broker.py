@@ -9,18 +9,12 @@ from typing import Annotated
 import typer
 
 from ferrymq.acl.plain_config import AclConfigError
-from ferrymq.acl.settings import AclSettings, load_acl_settings
 from ferrymq.broker.app import serve
-from ferrymq.broker.config import load_broker_configs
-from ferrymq.broker.controller_mode_config import load_controller_mode_settings
-from ferrymq.broker.lag.config import LagConfig
+from ferrymq.broker.broker_conf import load_broker_conf
 from ferrymq.broker.role_switch import ControllerRefusedError
-from ferrymq.broker.semantics import SemanticsConfig, load_semantics_config
 from ferrymq.client.credentials import ClientSecurity
-from ferrymq.ha.config import HASettings, load_ha_settings
 from ferrymq.properties import ConfigError
 from ferrymq.remoting.eventloop import run
-from ferrymq.remoting.tls import TlsSettings, load_tls_settings
 
 
 def broker(
@@ -41,44 +35,19 @@ def broker(
     )
     overrides = {"namesrvAddr": namesrv_addr} if namesrv_addr else {}
     try:
-        broker_cfg, store_cfg = load_broker_configs(
-            config,
-            overrides=overrides,
-            also_read_by=(HASettings, SemanticsConfig, LagConfig, AclSettings, TlsSettings),
-        )
-        ha_settings = load_ha_settings(config)
-        controller_mode = load_controller_mode_settings(config)
-        if controller_mode.enable_controller_mode and broker_cfg.broker_id < 1:
-            raise ConfigError(
-                f"brokerId={broker_cfg.broker_id}: with enableControllerMode=true each replica "
-                "needs its own brokerId >= 1 (the elected master registers as 0)"
-            )
-        # transactionCheckInterval, transactionTimeOut, transactionCheckMax, flushDelayOffsetInterval
-        semantics_cfg = load_semantics_config(config, overrides=overrides)
-        # aclEnable/aclFilePath and tls.server.* / tls.config.file (issue 22)
-        acl_cfg = load_acl_settings(config)
-        tls_cfg = load_tls_settings(config)
+        # every part of broker.conf (broker, store, HA, semantics, lag, controller mode, ACL, TLS)
+        conf = load_broker_conf(config, overrides=overrides)
         # the broker's own calls sign/encrypt with FERRYMQ_ACCESS_KEY/_SECRET_KEY/_TLS_*
         ClientSecurity.from_env()
     except ValueError as exc:  # ConfigError, or an incomplete FERRYMQ_* credential pair
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    if not broker_cfg.namesrv_addrs:
+    if not conf.broker.namesrv_addrs:
         typer.echo(
             "warning: no namesrvAddr (or NAMESRV_ADDR): clients cannot find this broker", err=True
         )
     try:
-        run(
-            serve(
-                broker_cfg,
-                store_cfg,
-                ha_settings,
-                semantics_cfg,
-                acl_cfg,
-                tls_cfg,
-                controller_mode=controller_mode,
-            )
-        )
+        run(serve(conf))
     except (AclConfigError, ConfigError, ControllerRefusedError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

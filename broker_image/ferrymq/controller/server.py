@@ -44,6 +44,7 @@ from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.errors import RemotingError
 from ferrymq.remoting.processor import AsyncHandler
 from ferrymq.remoting.server import RemotingServer
+from ferrymq.remoting.serving_marker import ServingMarker
 
 log = logging.getLogger(__name__)
 
@@ -482,11 +483,20 @@ async def serve(config: ControllerConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    marker: ServingMarker | None = None
     try:
+        stale = ServingMarker.from_env(config.listen_port)
+        if stale is not None:
+            stale.clear()  # an earlier container's marker must not vouch for this start
         await controller.start()
+        marker = ServingMarker.from_env(controller.port)
+        if marker is not None:
+            marker.start()  # the probes' evidence that the controller serves
         print(f"Controller ready on port {controller.port}", flush=True)
         await stop.wait()
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
+        if marker is not None:
+            await marker.stop()
         await controller.stop()

@@ -6,8 +6,10 @@
 - A slave follows the master that the NameServer names in its registration answer (HA address
   for the CommitLog stream, broker address for :class:`~ferrymq.ha.slave_sync.SlaveSynchronize`),
   and copies topic configs, consumer offsets, delay offsets and subscription groups every 10 s
-  into the broker's managers (:class:`ManagerSyncTargets`); replicated records of a topic it
-  does not know yet make it fetch the topic configs at once.
+  into the broker's managers (:class:`ManagerSyncTargets`). A master's metadata notices on the HA
+  connection make it copy what changed at once (``slave_sync.py``); so do replicated records of
+  a topic it does not know yet. A topic gone from the master's configs is deleted on the slave
+  with its ConsumeQueues, as on the master, so the slave stops serving it.
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ from collections.abc import Callable
 from typing import Any
 
 from ferrymq.ha.config import HASettings, Role, ha_config_for
+from ferrymq.ha.protocol import MetadataVersions
 from ferrymq.ha.service import HAService
 from ferrymq.ha.slave_sync import SlaveSynchronize
 from ferrymq.ha.store_adapter import CommitLogReplication
 from ferrymq.remoting import fastjson
 from ferrymq.remoting.bodies import (
     ConsumerOffsetSerializeWrapper,
+    DataVersion,
     SubscriptionGroupWrapper,
     TopicConfigSerializeWrapper,
 )
@@ -58,22 +62,71 @@ class ManagerSyncTargets:
         self._schedule = schedule
         self._on_topics_changed = on_topics_changed
         self._saves: set[asyncio.Task[None]] = set()
+        # the slave's store (set by BrokerHA): a topic deleted on the master loses its queues here
+        self.store: MessageStore | None = None
+        self.on_topics_removed: Callable[[list[str]], None] | None = None
 
     def has_topic(self, topic: str) -> bool:
         return topic in self._topics.table
 
+    def versions(self) -> MetadataVersions:
+        """What a master's metadata notices carry (ha/protocol.py)."""
+        return MetadataVersions(
+            topic_config=self._topics.data_version.counter,
+            subscription_group=self._groups.data_version.counter,
+            consumer_offset=self._offsets.version,
+        )
+
     def replace_topic_configs(self, wrapper: TopicConfigSerializeWrapper) -> None:
         # Upstream clears and copies: a topic deleted on the master goes from the slave too.
+        removed = sorted(set(self._topics.table) - set(wrapper.topic_config_table))
+        previous = self._topics.data_version
         self._topics.table.clear()
         self._topics.table.update(wrapper.topic_config_table)
         self._topics.data_version = wrapper.data_version
+        if removed:
+            self._topics_removed(removed, previous, wrapper.data_version)
         self._on_topics_changed()
+
+    def _topics_removed(
+        self, removed: list[str], previous: DataVersion, current: DataVersion
+    ) -> None:
+        if current == previous:
+            # the same version: nothing was deleted on the master; these are topics only this
+            # broker's own settings add (a trace topic, TBW102...), of which it has no copies
+            log.debug("topics of this broker's settings only: %s", ", ".join(removed))
+            return
+        if current.counter < previous.counter:
+            # A master whose topic config does not continue the one this slave copied last
+            # (its counter went back: topics.json lost or replaced) has not *deleted* these
+            # topics: keep their queues, still served read-only, which may be the only copy.
+            log.error(
+                "the master's topic config does not continue the one copied before (version "
+                "went back): %d topic(s) it lacks keep their ConsumeQueues here: %s",
+                len(removed),
+                ", ".join(removed),
+            )
+            return
+        # The slave serves topics from its ConsumeQueues even before their config arrives, so a
+        # deleted topic's queues must go too (the master deleted its own), or the slave would
+        # keep serving it; its offsets go as on the master.
+        for topic in removed:
+            self._offsets.remove_topic(topic)
+        deleted = self.store.delete_topics(removed) if self.store is not None else 0
+        log.warning(
+            "topics deleted on the master, deleted here (%d with queues): %s",
+            deleted,
+            ", ".join(removed),
+        )
+        if self.on_topics_removed is not None:
+            self.on_topics_removed(removed)
 
     def merge_consumer_offsets(self, wrapper: ConsumerOffsetSerializeWrapper) -> None:
         # putAll, as upstream: the master's progress wins for every queue it knows.
         for key, table in wrapper.offset_table.items():
             self._offsets.offset_table.setdefault(key, {}).update(table)
         self._offsets.dirty = True
+        self._offsets.version += 1
 
     def replace_delay_offsets(self, raw_json: bytes) -> None:
         schedule = self._schedule()
@@ -120,12 +173,18 @@ class BrokerHA:
         self._advertised_ip = advertised_ip
         # topics seen in replicated records but unknown here, already asked of the master
         self._asked: set[str] = set()
-        self.service = HAService(self.config, CommitLogReplication.for_store(store))
+        self.service = HAService(
+            self.config, CommitLogReplication.for_store(store), metadata_versions=targets.versions
+        )
         self.slave_sync: SlaveSynchronize | None = None
         if role is Role.SLAVE:
             self.slave_sync = SlaveSynchronize(
                 client, targets, interval_s=self.config.slave_sync_interval_s
             )
+            targets.store = store
+            targets.on_topics_removed = self._asked.difference_update
+            if self.service.client is not None:
+                self.service.client.metadata_listener = self.slave_sync.on_master_versions
 
     async def start(self) -> None:
         await self.service.start()
@@ -179,4 +238,5 @@ class BrokerHA:
         if self.slave_sync is not None:
             info["haSlaveSyncMaster"] = self.slave_sync.master_addr or ""
             info["haSlaveSyncRounds"] = str(self.slave_sync.rounds)
+            info["haSlaveSyncPrompt"] = str(self.slave_sync.prompt_syncs)
         return info

@@ -9,6 +9,10 @@ tasks on the event loop:
   start of the master's last CommitLog file), then pushes ``[offset][size][raw bytes]`` frames of
   at most haTransferBatchSize, and a size-0 heartbeat after haSendHeartbeatInterval (5 s) idle.
 
+A slave that asked for metadata notices in its handshake also gets one when it connects and one
+whenever the broker's metadata versions move (checked by the writer on every round, at least every
+100 ms), so a topic config change reaches it at once instead of with its next periodic sync.
+
 A slave whose first report cannot continue the master's CommitLog (ahead of it, before its oldest
 file, or in the middle of a record) has diverged: it is refused, the connection is closed and the
 reason is logged and kept in :attr:`HAMaster.refusals`, rather than fed bytes that would corrupt it.
@@ -25,11 +29,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ferrymq.ha.config import HAConfig
-from ferrymq.ha.handshake import read_handshake
+from ferrymq.ha.handshake import FEATURE_METADATA_NOTICE, read_handshake
 from ferrymq.ha.protocol import (
     HAProtocolError,
+    MetadataVersions,
     ReportReader,
     encode_frame_header,
+    encode_metadata_notice,
     first_transfer_offset,
 )
 from ferrymq.ha.store_port import ReplicationSource
@@ -113,6 +119,7 @@ class HAConnection:
         notify: WaitNotify,
         on_report: Callable[[int], None],
         on_refuse: Callable[[Refusal], None],
+        metadata_versions: Callable[[], MetadataVersions] | None = None,
     ) -> None:
         self._reader = reader
         self._writer = writer
@@ -128,6 +135,11 @@ class HAConnection:
         self.next_transfer_from = -1
         # controller mode: the replica's brokerId from its handshake (None: a 4.x slave)
         self.slave_broker_id: int | None = None
+        # feature bits from the slave's handshake (ha/handshake.py); 0 for a 4.x slave
+        self.slave_features = 0
+        self._metadata_versions = metadata_versions
+        self.sent_versions: MetadataVersions | None = None
+        self.notices_sent = 0
         self.close_reason = ""
         self._first_report = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -167,7 +179,13 @@ class HAConnection:
     async def _read_loop(self) -> None:
         reports = ReportReader()
         housekeeping = self._config.housekeeping_interval_s
-        self.slave_broker_id, pending = await read_handshake(self._reader, housekeeping)
+        handshake = await read_handshake(self._reader, housekeeping)
+        self.slave_broker_id, self.slave_features = handshake.broker_id, handshake.features
+        pending = handshake.pending
+        # answer a features handshake at once, before the first report is judged: the slave
+        # learns this master understood it even when it then refuses the slave (slave.py
+        # falls back to the plain stream only after a hang-up with nothing received)
+        self._send_notice_if_moved(self._writer)
         while True:
             try:
                 data = pending or await asyncio.wait_for(
@@ -215,6 +233,7 @@ class HAConnection:
         )
         last_write = time.monotonic()
         while True:
+            self._send_notice_if_moved(writer)
             data = source.read(self.next_transfer_from, config.transfer_batch_size)
             if data:
                 # one write per frame: one send on the socket, no header-only segment
@@ -241,6 +260,16 @@ class HAConnection:
             )
             await self._notify.wait(max(wait, 0.001))
 
+    def _send_notice_if_moved(self, writer: asyncio.StreamWriter) -> None:
+        """Tell a slave that asked for it that the master's metadata moved (protocol.py)."""
+        if self._metadata_versions is None or not self.slave_features & FEATURE_METADATA_NOTICE:
+            return
+        versions = self._metadata_versions()
+        if versions != self.sent_versions:
+            writer.write(encode_metadata_notice(versions))
+            self.sent_versions = versions
+            self.notices_sent += 1
+
 
 class HAMaster:
     """The HA listener and its connections (upstream AcceptSocketService + connectionList)."""
@@ -251,10 +280,12 @@ class HAMaster:
         config: HAConfig,
         *,
         on_report: Callable[[int], None],
+        metadata_versions: Callable[[], MetadataVersions] | None = None,
     ) -> None:
         self._source = source
         self._config = config
         self._on_report = on_report
+        self._metadata_versions = metadata_versions
         self.notify = WaitNotify()
         self.connections: list[HAConnection] = []
         self.refusals: deque[Refusal] = deque(maxlen=32)
@@ -292,6 +323,7 @@ class HAMaster:
             notify=self.notify,
             on_report=self._on_report,
             on_refuse=self.refusals.append,
+            metadata_versions=self._metadata_versions,
         )
         log.info("HA: slave connected from %s", conn.peer)
         self.connections.append(conn)

@@ -15,6 +15,19 @@ Master -> slave, ``FRAME_HEADER`` + body repeated::
     int32 bodySize         0 = heartbeat; otherwise raw CommitLog bytes, at most haTransferBatchSize
     bytes body             may cut a record in half: it is raw bytes, not messages
 
+Metadata notices, master -> slave, only to a slave that announced ``FEATURE_METADATA_NOTICE`` in
+its handshake (``handshake.py``), so a slave that never asked sees the stream above unchanged::
+
+    int64 -1               METADATA_NOTICE_OFFSET: not a CommitLog offset
+    int32 bodySize         >= 24 (later versions may append fields; a reader skips them)
+    int64 topicConfig      the master's topic config version (its DataVersion counter)
+    int64 subscriptionGroup    the subscription group config version
+    int64 consumerOffset   a counter of committed-offset changes
+
+The master sends one when the slave connects and again whenever a version moves (checked on every
+writer round, at most 100 ms apart); the slave fetches what moved over the remoting port at once
+instead of waiting for its haSlaveSyncInterval round (upstream has only that round).
+
 Nothing here touches a socket; ``master.py`` and ``slave.py`` feed bytes in and act on the result.
 """
 
@@ -27,6 +40,12 @@ from dataclasses import dataclass
 REPORT = struct.Struct(">q")
 # master -> slave: phyOffset (int64), bodySize (int32)
 FRAME_HEADER = struct.Struct(">qi")
+
+# master -> slave metadata notice: its frame offset, and the body's versions (see module docstring)
+METADATA_NOTICE_OFFSET = -1
+METADATA_NOTICE = struct.Struct(">qqq")
+# a notice body beyond this is a broken stream (24 bytes today; room for fields added later)
+MAX_NOTICE_BODY = 4096
 
 # A frame body larger than this is a broken stream, not a big batch: the master never sends more
 # than haTransferBatchSize (32 KiB by default) and a CommitLog file is at most 2 GiB.
@@ -49,6 +68,22 @@ def encode_frame_header(offset: int, size: int) -> bytes:
     if offset < 0 or size < 0:
         raise ValueError(f"frame offset and size must be >= 0, got offset={offset} size={size}")
     return FRAME_HEADER.pack(offset, size)
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataVersions:
+    """Versions of a master's metadata files; only compared for equality, never ordered."""
+
+    topic_config: int
+    subscription_group: int
+    consumer_offset: int
+
+
+def encode_metadata_notice(versions: MetadataVersions) -> bytes:
+    """One whole notice frame (header and body)."""
+    return FRAME_HEADER.pack(METADATA_NOTICE_OFFSET, METADATA_NOTICE.size) + METADATA_NOTICE.pack(
+        versions.topic_config, versions.subscription_group, versions.consumer_offset
+    )
 
 
 def transfer_size(available: int, batch_size: int) -> int:
@@ -109,27 +144,36 @@ class TransferFrame:
 
 
 class FrameReader:
-    """Slave side: feed bytes from the master, get complete transfer frames.
+    """Slave side: feed bytes from the master, get complete transfer frames (and, when
+    ``accept_notices``, the metadata notices between them, in stream order).
 
     Consumed bytes are dropped once per feed, so a slow drip of bytes stays linear.
     """
 
-    __slots__ = ("_buf", "max_body")
+    __slots__ = ("_buf", "accept_notices", "max_body")
 
-    def __init__(self, max_body: int = MAX_FRAME_BODY) -> None:
+    def __init__(self, max_body: int = MAX_FRAME_BODY, *, accept_notices: bool = False) -> None:
         self._buf = bytearray()
         self.max_body = max_body
+        self.accept_notices = accept_notices
 
-    def feed(self, data: bytes | bytearray | memoryview) -> list[TransferFrame]:
+    def feed(self, data: bytes | bytearray | memoryview) -> list[TransferFrame | MetadataVersions]:
         buf = self._buf
         buf += data
-        frames: list[TransferFrame] = []
+        frames: list[TransferFrame | MetadataVersions] = []
         pos = 0
         end = len(buf)
         head = FRAME_HEADER.size
         while end - pos >= head:
             offset, size = FRAME_HEADER.unpack_from(buf, pos)
-            if offset < 0 or size < 0 or size > self.max_body:
+            notice = offset == METADATA_NOTICE_OFFSET and self.accept_notices
+            if notice and not METADATA_NOTICE.size <= size <= MAX_NOTICE_BODY:
+                self._buf = bytearray()
+                raise HAProtocolError(
+                    f"bad metadata notice: size={size} (must be "
+                    f"{METADATA_NOTICE.size}..{MAX_NOTICE_BODY}): stream out of sync"
+                )
+            if not notice and (offset < 0 or size < 0 or size > self.max_body):
                 self._buf = bytearray()
                 raise HAProtocolError(
                     f"bad transfer frame header: offset={offset} size={size} "
@@ -137,8 +181,12 @@ class FrameReader:
                 )
             if end - pos - head < size:
                 break
-            with memoryview(buf) as view:  # one copy out of the buffer, not two
-                frames.append(TransferFrame(offset, bytes(view[pos + head : pos + head + size])))
+            if notice:
+                frames.append(MetadataVersions(*METADATA_NOTICE.unpack_from(buf, pos + head)))
+            else:
+                with memoryview(buf) as view:  # one copy out of the buffer, not two
+                    body = bytes(view[pos + head : pos + head + size])
+                frames.append(TransferFrame(offset, body))
             pos += head + size
         if pos:
             del buf[:pos]

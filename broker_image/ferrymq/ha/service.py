@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from ferrymq.ha.config import HAConfig, Role
 from ferrymq.ha.master import HAMaster, Refusal
+from ferrymq.ha.protocol import MetadataVersions
 from ferrymq.ha.slave import HAClient
 from ferrymq.ha.store_port import ReplicationPort
 from ferrymq.ha.sync_wait import GroupTransferService
@@ -25,7 +26,13 @@ log = logging.getLogger(__name__)
 
 
 class HAService:
-    def __init__(self, config: HAConfig, port: ReplicationPort) -> None:
+    def __init__(
+        self,
+        config: HAConfig,
+        port: ReplicationPort,
+        *,
+        metadata_versions: Callable[[], MetadataVersions] | None = None,
+    ) -> None:
         self.config = config
         self.port = port  # the store's replication view (metrics read its end offset)
         self.master: HAMaster | None = None
@@ -34,7 +41,13 @@ class HAService:
         # controller mode (ha/auto_switch.py) follows every slave report too
         self.report_listeners: list[Callable[[int], None]] = []
         if config.role.is_master:
-            self.master = HAMaster(port, config, on_report=self._on_slave_report)
+            # a master tells slaves that ask for it when these move (ha/protocol.py notices)
+            self.master = HAMaster(
+                port,
+                config,
+                on_report=self._on_slave_report,
+                metadata_versions=metadata_versions,
+            )
             self.transfer = GroupTransferService(
                 timeout_s=config.sync_flush_timeout_s,
                 max_gap=config.max_gap_not_in_sync,
@@ -126,6 +139,7 @@ class HAService:
             info["haMasterAddress"] = self.client.master_address or ""
             info["haConnected"] = str(self.client.connected).lower()
             info["haReportedOffset"] = str(self.client.current_reported_offset)
+            info["haMetadataNotices"] = str(self.client.notices_received)
             if self.client.last_error:
                 info["haLastError"] = self.client.last_error
         return info

@@ -8,7 +8,9 @@ slave's ConsumeQueues and index from them.
 
 A frame whose offset is not the slave's own max offset means the two CommitLogs disagree: the
 client disconnects and says why (:attr:`HAClient.last_error`) instead of writing bytes in the
-wrong place. A master silent for haHousekeepingInterval is dropped; reconnects wait 5 s.
+wrong place. The client asks for metadata notices in its handshake and hands each one to
+:attr:`HAClient.metadata_listener` (the slave's metadata sync); a master too old to know the
+handshake closes the connection at once, and the next connection goes without it. A master silent for haHousekeepingInterval is dropped; reconnects wait 5 s.
 """
 
 from __future__ import annotations
@@ -17,10 +19,17 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 
 from ferrymq.ha.config import HAConfig
-from ferrymq.ha.handshake import encode_handshake
-from ferrymq.ha.protocol import FrameReader, HAProtocolError, TransferFrame, encode_report
+from ferrymq.ha.handshake import FEATURE_METADATA_NOTICE, encode_features, encode_handshake
+from ferrymq.ha.protocol import (
+    FrameReader,
+    HAProtocolError,
+    MetadataVersions,
+    TransferFrame,
+    encode_report,
+)
 from ferrymq.ha.store_port import ReplicationSink
 
 log = logging.getLogger(__name__)
@@ -63,6 +72,12 @@ class HAClient:
         self.bytes_received = 0
         # controller mode: announce this brokerId before the first report (ha/handshake.py)
         self.handshake_broker_id: int | None = None
+        # ask the master for metadata notices (ha/protocol.py) and hand them to this listener
+        self.metadata_listener: Callable[[MetadataVersions], None] | None = None
+        self.notices_received = 0
+        # the last master closed on our features block before sending anything: leave it out once
+        self._skip_features_once = False
+        self.features_fallbacks = 0
 
     def update_master_address(self, address: str | None) -> None:
         """Point at a (new) master HA address; a live connection to another address is dropped."""
@@ -135,9 +150,14 @@ class HAClient:
         self.connects += 1
         log.info("HA client: connected to master %s", address)
         config = self._config
-        frames = FrameReader()
+        features = self.metadata_listener is not None and not self._skip_features_once
+        self._skip_features_once = False
+        frames = FrameReader(accept_notices=features)
         sink = self._sink
+        got_data = False
         try:
+            if features:
+                writer.write(encode_features(FEATURE_METADATA_NOTICE))
             if self.handshake_broker_id is not None:
                 writer.write(encode_handshake(self.handshake_broker_id))
             self._report(writer, sink.max_offset())
@@ -149,16 +169,24 @@ class HAClient:
                     data = await asyncio.wait_for(reader.read(READ_CHUNK), max(until_report, 0.001))
                 except TimeoutError:
                     data = None
+                except ConnectionResetError:
+                    self._note_early_close(address, features and not got_data)
+                    raise
                 now = time.monotonic()
                 if data == b"":
                     if self.master_address != address:
                         return  # we hung up to follow a new master address
+                    self._note_early_close(address, features and not got_data)
                     raise ConnectionError("master closed the connection")
                 if data:
+                    got_data = True
                     last_read = now
                     self.bytes_received += len(data)
                     for frame in frames.feed(data):
-                        self._apply(frame)
+                        if isinstance(frame, MetadataVersions):
+                            self._notice(frame)
+                        else:
+                            self._apply(frame)
                     current = sink.max_offset()
                     if current > self.current_reported_offset:
                         self._report(writer, current)
@@ -176,6 +204,25 @@ class HAClient:
             writer.close()
             with contextlib.suppress(OSError, ConnectionError):
                 await writer.wait_closed()
+
+    def _note_early_close(self, address: str, refused_features: bool) -> None:
+        if refused_features:
+            # an older ferrymq master reads the features magic as a negative offset and hangs
+            # up: reconnect without it (that session gets no metadata notices, only the
+            # periodic sync); the connection after it asks again
+            self._skip_features_once = True
+            self.features_fallbacks += 1
+            log.info(
+                "HA client: master %s closed the connection after the features handshake; "
+                "the next connection goes without it",
+                address,
+            )
+
+    def _notice(self, versions: MetadataVersions) -> None:
+        self.notices_received += 1
+        listener = self.metadata_listener
+        if listener is not None:
+            listener(versions)
 
     def _apply(self, frame: TransferFrame) -> None:
         reason = check_frame_offset(self._sink.max_offset(), frame)

@@ -11,10 +11,12 @@ from ferrymq.namesrv.admin_processor import NamesrvAdminProcessor
 from ferrymq.namesrv.config import NamesrvConfig
 from ferrymq.namesrv.housekeeping import Housekeeping
 from ferrymq.namesrv.kv_config import KVConfigManager
+from ferrymq.namesrv.metrics import NamesrvMetrics
 from ferrymq.namesrv.processor import NamesrvProcessor
 from ferrymq.namesrv.route_table import RouteTable
 from ferrymq.remoting.eventloop import GracefulShutdown
 from ferrymq.remoting.server import RemotingServer
+from ferrymq.remoting.serving_marker import ServingMarker
 from ferrymq.remoting.tls import ServerTls, TlsSettings
 
 log = logging.getLogger(__name__)
@@ -61,7 +63,7 @@ class NamesrvApp:
         )
         # admin codes 304, 311-313, 318, 319; a config update re-tunes housekeeping
         NamesrvAdminProcessor(self.routes, config, self._config_changed).register_to(self.server)
-        self._metrics_server: object | None = None
+        self.metrics: NamesrvMetrics | None = None
 
     def _config_changed(self, names: list[str]) -> None:
         self.housekeeping.interval_ms = self.config.scan_not_active_broker_interval
@@ -89,9 +91,18 @@ class NamesrvApp:
             self.acl.start()
         await self.server.start()
         self.housekeeping.start()
+        if self.config.metrics_port:
+            host = self.config.bind_address or "0.0.0.0"
+            self.metrics = NamesrvMetrics(
+                host, self.config.metrics_port, self.routes, self.acl, self.server_tls
+            )
+            self.metrics.start()
         log.info("NameServer started on %s:%d", self.config.bind_address, self.server.port)
 
     async def stop(self) -> None:
+        if self.metrics is not None:
+            self.metrics.stop()
+            self.metrics = None
         await self.housekeeping.stop()
         self.processor.stop_watching()
         await self.server.stop()
@@ -113,8 +124,15 @@ async def serve(
     app = NamesrvApp(config, acl_settings, tls_settings)
     shutdown = GracefulShutdown(config.shutdown_grace_seconds, name="namesrv")
     shutdown.install()
+    marker: ServingMarker | None = None
     try:
+        stale = ServingMarker.from_env(config.listen_port)
+        if stale is not None:
+            stale.clear()  # an earlier container's marker must not vouch for this start
         await app.start()
+        marker = ServingMarker.from_env(app.port)
+        if marker is not None and not shutdown.requested.is_set():
+            marker.start()  # the probes' evidence that the server serves (see serving_marker)
         if not shutdown.requested.is_set():
             # the line a supervisor (local-cluster, tests) waits for
             print(f"NameServer ready on port {app.port}", flush=True)
@@ -123,6 +141,8 @@ async def serve(
         await shutdown.requested.wait()
     finally:
         shutdown.request()
+        if marker is not None:
+            await marker.stop()
         await app.stop()
         shutdown.done()
         shutdown.uninstall()

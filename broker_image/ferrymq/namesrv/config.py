@@ -26,6 +26,8 @@ class NamesrvConfig(ServerSettings):
     # upstream: scan every 10 s, a broker is dropped 120 s after its last registration
     scan_not_active_broker_interval: int = Field(default=10_000, ge=10, description="ms")
     broker_channel_expired_time: int = Field(default=120_000, ge=100, description="ms")
+    # ferrymq: Prometheus /metrics (the broker's key name); 0 disables it
+    metrics_port: int = Field(default=0, ge=0, le=65535)
 
     @property
     def kv_config_file(self) -> Path:

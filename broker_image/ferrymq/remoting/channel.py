@@ -13,6 +13,7 @@ import contextlib
 import logging
 import math
 import socket
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
@@ -82,6 +83,10 @@ class Channel(asyncio.Protocol):
         self.attrs: dict[str, Any] = {}
         # loop time of the last bytes read (idle connections are closed by their server)
         self.last_read = self._loop.time()
+        # a TLS connection closed before its first bytes: how a server refuses a client
+        # certificate under TLS 1.3 (the alert is not surfaced by asyncio), said in the error
+        self._tls = False
+        self._got_bytes = False
 
     # --- asyncio.Protocol -----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -92,6 +97,7 @@ class Channel(asyncio.Protocol):
             self.remote_addr = f"{peer[0]}:{peer[1]}"
         if sock:
             self.local_addr = f"{sock[0]}:{sock[1]}"
+        self._tls = transport.get_extra_info("ssl_object") is not None
         raw = transport.get_extra_info("socket")
         if raw is not None:
             with contextlib.suppress(OSError):
@@ -99,6 +105,7 @@ class Channel(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_read = self._loop.time()
+        self._got_bytes = True
         try:
             frames = self._decoder.feed(data)
         except FrameError as exc:
@@ -148,10 +155,23 @@ class Channel(asyncio.Protocol):
         """A request of this connection is being handled, or a call of ours awaits its answer."""
         return bool(self._tasks or self._pending)
 
+    def _why_closed(self, exc: Exception | None) -> str:
+        if isinstance(exc, ssl.SSLError):
+            return f" by TLS: {exc.reason or exc}"
+        if self._tls and not self._got_bytes and self._pending:
+            return (
+                " over TLS before any answer: the server may require a client certificate signed "
+                "by its tls.server.trustCertPath CA (tls.server.need.client.auth); give one with "
+                "tls.client.certPath/keyPath or FERRYMQ_TLS_CERT_PATH/KEY_PATH"
+            )
+        return ""
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
         self._release_budget()
-        err = RemotingSendRequestError(f"connection to {self.remote_addr} closed")
+        err = RemotingSendRequestError(
+            f"connection to {self.remote_addr} closed{self._why_closed(exc)}"
+        )
         for fut in self._pending.values():
             if not fut.done():
                 fut.set_exception(err)

@@ -113,6 +113,13 @@ def load_tls_settings(path: Path | None, env: Mapping[str, str] | None = None) -
     values, origins, _ = collect_values(
         TlsSettings, file_values, env, source=str(path) if path else "properties"
     )
+    add_tls_config_file(values, origins)
+    return build_model(TlsSettings, values, origins)
+
+
+def add_tls_config_file(values: dict[str, str], origins: dict[str, str]) -> None:
+    """The keys of the file ``tls.config.file`` names (upstream TlsSystemConfig), over ``values``.
+    Raises ConfigError when that file cannot be read."""
     tls_file = values.get(TLS_CONFIG_FILE_KEY)
     if tls_file:
         tls_path = Path(tls_file)
@@ -121,7 +128,6 @@ def load_tls_settings(path: Path | None, env: Mapping[str, str] | None = None) -
         )
         values.update(extra)
         origins.update(extra_origins)
-    return build_model(TlsSettings, values, origins)
 
 
 class ClientTls(BaseModel):

@@ -34,8 +34,10 @@ from ferrymq.message import (
     pack_host,
 )
 from ferrymq.store import record as rec
+from ferrymq.store import record_layout as layout
 from ferrymq.store.mapped_file import MappedFile, SelectMappedBufferResult, StoreFileError
 from ferrymq.store.mapped_file_queue import MappedFileQueue
+from ferrymq.store.record_layout import HOST_V6_FLAGS, head_layout
 from ferrymq.store.results import AppendMessageResult, AppendMessageStatus
 
 log = logging.getLogger(__name__)
@@ -44,20 +46,27 @@ log = logging.getLogger(__name__)
 _WARM_CHUNK = 8 << 20
 _WARM_LOW = 4 << 20
 
+_HOST_BITS = (0, layout.BORNHOST_V6_FLAG, layout.STOREHOSTADDRESS_V6_FLAG, HOST_V6_FLAGS)
+_NOT_HOST_BITS = ~HOST_V6_FLAGS
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 # One SEND_BATCH item (upstream MessageDecoder.encodeMessage): TOTALSIZE, MAGICCODE, BODYCRC,
 # FLAG, BODYLEN, then BODY, PROPERTIESLEN i16, PROPERTIES.
-_BATCH_ITEM = struct.Struct(">iiiii")
-_PROPS_LEN = struct.Struct(">h")
-# SYSFLAG .. PREPAREDTRANSACTIONOFFSET: the head fields fixed for a whole batch.
-_HEAD_CONSTANT = struct.Struct(">iq4siq4siiq")
-assert rec.SYS_FLAG_POS + _HEAD_CONSTANT.size == rec.BODY_LEN_POS
-# The whole record head in one call: TOTALSIZE .. PHYSICALOFFSET, the batch's constant 48
+_BATCH_ITEM = layout.BATCH_ITEM_LAYOUT.struct
+_PROPS_LEN = struct.Struct(">" + layout.PROPERTIES_LEN_CODE)
+_ITEM_FIXED = _BATCH_ITEM.size + _PROPS_LEN.size  # an item's size without BODY and PROPERTIES
+# Per head layout (by SYSFLAG's host bits): SYSFLAG .. PREPAREDTRANSACTIONOFFSET, the head
+# fields fixed for a whole batch ...
+_HEAD_CONSTANT = {
+    bits: head_layout(bits).span("SYSFLAG", "PREPAREDTRANSACTIONOFFSET") for bits in _HOST_BITS
+}
+# ... and the whole record head in one call: TOTALSIZE .. PHYSICALOFFSET, the batch's constant
 # bytes, BODYLEN.
-_HEAD_FULL = struct.Struct(f">iIiiiqq{_HEAD_CONSTANT.size}si")
-assert _HEAD_FULL.size == rec.BODY_POS
-_SIZE_MAGIC = struct.Struct(">iI")
+_HEAD_FULL = {
+    bits: head_layout(bits).struct_of(raw=(("SYSFLAG", "PREPAREDTRANSACTIONOFFSET"),))
+    for bits in _HOST_BITS
+}
+_SIZE_MAGIC = rec.BLANK_HEAD  # TOTALSIZE, MAGICCODE
 # A batch whose items all have the same lengths is parsed and encoded with one struct call each
 # (no per-record Python code); these bound the compiled structs kept per CommitLog (a plan
 # costs about 0.6 KiB per item, so the cache stays under ~5 MiB).
@@ -108,17 +117,22 @@ class CommitLog:
         self.mapped_file_size = mapped_file_size
         self.store_host = store_host
         self._store_ip = pack_host(store_host[0])
-        if len(self._store_ip) != 4:
-            raise ValueError(f"store host {store_host[0]!r} must be an IPv4 address")
         self._store_port = store_host[1]
-        # A record plus the blank minimum must fit in one file.
-        self.max_message_size = min(max_message_size, mapped_file_size - rec.MIN_RECORD_SIZE - 8)
+        # STOREHOSTADDRESS_V6_FLAG when the store host is IPv6: its records use that layout
+        self._store_bits = layout.host_flags(4, len(self._store_ip))
+        # A record (of the widest layout) plus the blank minimum must fit in one file.
+        self.max_message_size = min(
+            max_message_size,
+            mapped_file_size
+            - layout.min_record_size(HOST_V6_FLAGS)
+            - rec.END_FILE_MIN_BLANK_LENGTH,
+        )
         self.topic_queue_table: dict[str, int] = {}
         self.last_append_timestamp = 0
         self._born_ip_cache: dict[str, bytes] = {}
         self._topic_parts: dict[str, bytes] = {}
-        # (items, body length, properties length, topic part) -> compiled structs.
-        self._uniform_plans: dict[tuple[int, int, int, bytes], _UniformPlan] = {}
+        # (items, body length, properties length, topic part, host bits) -> compiled structs.
+        self._uniform_plans: dict[tuple[int, int, int, bytes, int], _UniformPlan] = {}
         # msgId = hex(store ip + port) + hex(offset): the first half never changes.
         self._msg_id_prefix = (self._store_ip + _U32.pack(self._store_port)).hex().upper()
         # warm-ahead: CommitLog offset up to which pages were prefetched, and whether a
@@ -148,13 +162,19 @@ class CommitLog:
     # --- append ---------------------------------------------------------------------------
 
     def _packed(self, ip: str) -> bytes:
-        """IPv4 bytes of a born host (cached: a few clients send many messages)."""
+        """Address bytes (4 or 16) of a born host (cached: a few clients send many messages)."""
         packed = self._born_ip_cache.get(ip)
         if packed is None:
             packed = _pack_born_ip(ip)
             if len(self._born_ip_cache) < 4096:
                 self._born_ip_cache[ip] = packed
         return packed
+
+    def _sys_flag(self, sys_flag: int, packed_born: bytes) -> int:
+        """SYSFLAG as stored: its host bits set by the born and store addresses."""
+        return (sys_flag & _NOT_HOST_BITS) | layout.host_flags(
+            len(packed_born), len(self._store_ip)
+        )
 
     def _check_lengths(self, topic: bytes, props: bytes, body_len: int) -> None:
         if not topic:
@@ -237,7 +257,17 @@ class CommitLog:
         props_len = len(props)
         if props_len > _MAX_PROPERTIES or body_len > self.max_message_size:
             self._check_lengths(topic_part[1:], props, body_len)  # raises, naming the rule
-        size = _MIN_RECORD_1 + body_len + len(topic_part) + props_len
+        born_ip, born_port = msg.born_host
+        packed_born = self._born_ip_cache.get(born_ip) or self._packed(born_ip)
+        if len(packed_born) == 4 and not self._store_bits:  # IPv4 hosts: the inline layout
+            sys_flag = msg.sys_flag & _NOT_HOST_BITS
+            size = _MIN_RECORD_1 + body_len + len(topic_part) + props_len
+            pack_head = _pack_record_head
+        else:
+            sys_flag = self._sys_flag(msg.sys_flag, packed_born)
+            head = head_layout(sys_flag)
+            size = head.size + _PROPS_LEN.size + body_len + len(topic_part) + props_len
+            pack_head = head.struct.pack
         store_ts = int(time.time() * 1000) if now_ms is None else now_ms
         mf = self.mapped_file_queue.get_last_mapped_file()
         if mf is None or mf.file_size - mf.wrote_position < size + _BLANK_MIN:
@@ -246,14 +276,11 @@ class CommitLog:
         wrote_offset = mf.file_from_offset + pos
         queue_id = msg.queue_id
         key = f"{topic}-{queue_id}"
-        sys_flag = msg.sys_flag
         has_slot = not sys_flag & _NO_SLOT_BIT  # takes_queue_offset, inlined
         table = self.topic_queue_table
         queue_offset = table.get(key, 0) if has_slot else 0
-        born_ip, born_port = msg.born_host
-        packed_born = self._born_ip_cache.get(born_ip) or self._packed(born_ip)
         mf.buffer[pos : pos + size] = b"".join((
-            _pack_record_head(
+            pack_head(
                 size, _MAGIC, _crc32(body) & _CRC_MASK, queue_id, msg.flag, queue_offset,
                 wrote_offset, sys_flag, msg.born_timestamp, packed_born, born_port, store_ts,
                 self._store_ip, self._store_port, msg.reconsume_times,
@@ -290,12 +317,14 @@ class CommitLog:
         if not items:
             raise AppendError(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED, "batch has no messages")
         topic = batch.topic.encode("utf-8")
+        born_ip = self._packed(batch.born_host[0])
+        sys_flag = self._sys_flag(batch.sys_flag, born_ip)
         encoded: list[tuple[Message, bytes, int]] = []
         total = 0
         for item in items:
             props = encode_properties(item.properties).encode("utf-8")
             self._check_lengths(topic, props, len(item.body))
-            size = rec.record_size(len(item.body), len(topic), len(props))
+            size = rec.record_size(len(item.body), len(topic), len(props), sys_flag)
             encoded.append((item, props, size))
             total += size
         if total > self.max_message_size:
@@ -310,7 +339,6 @@ class CommitLog:
         key = queue_key(batch.topic, batch.queue_id)
         has_slot = takes_queue_offset(batch.sys_flag)
         queue_offset = self.topic_queue_table.get(key, 0) if has_slot else 0
-        born_ip = self._packed(batch.born_host[0])
         buf = mf.buffer
         offsets: list[int] = []
         offset = first_offset
@@ -322,7 +350,7 @@ class CommitLog:
                 flag=item.flag,
                 queue_offset=queue_offset + i if has_slot else 0,
                 physical_offset=offset,
-                sys_flag=batch.sys_flag,
+                sys_flag=sys_flag,
                 born_timestamp=batch.born_timestamp,
                 born_ip=born_ip,
                 born_port=batch.born_host[1],
@@ -372,7 +400,11 @@ class CommitLog:
         key = f"{batch.topic}-{batch.queue_id}"
         has_slot = not batch.sys_flag & _NO_SLOT_BIT  # takes_queue_offset, inlined
         queue_offset = self.topic_queue_table.get(key, 0) if has_slot else 0
-        uniform = self._parse_uniform(body, topic_part)
+        born_ip = batch.born_host[0]
+        head_tail = self._batch_head_tail(
+            batch, store_ts, self._born_ip_cache.get(born_ip) or self._packed(born_ip)
+        )
+        uniform = self._parse_uniform(body, topic_part, head_tail[1])
         if uniform is not None:
             plan, fields = uniform
             count = plan.count
@@ -398,7 +430,7 @@ class CommitLog:
             if has_slot:
                 args[4::10] = range(queue_offset, queue_offset + count)
             args[5::10] = offsets
-            args[6::10] = [self._batch_head_tail(batch, store_ts) + plan.body_len_bytes] * count
+            args[6::10] = [head_tail[0] + plan.body_len_bytes] * count
             args[7::10] = bodies
             args[9::10] = fields[5::6]  # PROPERTIES
             plan.encoder.pack_into(mf.buffer, wpos, *args)
@@ -409,14 +441,14 @@ class CommitLog:
                 mf = self._file_for(0, store_ts)
                 first_offset = mf.file_from_offset + mf.wrote_position
                 data, record_offsets = self._encode_batch(
-                    batch, topic_part, view, first_offset, store_ts, queue_offset, has_slot
+                    batch, topic_part, view, first_offset, head_tail, queue_offset, has_slot
                 )
                 total = len(data)
                 if mf.free_space < total + _BLANK_MIN:
                     mf = self._file_for(total, store_ts)
                     first_offset = mf.file_from_offset + mf.wrote_position
                     data, record_offsets = self._encode_batch(
-                        batch, topic_part, view, first_offset, store_ts, queue_offset, has_slot
+                        batch, topic_part, view, first_offset, head_tail, queue_offset, has_slot
                     )
             finally:
                 view.release()
@@ -439,23 +471,28 @@ class CommitLog:
             record_offsets,
         )
 
-    def _batch_head_tail(self, batch: MessageInner, store_ts: int) -> bytes:
-        """SYSFLAG..PREPAREDTRANSACTIONOFFSET: the same for every record of a batch."""
-        born_ip, born_port = batch.born_host
-        return _HEAD_CONSTANT.pack(
-            batch.sys_flag,
+    def _batch_head_tail(
+        self, batch: MessageInner, store_ts: int, packed_born: bytes
+    ) -> tuple[bytes, int]:
+        """SYSFLAG..PREPAREDTRANSACTIONOFFSET (the same for every record of a batch), and the
+        SYSFLAG host bits that choose the head layout."""
+        sys_flag = self._sys_flag(batch.sys_flag, packed_born)
+        bits = sys_flag & HOST_V6_FLAGS
+        packed = _HEAD_CONSTANT[bits].pack(
+            sys_flag,
             batch.born_timestamp,
-            self._born_ip_cache.get(born_ip) or self._packed(born_ip),
-            born_port,
+            packed_born,
+            batch.born_host[1],
             store_ts,
             self._store_ip,
             self._store_port,
             batch.reconsume_times,
             batch.prepared_transaction_offset,
         )
+        return packed, bits
 
     def _parse_uniform(
-        self, body: bytes | memoryview, topic_part: bytes
+        self, body: bytes | memoryview, topic_part: bytes, host_bits: int
     ) -> tuple[_UniformPlan, tuple[Any, ...]] | None:
         """The plan and parsed fields when every item of the body has the lengths of the first
         one and they add up, else None (the general path then decides, and names what is
@@ -465,16 +502,16 @@ class CommitLog:
         if end < _BATCH_ITEM.size:
             return None
         item_size, _magic, _crc, _flag, body_len = _BATCH_ITEM.unpack_from(body, 0)
-        props_len = item_size - 22 - body_len
+        props_len = item_size - _ITEM_FIXED - body_len
         if body_len < 0 or props_len < 0 or body_len > self.max_message_size or end % item_size:
             return None
         count = end // item_size
         if count > _UNIFORM_MAX_ITEMS:
             return None
-        shape = (count, body_len, props_len, topic_part)
+        shape = (count, body_len, props_len, topic_part, host_bits)
         plan = self._uniform_plans.get(shape)
         if plan is None:
-            plan = _UniformPlan(count, body_len, props_len, topic_part)
+            plan = _UniformPlan(count, body_len, props_len, topic_part, host_bits)
             plans = self._uniform_plans
             cached = sum(key[0] for key in plans)
             while plans and (
@@ -499,19 +536,21 @@ class CommitLog:
         topic_part: bytes,
         view: memoryview,
         first_offset: int,
-        store_ts: int,
+        head_tail: tuple[bytes, int],
         queue_offset: int,
         has_slot: bool,
     ) -> tuple[bytes, list[int]]:
-        """The records of a batch body, back to back, for ``first_offset``; validates items."""
-        fixed = rec.MIN_RECORD_SIZE + len(topic_part) - 1
+        """The records of a batch body, back to back, for ``first_offset``; validates items.
+        ``head_tail`` is :meth:`_batch_head_tail`'s."""
+        constant, host_bits = head_tail
+        fixed = layout.min_record_size(host_bits) + len(topic_part) - 1
         max_size = self.max_message_size
         end = len(view)
         queue_id = batch.queue_id
         unpack_item = _BATCH_ITEM.unpack_from
         unpack_props = _PROPS_LEN.unpack_from
-        pack_head = _HEAD_FULL.pack
-        head_tail = self._batch_head_tail(batch, store_ts)
+        pack_head = _HEAD_FULL[host_bits].pack
+        item_head = _BATCH_ITEM.size
         crc32 = rec.crc32
         magic = rec.MESSAGE_MAGIC_CODE
         parts: list[bytes | memoryview] = []
@@ -522,15 +561,15 @@ class CommitLog:
         qo = queue_offset
         step = 1 if has_slot else 0
         pos = 0
-        delta = fixed - 22  # record size - batch item size
+        delta = fixed - _ITEM_FIXED  # record size - batch item size
         try:
             while pos < end:
                 # A short buffer makes unpack_from raise struct.error (handled below).
                 item_size, _magic, _crc, flag, body_len = unpack_item(view, pos)
-                body_end = pos + 20 + body_len
+                body_end = pos + item_head + body_len
                 (props_len,) = unpack_props(view, body_end)
                 if (
-                    item_size != 22 + body_len + props_len
+                    item_size != _ITEM_FIXED + body_len + props_len
                     or body_len < 0
                     or props_len < 0
                     or pos + item_size > end
@@ -543,11 +582,11 @@ class CommitLog:
                         f"(maxMessageSize {max_size})",
                     )
                 size = item_size + delta
-                item_body = view[pos + 20 : body_end]  # for the CRC and the record
+                item_body = view[pos + item_head : body_end]  # for the CRC and the record
                 extend((
                     pack_head(
                         size, magic, crc32(item_body) & 0x7FFFFFFF, queue_id, flag, qo, offset,
-                        head_tail, body_len,
+                        constant, body_len,
                     ),
                     item_body,
                     topic_part,
@@ -645,7 +684,7 @@ class CommitLog:
         """STORETIMESTAMP of the record at ``offset`` (-1 when unreadable)."""
         if size < rec.MIN_RECORD_SIZE:
             return -1
-        sel = self.get_message(offset, rec.STORE_TIMESTAMP_POS + 8)
+        sel = self.get_message(offset, rec.STORE_TIMESTAMP_END_MAX)
         if sel is None:
             return -1
         try:
@@ -660,23 +699,25 @@ class _UniformPlan:
     Parser fields, 6 per item: TOTALSIZE, FLAG, BODYLEN, BODY, PROPERTIESLEN, PROPERTIES
     (MAGICCODE and BODYCRC of an item are not used). Encoder fields, 10 per record:
     TOTALSIZE+MAGICCODE (8 bytes), BODYCRC, QUEUEID, FLAG, QUEUEOFFSET, PHYSICALOFFSET,
-    SYSFLAG..PREPAREDTRANSACTIONOFFSET+BODYLEN (52 bytes), BODY, TOPICLEN+TOPIC+PROPERTIESLEN,
-    PROPERTIES: the v1 layout of :mod:`ferrymq.store.record`. ``template`` holds the encoder
-    arguments fixed by the shape (queue offsets 0, for batches that take no queue slot).
+    SYSFLAG..PREPAREDTRANSACTIONOFFSET+BODYLEN (52 bytes for IPv4 hosts), BODY,
+    TOPICLEN+TOPIC+PROPERTIESLEN, PROPERTIES. Both formats are derived from
+    :mod:`ferrymq.store.record_layout` (the head layout of ``host_bits``). ``template`` holds
+    the encoder arguments fixed by the shape (queue offsets 0, for batches that take no slot).
     """
 
     __slots__ = ("body_len_bytes", "count", "encoder", "parser", "record_size", "template", "total")
 
-    def __init__(self, count: int, body_len: int, props_len: int, topic_part: bytes) -> None:
+    def __init__(
+        self, count: int, body_len: int, props_len: int, topic_part: bytes, host_bits: int
+    ) -> None:
         self.count = count
-        self.record_size = rec.MIN_RECORD_SIZE - 1 + body_len + len(topic_part) + props_len
+        head = head_layout(host_bits)
+        self.record_size = head.size + _PROPS_LEN.size + body_len + len(topic_part) + props_len
         self.total = count * self.record_size
         self.body_len_bytes = _I32.pack(body_len)
-        self.parser = struct.Struct(">" + f"i8xii{body_len}sh{props_len}s" * count)
+        self.parser = struct.Struct(">" + _plan_parser_item(body_len, props_len) * count)
         self.encoder = struct.Struct(
-            ">"
-            + f"8siiiqq{_HEAD_CONSTANT.size + 4}s{body_len}s{len(topic_part) + 2}s{props_len}s"
-            * count
+            ">" + _plan_encoder_item(host_bits, body_len, len(topic_part), props_len) * count
         )
         template: list[Any] = [0] * (10 * count)
         template[0::10] = [_SIZE_MAGIC.pack(self.record_size, rec.MESSAGE_MAGIC_CODE)] * count
@@ -684,10 +725,23 @@ class _UniformPlan:
         self.template = template
 
 
+def _plan_parser_item(body_len: int, props_len: int) -> str:
+    """One batch item for the uniform parser: TOTALSIZE, FLAG, BODYLEN, BODY, PROPERTIESLEN,
+    PROPERTIES (MAGICCODE, BODYCRC skipped)."""
+    head = layout.BATCH_ITEM_LAYOUT.format(keep=("TOTALSIZE", "FLAG", "BODYLEN"))
+    return f"{head[1:]}{body_len}s{layout.PROPERTIES_LEN_CODE}{props_len}s"
+
+
+def _plan_encoder_item(host_bits: int, body_len: int, topic_part_len: int, props_len: int) -> str:
+    """One record for the uniform encoder (the 10 fields of :class:`_UniformPlan`)."""
+    head = head_layout(host_bits).format(raw=(("TOTALSIZE", "MAGICCODE"), ("SYSFLAG", "BODYLEN")))
+    return f"{head[1:]}{body_len}s{topic_part_len + _PROPS_LEN.size}s{props_len}s"
+
+
 def _pack_born_ip(ip: str) -> bytes:
+    """The 4 (IPv4) or 16 (IPv6) address bytes of a born host; 0.0.0.0 when it is not an
+    address (upstream stores what the socket reports, which is always one)."""
     try:
-        packed = pack_host(ip)
+        return pack_host(ip)
     except OSError:
         return b"\x00\x00\x00\x00"
-    # The v1 layout has 4 address bytes; IPv6 born hosts are stored as 0.0.0.0.
-    return packed if len(packed) == 4 else b"\x00\x00\x00\x00"

@@ -261,7 +261,7 @@ _MESSAGE_MAGIC = rec.MESSAGE_MAGIC_CODE
 _BODY_POS = rec.BODY_POS
 _MIN_RECORD = rec.MIN_RECORD_SIZE
 _MAX_TOPIC = rec.MAX_TOPIC_BYTES
-_V6_FLAGS = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
+_V6_FLAGS = rec.HOST_V6_FLAGS  # records with an IPv6 host: the general parser reads them
 
 
 def parse_round(

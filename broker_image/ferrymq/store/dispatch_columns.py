@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ferrymq.message import MessageConst, MessageSysFlag, property_span, tags_string_to_tags_code
+from ferrymq.message import MessageConst, property_span, tags_string_to_tags_code
 from ferrymq.store import record as rec
 from ferrymq.store.record_columns import head_dtype, walk_records
 
@@ -38,7 +38,7 @@ _TAGS = MessageConst.PROPERTY_TAGS
 _KEYS = MessageConst.PROPERTY_KEYS
 _UNIQ_KEY = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 
-_V6_FLAGS = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
+_V6_FLAGS = rec.HOST_V6_FLAGS  # records with an IPv6 host: the general parser reads them
 _HEAD_SIZE = rec.RECORD_HEAD.size
 _MESSAGE_MAGIC = rec.MESSAGE_MAGIC_CODE
 

@@ -8,7 +8,6 @@ it hands back memoryviews held until ``GetMessageResult.release()``.
 from __future__ import annotations
 
 import logging
-import struct
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -16,6 +15,7 @@ from ferrymq.store import record as rec
 from ferrymq.store.commit_log import CommitLog
 from ferrymq.store.consume_queue import BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE, CQ_UNIT, ConsumeQueue
 from ferrymq.store.mapped_file import SelectMappedBufferResult
+from ferrymq.store.record_layout import HEAD_V4
 from ferrymq.store.results import GetMessageResult, GetMessageStatus
 
 log = logging.getLogger(__name__)
@@ -59,10 +59,16 @@ def _record_properties(view: memoryview) -> dict[str, str]:
     return check.record.properties if check.record is not None else {}
 
 
-# TOTALSIZE, MAGICCODE, BODYCRC, QUEUEID, (FLAG), QUEUEOFFSET, PHYSICALOFFSET, (..), BODYLEN
-_SERVE_HEAD = struct.Struct(">iIii4xqq48xi")
-assert _SERVE_HEAD.size == rec.RECORD_HEAD.size
+# TOTALSIZE, MAGICCODE, BODYCRC, QUEUEID, QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG, BODYLEN of an
+# IPv4-host head (the other fields skipped)
+_SERVE_HEAD = HEAD_V4.struct_of(
+    keep=(
+        "TOTALSIZE", "MAGICCODE", "BODYCRC", "QUEUEID", "QUEUEOFFSET", "PHYSICALOFFSET",
+        "SYSFLAG", "BODYLEN",
+    )
+)  # fmt: skip
 _MAGIC = rec.MESSAGE_MAGIC_CODE
+_V6_FLAGS = rec.HOST_V6_FLAGS
 _BODY_POS = rec.BODY_POS
 _crc32 = rec.crc32
 _damaged_reported: set[int] = set()
@@ -76,10 +82,11 @@ def _intact(
     properties a client can decode (one struct read, one CRC and one decode per record)."""
     if size < rec.MIN_RECORD_SIZE:
         return False
-    total, magic, crc, qid, qoff, phy_field, body_len = _SERVE_HEAD.unpack_from(view, 0)
+    total, magic, crc, qid, qoff, phy_field, sys_flag, body_len = _SERVE_HEAD.unpack_from(view, 0)
+    if magic != _MAGIC or sys_flag & _V6_FLAGS:
+        return _intact_general(view, size, phy, topic, queue_id, queue_offset)
     if not (
         total == size
-        and magic == _MAGIC
         and phy_field == phy
         and qid == queue_id
         and qoff == queue_offset
@@ -99,6 +106,22 @@ def _intact(
     except UnicodeDecodeError:
         return False
     return True
+
+
+def _intact_general(
+    view: memoryview, size: int, phy: int, topic: bytes, queue_id: int, queue_offset: int
+) -> bool:
+    """:func:`_intact` for the layouts its inline path leaves out (an IPv6 host, magic v2)."""
+    check = rec.check_record(view, 0, size, check_crc=True)
+    r = check.record
+    return (
+        r is not None
+        and r.size == size
+        and r.physical_offset == phy
+        and r.queue_id == queue_id
+        and r.queue_offset == queue_offset
+        and r.topic.encode("utf-8") == topic
+    )
 
 
 def _later_unit_within(cq: ConsumeQueue, index: int, max_phy: int) -> bool:

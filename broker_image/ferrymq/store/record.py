@@ -1,7 +1,9 @@
-"""The CommitLog record, version 1 (upstream ``CommitLog.DefaultAppendMessageCallback`` and
-``CommitLog.checkMessageAndReturnSize``, ``MessageDecoder.decode``).
+"""The CommitLog record (upstream ``CommitLog.DefaultAppendMessageCallback`` and
+``CommitLog.checkMessageAndReturnSize``, ``MessageDecoder.decode``): its writers and readers.
 
-Layout, big-endian, IPv4 hosts (the only form ferrymq writes; the IPv6 sysFlag bits are decoded)::
+The layout is declared once, in :mod:`ferrymq.store.record_layout`; the structs, positions and
+sizes here are derived from it. With IPv4 hosts and magic code v1 (what ferrymq writes for an
+IPv4 broker and producer), big-endian::
 
     off  field                      type
     0    TOTALSIZE                  i32   whole record, this field included
@@ -13,17 +15,20 @@ Layout, big-endian, IPv4 hosts (the only form ferrymq writes; the IPv6 sysFlag b
     28   PHYSICALOFFSET             i64   offset of this record in the CommitLog
     36   SYSFLAG                    i32   MessageSysFlag bits
     40   BORNTIMESTAMP              i64   ms
-    48   BORNHOST                   4s+i32  IPv4 + port
+    48   BORNHOST                   4s+i32  IPv4 + port (16s+i32 with BORNHOST_V6_FLAG)
     56   STORETIMESTAMP             i64   ms
-    64   STOREHOST                  4s+i32  IPv4 + port
+    64   STOREHOST                  4s+i32  IPv4 + port (16s+i32 with STOREHOSTADDRESS_V6_FLAG)
     72   RECONSUMETIMES             i32
     76   PREPAREDTRANSACTIONOFFSET  i64
     84   BODYLEN                    i32   then BODY
-    ..   TOPICLEN                   i8    then TOPIC (UTF-8, at most 127 bytes)
+    ..   TOPICLEN                   i8    then TOPIC (UTF-8; i16 under magic code v2)
     ..   PROPERTIESLEN              i16   then PROPERTIES (UTF-8 ``k\\x01v\\x02``, at most 32767 bytes)
 
-``TOTALSIZE = 91 + bodyLen + topicLen + propertiesLen``. A file ends with a blank record of
-``TOTALSIZE = remaining bytes, MAGICCODE = BLANK``; a writer always keeps 8 bytes for it.
+``TOTALSIZE = 91 + bodyLen + topicLen + propertiesLen`` for that layout; each IPv6 host adds 12
+bytes. A file ends with a blank record of ``TOTALSIZE = remaining bytes, MAGICCODE = BLANK``; a
+writer always keeps 8 bytes for it. The hot paths (the single append, the reput's and the
+client's fused loops) read and write the IPv4/v1 layout inline and hand any other record to
+the general code, which reads every layout.
 
 Pure functions over buffers: no files here. Spark executors and the client reuse the decoders.
 """
@@ -36,6 +41,7 @@ import struct
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, fields
+from typing import Any
 
 from ferrymq.message import (
     MessageConst,
@@ -45,6 +51,14 @@ from ferrymq.message import (
     decode_properties,
     unpack_host,
 )
+from ferrymq.store import record_layout as layout
+from ferrymq.store.record_layout import BLANK_MAGIC_CODE as BLANK_MAGIC_CODE
+from ferrymq.store.record_layout import HOST_V6_FLAGS as HOST_V6_FLAGS
+from ferrymq.store.record_layout import MESSAGE_MAGIC_CODE as MESSAGE_MAGIC_CODE
+from ferrymq.store.record_layout import MESSAGE_MAGIC_CODE_V2 as MESSAGE_MAGIC_CODE_V2
+from ferrymq.store.record_layout import MESSAGE_MAGIC_CODES as MESSAGE_MAGIC_CODES
+from ferrymq.store.record_layout import head_layout as head_layout
+from ferrymq.store.record_layout import record_size as record_size
 
 try:  # SIMD CRC-32 (same polynomial and values as zlib.crc32); optional for light installs
     from zlib_ng.zlib_ng import crc32 as _crc32
@@ -54,69 +68,57 @@ except ImportError:  # pragma: no cover - exercised only where zlib-ng is not in
 crc32 = _crc32
 """CRC-32 as ``zlib.crc32``, from zlib-ng when installed (much faster on the append path)."""
 
-MESSAGE_MAGIC_CODE = 0xDAA320A7
-BLANK_MAGIC_CODE = 0xCBD43194
-
-# The fixed part, up to and including BODYLEN; one struct, one call per record.
-RECORD_HEAD = struct.Struct(
-    ">"
-    "i"  # TOTALSIZE
-    "I"  # MAGICCODE
-    "i"  # BODYCRC
-    "i"  # QUEUEID
-    "i"  # FLAG
-    "q"  # QUEUEOFFSET
-    "q"  # PHYSICALOFFSET
-    "i"  # SYSFLAG
-    "q"  # BORNTIMESTAMP
-    "4s"  # BORNHOST ip
-    "i"  # BORNHOST port
-    "q"  # STORETIMESTAMP
-    "4s"  # STOREHOST ip
-    "i"  # STOREHOST port
-    "i"  # RECONSUMETIMES
-    "q"  # PREPAREDTRANSACTIONOFFSET
-    "i"  # BODYLEN
+_V4 = layout.HEAD_V4
+# The fixed part of a record with IPv4 hosts, up to and including BODYLEN; one struct, one call
+# per record. Records with an IPv6 host use ``head_layout(sys_flag).struct`` (same fields).
+RECORD_HEAD = _V4.struct
+TOTAL_SIZE_POS = _V4.offset["TOTALSIZE"]
+MAGIC_POS = _V4.offset["MAGICCODE"]
+BODY_CRC_POS = _V4.offset["BODYCRC"]
+QUEUE_ID_POS = _V4.offset["QUEUEID"]
+FLAG_POS = _V4.offset["FLAG"]
+QUEUE_OFFSET_POS = _V4.offset["QUEUEOFFSET"]
+PHYSICAL_OFFSET_POS = _V4.offset["PHYSICALOFFSET"]
+SYS_FLAG_POS = _V4.offset["SYSFLAG"]
+BORN_TIMESTAMP_POS = _V4.offset["BORNTIMESTAMP"]
+# The positions above are those of every layout; the ones below are for IPv4 hosts.
+STORE_TIMESTAMP_POS = _V4.offset["STORETIMESTAMP"]
+RECONSUME_TIMES_POS = _V4.offset["RECONSUMETIMES"]
+PREPARED_TRANSACTION_OFFSET_POS = _V4.offset["PREPAREDTRANSACTIONOFFSET"]
+BODY_LEN_POS = _V4.offset["BODYLEN"]
+BODY_POS = _V4.size
+MIN_RECORD_SIZE = layout.min_record_size()  # 91: empty body, topic and properties
+# STORETIMESTAMP of any layout lies before this (a born IPv6 host moves it)
+STORE_TIMESTAMP_END_MAX = max(
+    head_layout(bits).end_of("STORETIMESTAMP") for bits in (0, HOST_V6_FLAGS)
 )
-TOTAL_SIZE_POS = 0
-MAGIC_POS = 4
-QUEUE_ID_POS = struct.calcsize(">iIi")
-QUEUE_OFFSET_POS = struct.calcsize(">iIiii")
-PHYSICAL_OFFSET_POS = QUEUE_OFFSET_POS + 8
-SYS_FLAG_POS = PHYSICAL_OFFSET_POS + 8
-BORN_TIMESTAMP_POS = SYS_FLAG_POS + 4
-STORE_TIMESTAMP_POS = BORN_TIMESTAMP_POS + 8 + 8
-BODY_CRC_POS = MAGIC_POS + 4
-FLAG_POS = QUEUE_ID_POS + 4
-RECONSUME_TIMES_POS = STORE_TIMESTAMP_POS + 8 + 8
-BODY_LEN_POS = RECORD_HEAD.size - 4
-PREPARED_TRANSACTION_OFFSET_POS = BODY_LEN_POS - 8
-BODY_POS = RECORD_HEAD.size
-MIN_RECORD_SIZE = RECORD_HEAD.size + 1 + 2  # 91: empty body, topic and properties
 
-BLANK_HEAD = struct.Struct(">iI")  # TOTALSIZE, BLANK_MAGIC_CODE
+BLANK_HEAD = layout.BLANK_LAYOUT.struct  # TOTALSIZE, BLANK_MAGIC_CODE
 END_FILE_MIN_BLANK_LENGTH = BLANK_HEAD.size
 
-_TOPIC_LEN = struct.Struct(">b")
-_PROPS_LEN = struct.Struct(">h")
+_TOPIC_LEN = struct.Struct(">" + layout.TOPIC_LEN_CODES[MESSAGE_MAGIC_CODE])
+_TOPIC_LEN_V2 = struct.Struct(">" + layout.TOPIC_LEN_CODES[MESSAGE_MAGIC_CODE_V2])
+_PROPS_LEN = struct.Struct(">" + layout.PROPERTIES_LEN_CODE)
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 _I64 = struct.Struct(">q")
+_SYS_FLAG = _V4.field_struct("SYSFLAG")
 
-MAX_TOPIC_BYTES = 127
-MAX_PROPERTIES_BYTES = 32767
+MAX_TOPIC_BYTES = layout.MAX_TOPIC_BYTES[MESSAGE_MAGIC_CODE]  # what ferrymq writes (v1)
+MAX_PROPERTIES_BYTES = layout.MAX_PROPERTIES_BYTES
 
 assert RECORD_HEAD.size == 88 and MIN_RECORD_SIZE == 91  # the upstream constants
-
-
-def record_size(body_len: int, topic_len: int, properties_len: int) -> int:
-    """TOTALSIZE of a record with these field lengths."""
-    return MIN_RECORD_SIZE + body_len + topic_len + properties_len
 
 
 def body_crc(body: bytes | bytearray | memoryview) -> int:
     """The stored BODYCRC: CRC-32 masked to a non-negative int32, as upstream."""
     return crc32(body) & 0x7FFFFFFF
+
+
+def with_host_flags(sys_flag: int, born_ip: bytes, store_ip: bytes) -> int:
+    """``sys_flag`` with its host bits set by the addresses written (4 or 16 bytes), as upstream
+    ``MessageExtBrokerInner`` sets them from the socket addresses: whatever a client claimed."""
+    return (sys_flag & ~HOST_V6_FLAGS) | layout.host_flags(len(born_ip), len(store_ip))
 
 
 def encode_record_into(
@@ -140,18 +142,24 @@ def encode_record_into(
     topic: bytes,
     properties: bytes,
     crc: int | None = None,
+    magic: int = MESSAGE_MAGIC_CODE,
 ) -> int:
     """Encode one record at ``buf[pos:]`` (a bytearray or an ``mmap``); returns its size.
 
-    The caller has checked the lengths (see :func:`validate_lengths`) and the free space.
+    The host addresses (4 or 16 bytes) set SYSFLAG's host bits and so the layout; the record
+    is ``record_size(..., with_host_flags(sys_flag, born_ip, store_ip), magic)`` bytes. The
+    caller has checked the lengths (see :func:`validate_lengths`) and the free space.
     """
+    sys_flag = with_host_flags(sys_flag, born_ip, store_ip)
+    head = head_layout(sys_flag)
     body_len = len(body)
-    size = MIN_RECORD_SIZE + body_len + len(topic) + len(properties)
-    RECORD_HEAD.pack_into(
+    topic_len = len(topic)
+    size = layout.record_size(body_len, topic_len, len(properties), sys_flag, magic)
+    head.struct.pack_into(
         buf,  # type: ignore[arg-type]
         pos,
         size,
-        MESSAGE_MAGIC_CODE,
+        magic,
         body_crc(body) if crc is None else crc,
         queue_id,
         flag,
@@ -168,17 +176,49 @@ def encode_record_into(
         prepared_transaction_offset,
         body_len,
     )
-    p = pos + BODY_POS
+    p = pos + head.size
     buf[p : p + body_len] = body  # type: ignore[index]
     p += body_len
-    topic_len = len(topic)
-    buf[p] = topic_len  # type: ignore[index]
-    buf[p + 1 : p + 1 + topic_len] = topic  # type: ignore[index]
-    p += 1 + topic_len
+    topic_len_struct = _TOPIC_LEN if magic == MESSAGE_MAGIC_CODE else _TOPIC_LEN_V2
+    topic_len_struct.pack_into(buf, p, topic_len)  # type: ignore[arg-type]
+    p += topic_len_struct.size
+    buf[p : p + topic_len] = topic  # type: ignore[index]
+    p += topic_len
     _PROPS_LEN.pack_into(buf, p, len(properties))  # type: ignore[arg-type]
-    p += 2
+    p += _PROPS_LEN.size
     buf[p : p + len(properties)] = properties  # type: ignore[index]
     return size
+
+
+def encode_record(
+    *,
+    born_ip: bytes,
+    store_ip: bytes,
+    sys_flag: int,
+    body: bytes | memoryview,
+    topic: bytes,
+    properties: bytes,
+    magic: int = MESSAGE_MAGIC_CODE,
+    **fields: Any,
+) -> bytes:
+    """One record as bytes (:func:`encode_record_into`'s keywords), sized by its layout."""
+    size = layout.record_size(
+        len(body), len(topic), len(properties), with_host_flags(sys_flag, born_ip, store_ip), magic
+    )
+    buf = bytearray(size)
+    encode_record_into(
+        buf,
+        0,
+        born_ip=born_ip,
+        store_ip=store_ip,
+        sys_flag=sys_flag,
+        body=body,
+        topic=topic,
+        properties=properties,
+        magic=magic,
+        **fields,
+    )
+    return bytes(buf)
 
 
 def encode_blank_into(buf: object, pos: int, remaining: int) -> None:
@@ -270,6 +310,41 @@ class RecordCheck:
     reason: str = ""
 
 
+# What _structure found: head fields (RECORD_HEAD's order), BODY position, TOPIC's position
+# and length, PROPERTIES' position and length.
+_Structure = tuple[tuple[Any, ...], int, int, int, int, int]
+
+
+def _structure(buf: object, pos: int, limit: int, total: int, magic: int) -> _Structure | str:
+    """The structure of a message record of any layout (IPv4/IPv6 hosts, magic v1/v2) whose
+    TOTALSIZE and MAGICCODE were read, or why it does not hold together: every length must add
+    up to TOTALSIZE, inside ``limit``. No CRC, no decoding."""
+    if total < MIN_RECORD_SIZE or total > limit - pos:
+        return f"record size {total} out of range"
+    (sys_flag,) = _SYS_FLAG.unpack_from(buf, pos)  # type: ignore[arg-type]
+    head = head_layout(sys_flag)
+    if total < head.size + 3:
+        return f"record size {total} out of range"
+    fields = head.struct.unpack_from(buf, pos)  # type: ignore[arg-type]
+    body_len = fields[-1]
+    body_pos = pos + head.size
+    end = pos + total
+    tl = _TOPIC_LEN if magic == MESSAGE_MAGIC_CODE else _TOPIC_LEN_V2
+    if body_len < 0 or body_pos + body_len + tl.size + _PROPS_LEN.size > end:
+        return f"body length {body_len} out of range"
+    tpos = body_pos + body_len
+    (topic_len,) = tl.unpack_from(buf, tpos)  # type: ignore[arg-type]
+    topic_pos = tpos + tl.size
+    ppos = topic_pos + topic_len
+    if topic_len <= 0 or ppos + _PROPS_LEN.size > end:
+        return f"topic length {topic_len} out of range"
+    (props_len,) = _PROPS_LEN.unpack_from(buf, ppos)  # type: ignore[arg-type]
+    props_pos = ppos + _PROPS_LEN.size
+    if props_len < 0 or props_pos + props_len != end:
+        return f"lengths do not add up to TOTALSIZE {total}"
+    return fields, body_pos, topic_pos, topic_len, props_pos, props_len
+
+
 def check_record(
     buf: bytes | bytearray | memoryview | object,
     pos: int,
@@ -281,7 +356,8 @@ def check_record(
 
     Mirrors upstream ``checkMessageAndReturnSize``: a blank record means "next file", anything that
     does not fully parse (bad magic, lengths that disagree, CRC mismatch, bytes beyond ``limit``)
-    is INVALID, which recovery treats as the torn tail.
+    is INVALID, which recovery treats as the torn tail. Reads every layout of
+    :mod:`record_layout` (IPv4 or IPv6 hosts, magic code v1 or v2).
     """
     avail = limit - pos
     if avail < BLANK_HEAD.size:
@@ -291,54 +367,27 @@ def check_record(
         if total < BLANK_HEAD.size or total > avail:
             return RecordCheck(RecordKind.INVALID, 0, reason=f"blank record with size {total}")
         return RecordCheck(RecordKind.BLANK, total)
-    if magic != MESSAGE_MAGIC_CODE:
+    if magic not in MESSAGE_MAGIC_CODES:
         if total == 0 and magic == 0:
             return RecordCheck(RecordKind.END, 0, reason="zero bytes")
         return RecordCheck(RecordKind.INVALID, 0, reason=f"bad magic 0x{magic:08X}")
-    if total < MIN_RECORD_SIZE or total > avail:
-        return RecordCheck(RecordKind.INVALID, 0, reason=f"record size {total} out of range")
+    found = _structure(buf, pos, limit, total, magic)
+    if isinstance(found, str):
+        return RecordCheck(RecordKind.INVALID, 0, reason=found)
+    fields, body_pos, topic_pos, topic_len, props_pos, props_len = found
     (
-        _total,
-        _magic,
-        crc,
-        queue_id,
-        flag,
-        queue_offset,
-        physical_offset,
-        sys_flag,
-        born_ts,
-        born_ip,
-        born_port,
-        store_ts,
-        store_ip,
-        store_port,
-        reconsume,
-        prepared,
+        _total, _magic, crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
+        born_ts, born_ip, born_port, store_ts, store_ip, store_port, reconsume, prepared,
         body_len,
-    ) = RECORD_HEAD.unpack_from(buf, pos)  # type: ignore[arg-type]
-    if sys_flag & (MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG):
-        return RecordCheck(RecordKind.INVALID, 0, reason="IPv6 host records are not supported")
-    body_pos = pos + BODY_POS
-    if body_len < 0 or body_pos + body_len + 3 > pos + total:
-        return RecordCheck(RecordKind.INVALID, 0, reason=f"body length {body_len} out of range")
-    tpos = body_pos + body_len
-    (topic_len,) = _TOPIC_LEN.unpack_from(buf, tpos)  # type: ignore[arg-type]
-    ppos = tpos + 1 + topic_len
-    if topic_len <= 0 or ppos + 2 > pos + total:
-        return RecordCheck(RecordKind.INVALID, 0, reason=f"topic length {topic_len} out of range")
-    (props_len,) = _PROPS_LEN.unpack_from(buf, ppos)  # type: ignore[arg-type]
-    if props_len < 0 or ppos + 2 + props_len != pos + total:
-        return RecordCheck(
-            RecordKind.INVALID, 0, reason=f"lengths do not add up to TOTALSIZE {total}"
-        )
+    ) = fields  # fmt: skip
     mv = memoryview(buf)  # type: ignore[arg-type]
     try:
-        if check_crc and crc32(mv[body_pos:tpos]) & 0x7FFFFFFF != crc:
+        if check_crc and crc32(mv[body_pos : body_pos + body_len]) & 0x7FFFFFFF != crc:
             return RecordCheck(RecordKind.INVALID, 0, reason="body CRC mismatch")
         try:
-            topic = str(mv[tpos + 1 : ppos], "utf-8")
+            topic = str(mv[topic_pos : topic_pos + topic_len], "utf-8")
             properties = (
-                decode_properties(str(mv[ppos + 2 : ppos + 2 + props_len], "utf-8"))
+                decode_properties(str(mv[props_pos : props_pos + props_len], "utf-8"))
                 if props_len
                 else {}
             )
@@ -381,6 +430,8 @@ def validate_record(
     if magic != MESSAGE_MAGIC_CODE:
         if magic == BLANK_MAGIC_CODE and BLANK_HEAD.size <= total <= limit - pos:
             return RecordKind.BLANK, total, 0, 0
+        if magic == MESSAGE_MAGIC_CODE_V2:
+            return _validate_general(buf, pos, limit, total, magic, check_crc)
         return (RecordKind.END if total == 0 and magic == 0 else RecordKind.INVALID), 0, 0, 0
     if total < MIN_RECORD_SIZE or total > limit - pos:
         return RecordKind.INVALID, 0, 0, 0
@@ -388,8 +439,8 @@ def validate_record(
         _t, _m, crc, _qid, _flag, _qoff, physical_offset, sys_flag, _born_ts, _born_ip,
         _born_port, store_ts, _store_ip, _store_port, _reconsume, _prepared, body_len,
     ) = RECORD_HEAD.unpack_from(buf, pos)  # fmt: skip
-    if sys_flag & (MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG):
-        return RecordKind.INVALID, 0, 0, 0
+    if sys_flag & HOST_V6_FLAGS:
+        return _validate_general(buf, pos, limit, total, magic, check_crc)
     tpos = pos + BODY_POS + body_len
     end = pos + total
     if body_len < 0 or tpos + 3 > end:
@@ -405,7 +456,21 @@ def validate_record(
     return RecordKind.MESSAGE, total, physical_offset, store_ts
 
 
-_MESSAGE_MAGIC_BYTES = MESSAGE_MAGIC_CODE.to_bytes(4, "big")
+def _validate_general(
+    buf: memoryview, pos: int, limit: int, total: int, magic: int, check_crc: bool
+) -> tuple[RecordKind, int, int, int]:
+    """:func:`validate_record` for the layouts its inline path leaves out (IPv6, v2)."""
+    found = _structure(buf, pos, limit, total, magic)
+    if isinstance(found, str):
+        return RecordKind.INVALID, 0, 0, 0
+    fields, body_pos, _topic_pos, _topic_len, _props_pos, _props_len = found
+    body_len = fields[-1]
+    if check_crc and crc32(buf[body_pos : body_pos + body_len]) & 0x7FFFFFFF != fields[2]:
+        return RecordKind.INVALID, 0, 0, 0
+    return RecordKind.MESSAGE, total, fields[6], fields[11]
+
+
+_MESSAGE_MAGIC_BYTES = tuple(magic.to_bytes(4, "big") for magic in MESSAGE_MAGIC_CODES)
 _BLANK_MAGIC_BYTES = BLANK_MAGIC_CODE.to_bytes(4, "big")
 
 
@@ -423,17 +488,19 @@ def find_next_valid(buf: mmap.mmap | bytes | bytearray, start: int, limit: int, 
     view = memoryview(buf)
     try:
         best = -1
-        pos = start
-        while pos < limit:
-            hit = finder(_MESSAGE_MAGIC_BYTES, pos + MAGIC_POS, limit)
-            if hit < 0:
-                break
-            cand = hit - MAGIC_POS
-            kind, _size, phy, _ts = validate_record(view, cand, limit, True)
-            if kind is RecordKind.MESSAGE and phy == base + cand:
-                best = cand
-                break
-            pos = cand + 1
+        for magic_bytes in _MESSAGE_MAGIC_BYTES:
+            pos = start
+            stop = limit if best < 0 else best
+            while pos < stop:
+                hit = finder(magic_bytes, pos + MAGIC_POS, limit)
+                if hit < 0 or hit - MAGIC_POS >= stop:
+                    break
+                cand = hit - MAGIC_POS
+                kind, _size, phy, _ts = validate_record(view, cand, limit, True)
+                if kind is RecordKind.MESSAGE and phy == base + cand:
+                    best = cand
+                    break
+                pos = cand + 1
         # A blank filler that ends the file is a resynchronisation point as well (the damaged
         # record was the file's last message).
         pos = start
@@ -466,35 +533,24 @@ def parse_for_dispatch(
     if limit - pos < BLANK_HEAD.size:
         return RecordKind.END, 0, None
     total, magic = BLANK_HEAD.unpack_from(buf, pos)
-    if magic != MESSAGE_MAGIC_CODE:
+    if magic not in MESSAGE_MAGIC_CODES:
         if magic == BLANK_MAGIC_CODE and BLANK_HEAD.size <= total <= limit - pos:
             return RecordKind.BLANK, total, None
         return (RecordKind.END if total == 0 and magic == 0 else RecordKind.INVALID), 0, None
-    if total < MIN_RECORD_SIZE or total > limit - pos:
+    found = _structure(buf, pos, limit, total, magic)
+    if isinstance(found, str):
+        return RecordKind.INVALID, 0, None
+    fields, _body_pos, topic_pos, topic_len, props_pos, props_len = found
+    try:
+        topic = str(buf[topic_pos : topic_pos + topic_len], "utf-8")
+        properties = str(buf[props_pos : props_pos + props_len], "utf-8") if props_len else ""
+    except UnicodeDecodeError:
         return RecordKind.INVALID, 0, None
     (
         _t, _m, _crc, queue_id, _flag, queue_offset, physical_offset, sys_flag,
         _born_ts, _born_ip, _born_port, store_ts, _store_ip, _store_port, _reconsume,
-        prepared, body_len,
-    ) = RECORD_HEAD.unpack_from(buf, pos)  # fmt: skip
-    if sys_flag & (MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG):
-        return RecordKind.INVALID, 0, None
-    tpos = pos + BODY_POS + body_len
-    end = pos + total
-    if body_len < 0 or tpos + 3 > end:
-        return RecordKind.INVALID, 0, None
-    topic_len = buf[tpos]
-    ppos = tpos + 1 + topic_len
-    if topic_len == 0 or topic_len > MAX_TOPIC_BYTES or ppos + 2 > end:
-        return RecordKind.INVALID, 0, None
-    props_len = (buf[ppos] << 8) | buf[ppos + 1]
-    if ppos + 2 + props_len != end:
-        return RecordKind.INVALID, 0, None
-    try:
-        topic = str(buf[tpos + 1 : ppos], "utf-8")
-        properties = str(buf[ppos + 2 : end], "utf-8") if props_len else ""
-    except UnicodeDecodeError:
-        return RecordKind.INVALID, 0, None
+        prepared, _body_len,
+    ) = fields  # fmt: skip
     return (
         RecordKind.MESSAGE,
         total,
@@ -574,10 +630,9 @@ def iter_records(buf: bytes | bytearray | memoryview) -> Iterator[tuple[int, int
 
 
 _UNIQ_KEY = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
-_V6_FLAGS = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
+_V6_FLAGS = HOST_V6_FLAGS
 # RECORD_HEAD with each IPv4 host as its 8 raw bytes (address + port): one cache key per host
-_PULL_HEAD = struct.Struct(">iIiiiqqiq8sq8siqi")
-assert _PULL_HEAD.size == RECORD_HEAD.size
+_PULL_HEAD = _V4.struct_of(raw=(("BORNHOST", "BORNHOST_PORT"), ("STOREHOST", "STOREHOST_PORT")))
 
 
 def _host_of(raw: bytes) -> tuple[str, int]:
@@ -715,13 +770,29 @@ if hasattr(MessageExt, "__post_init__"):  # pragma: no cover - a guard
     raise ImportError("MessageExt has __post_init__: decode_messages must call the constructor")
 
 
+def topic_span(buf: object, pos: int) -> tuple[int, int]:
+    """``(position, length)`` of TOPIC in a record already known to be valid (any layout)."""
+    (sys_flag,) = _SYS_FLAG.unpack_from(buf, pos)  # type: ignore[arg-type]
+    head = head_layout(sys_flag)
+    (body_len,) = _I32.unpack_from(buf, pos + head.offset["BODYLEN"])  # type: ignore[arg-type]
+    (magic,) = _U32.unpack_from(buf, pos + MAGIC_POS)  # type: ignore[arg-type]
+    tl = _TOPIC_LEN if magic == MESSAGE_MAGIC_CODE else _TOPIC_LEN_V2
+    tpos = pos + head.size + body_len
+    (topic_len,) = tl.unpack_from(buf, tpos)  # type: ignore[arg-type]
+    return tpos + tl.size, int(topic_len)
+
+
 def read_physical_offset(buf: object, pos: int) -> int:
     (value,) = _I64.unpack_from(buf, pos + PHYSICAL_OFFSET_POS)  # type: ignore[arg-type]
     return int(value)
 
 
 def read_store_timestamp(buf: object, pos: int) -> int:
-    (value,) = _I64.unpack_from(buf, pos + STORE_TIMESTAMP_POS)  # type: ignore[arg-type]
+    """STORETIMESTAMP of the record at ``pos`` (its position depends on the born host's width:
+    ``buf`` must hold :data:`STORE_TIMESTAMP_END_MAX` bytes from ``pos``, or the record)."""
+    (sys_flag,) = _SYS_FLAG.unpack_from(buf, pos)  # type: ignore[arg-type]
+    at = head_layout(sys_flag).offset["STORETIMESTAMP"]
+    (value,) = _I64.unpack_from(buf, pos + at)  # type: ignore[arg-type]
     return int(value)
 
 

@@ -3,8 +3,8 @@
 The per-record decoder (:func:`ferrymq.store.record.check_record`) costs ~20 us a record in
 Python, most of it building objects. A scan (the Spark data source) wants columns, not objects:
 here Python only walks the TOTALSIZE chain (one struct call per record); every fixed field is
-then gathered for all records at once with numpy (at record start + the codec's ``*_POS``
-constants, typed by the codec's own ``RECORD_HEAD`` format), and the variable fields (topic,
+then gathered for all records at once with numpy (a structured dtype derived from the layout
+declared in :mod:`ferrymq.store.record_layout`), and the variable fields (topic,
 properties, and their TAGS / KEYS / UNIQ_KEY values) are cut out of the buffer into Arrow
 string arrays, all vectorised.
 
@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import re
-import struct
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,29 +28,18 @@ from ferrymq.message import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
     MessageConst,
-    MessageSysFlag,
 )
 from ferrymq.store.record import (
     BLANK_HEAD,
-    BODY_CRC_POS,
-    BODY_LEN_POS,
     BODY_POS,
-    BORN_TIMESTAMP_POS,
-    FLAG_POS,
+    HOST_V6_FLAGS,
     MESSAGE_MAGIC_CODE,
     MIN_RECORD_SIZE,
-    PHYSICAL_OFFSET_POS,
-    PREPARED_TRANSACTION_OFFSET_POS,
-    QUEUE_ID_POS,
-    QUEUE_OFFSET_POS,
-    RECONSUME_TIMES_POS,
     RECORD_HEAD,
-    STORE_TIMESTAMP_POS,
-    SYS_FLAG_POS,
-    TOTAL_SIZE_POS,
     DecodedRecord,
     crc32,
 )
+from ferrymq.store.record_layout import HEAD_V4
 
 # One row per message; the names are the Spark data source's columns (upstream MessageExt).
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -74,23 +61,23 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 
 COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _ in COLUMNS)
 
-# Head fields read for every record, by their position in the codec's layout.
-_HEAD_FIELDS: dict[str, int] = {
-    "storeSize": TOTAL_SIZE_POS,
-    "bodyCrc": BODY_CRC_POS,
-    "queueId": QUEUE_ID_POS,
-    "flag": FLAG_POS,
-    "queueOffset": QUEUE_OFFSET_POS,
-    "physicalOffset": PHYSICAL_OFFSET_POS,
-    "sysFlag": SYS_FLAG_POS,
-    "bornTimestamp": BORN_TIMESTAMP_POS,
-    "storeTimestamp": STORE_TIMESTAMP_POS,
-    "reconsumeTimes": RECONSUME_TIMES_POS,
-    "bodySize": BODY_LEN_POS,
-    "preparedTransactionOffset": PREPARED_TRANSACTION_OFFSET_POS,
+# Head fields read for every record: declared field name -> column (or internal) name.
+_HEAD_FIELDS: dict[str, str] = {
+    "TOTALSIZE": "storeSize",
+    "BODYCRC": "bodyCrc",
+    "QUEUEID": "queueId",
+    "FLAG": "flag",
+    "QUEUEOFFSET": "queueOffset",
+    "PHYSICALOFFSET": "physicalOffset",
+    "SYSFLAG": "sysFlag",
+    "BORNTIMESTAMP": "bornTimestamp",
+    "STORETIMESTAMP": "storeTimestamp",
+    "RECONSUMETIMES": "reconsumeTimes",
+    "BODYLEN": "bodySize",
+    "PREPAREDTRANSACTIONOFFSET": "preparedTransactionOffset",
 }
 
-_V6_FLAGS = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
+_V6_FLAGS = HOST_V6_FLAGS  # records with an IPv6 host are left to check_record
 _MAX_I16 = 0x7FFF  # PROPERTIESLEN is a signed i16 in check_record: above this it is negative
 _MAX_ARROW_BYTES = 2**31 - 1  # int32 offsets of an Arrow string column
 _SPACE = ord(MessageConst.KEY_SEPARATOR)
@@ -136,34 +123,10 @@ def commit_log_schema(columns: tuple[str, ...] = COLUMN_NAMES) -> Any:
 
 @functools.cache
 def head_dtype() -> Any:
-    """A numpy record type over ``RECORD_HEAD`` holding the fields of ``_HEAD_FIELDS``
-    (a gather of whole heads viewed with it reads every field of every record at once).
-
-    Types and widths come from the codec's struct format, so a change there shows up here.
-    """
-    import numpy as np
-
-    fmt = RECORD_HEAD.format
-    if fmt[0] != ">":
-        raise AssertionError(f"RECORD_HEAD is not big-endian: {fmt!r}")
-    layout: dict[int, str] = {}
-    offset = 0
-    for count, code in re.findall(r"(\d*)([a-zA-Z])", fmt[1:]):
-        size = struct.calcsize(">" + count + code)
-        layout[offset] = {"b": "i1", "h": ">i2", "i": ">i4", "I": ">u4", "q": ">i8"}.get(
-            code, f"S{size}"
-        )
-        offset += size
-    if offset != RECORD_HEAD.size:
-        raise AssertionError(f"RECORD_HEAD format {fmt!r} does not add up to {RECORD_HEAD.size}")
-    return np.dtype(
-        {
-            "names": list(_HEAD_FIELDS),
-            "formats": [layout[pos] for pos in _HEAD_FIELDS.values()],
-            "offsets": list(_HEAD_FIELDS.values()),
-            "itemsize": RECORD_HEAD.size,
-        }
-    )
+    """A numpy record type over one IPv4-host head (``RECORD_HEAD``) holding the fields of
+    ``_HEAD_FIELDS`` (a gather of whole heads viewed with it reads every field of every record
+    at once). Offsets, types and the item size come from the layout's declaration."""
+    return HEAD_V4.numpy_dtype(_HEAD_FIELDS)
 
 
 def walk_records(buf: Any, pos: int, stop: int, limit: int, max_rows: int) -> list[int]:

@@ -18,12 +18,12 @@ digest's RC4 gap by never starting after what the ConsumeQueues and index actual
 from __future__ import annotations
 
 import logging
-import struct
 from dataclasses import dataclass, field
 
 from ferrymq.message import MessageSysFlag
 from ferrymq.store import record as rec
 from ferrymq.store.mapped_file import MappedFile
+from ferrymq.store.record_layout import HEAD_V4
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +77,8 @@ class QueueEndCheck:
     offset; a queue missing from it holds nothing). Dispatch from there rebuilds what a queue
     lost (a deleted or cut file), so the next send never gets an offset already assigned."""
 
-    # QUEUEID, QUEUEOFFSET, SYSFLAG and BODYLEN of a record head
-    _FIELDS = struct.Struct(">12xi4xq8xi44xi")
+    # MAGICCODE, QUEUEID, QUEUEOFFSET, SYSFLAG and BODYLEN of an IPv4-host head
+    _FIELDS = HEAD_V4.struct_of(keep=("MAGICCODE", "QUEUEID", "QUEUEOFFSET", "SYSFLAG", "BODYLEN"))
 
     def __init__(self, ends: dict[tuple[bytes, int], int]) -> None:
         self.ends = ends
@@ -87,11 +87,15 @@ class QueueEndCheck:
         self.short: dict[tuple[bytes, int], int] = {}
 
     def see(self, view: memoryview, pos: int, phy: int) -> None:
-        queue_id, queue_offset, sys_flag, body_len = self._FIELDS.unpack_from(view, pos)
+        magic, queue_id, queue_offset, sys_flag, body_len = self._FIELDS.unpack_from(view, pos)
         if sys_flag & _NO_QUEUE_SLOT:
             return  # prepared / rolled back: no queue offset
-        tpos = pos + rec.BODY_POS + body_len
-        key = (bytes(view[tpos + 1 : tpos + 1 + view[tpos]]), queue_id)
+        if magic == rec.MESSAGE_MAGIC_CODE and not sys_flag & rec.HOST_V6_FLAGS:
+            tpos = pos + rec.BODY_POS + body_len
+            topic_pos, topic_len = tpos + 1, view[tpos]
+        else:
+            topic_pos, topic_len = rec.topic_span(view, pos)
+        key = (bytes(view[topic_pos : topic_pos + topic_len]), queue_id)
         if queue_offset >= self.ends.get(key, 0) and key not in self.short:
             if self.rebuild_from < 0:
                 self.rebuild_from = phy

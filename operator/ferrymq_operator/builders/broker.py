@@ -55,7 +55,7 @@ def broker_conf(
         # the controller picks the master: every pod is a replica with id ordinal + 1 (ids >= 1)
         # and brokerRole says only whether a master waits for its in-sync replicas
         role, broker_id = spec.broker_role, broker_id + 1
-        failover = controller.broker_conf_keys(owner)
+        failover = controller.broker_conf_keys(owner, spec)
     listen, ha = spec.pod_ports(group, broker_id)
     extra = dict(spec.config)
     metrics = pod_metrics_port(spec, group, broker_id)
@@ -225,7 +225,7 @@ def _conf_path() -> str:
 
 
 def _env(owner: Owner, spec: BrokerSpec) -> list[dict[str, Any]]:
-    env = pod.downward_env()
+    env = pod.downward_env() + pod.probe_env()
     if spec.host_network or spec.external_access is not None:
         # Clients outside the pod network reach the broker at the node's address.
         env.append(pod.field_env(BROKER_IP1_ENV, "status.hostIP"))
@@ -234,15 +234,17 @@ def _env(owner: Owner, spec: BrokerSpec) -> list[dict[str, Any]]:
 
 def _probes(spec: BrokerSpec) -> dict[str, Any]:
     port: int | str = pod.conf_port_expr(_conf_path()) if spec.per_pod_ports else spec.listen_port
-    startup = (
-        pod.exec_probe("broker", port, period=STARTUP_PERIOD, timeout=5, failures=STARTUP_FAILURES)
-        if spec.per_pod_ports
-        else pod.tcp_probe("broker", period=STARTUP_PERIOD, failures=STARTUP_FAILURES)
-    )
     return {
-        "startupProbe": startup,
-        "readinessProbe": pod.exec_probe("broker", port, period=10, timeout=5, failures=3),
-        "livenessProbe": pod.exec_probe("broker", port, period=20, timeout=10, failures=6),
+        # Store recovery may take long: the startup probe allows it before liveness applies.
+        "startupProbe": pod.serving_probe(
+            port,
+            pod.LIVE_FRESH_S,
+            period=STARTUP_PERIOD,
+            failures=STARTUP_FAILURES,
+            timeout=pod.READY_TIMEOUT_S,
+        ),
+        "readinessProbe": pod.readiness_probe(port),
+        "livenessProbe": pod.liveness_probe(port),
     }
 
 

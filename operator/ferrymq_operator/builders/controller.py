@@ -21,11 +21,41 @@ from ferrymq_operator.models import BrokerSpec
 
 CONF_FILE = "controller.conf"
 REPLICAS = 2
+CONTROLLER_REQUESTS = {"cpu": "50m", "memory": "64Mi"}
 LEASE_DURATION_SECONDS = 10
+
+
+# On the host network the controller pods share the node's ports with the brokers of the same
+# Broker: pod k listens on listenPort - 5 + k, below the fast channel of the first broker pod
+# (listenPort - 2; in controller mode broker pods start at listenPort + 10).
+HOST_NETWORK_PORT_OFFSET = -5
 
 
 def enabled(spec: BrokerSpec) -> bool:
     return spec.failover == "controller"
+
+
+def controller_port(spec: BrokerSpec, ordinal: int) -> int:
+    """The port controller pod ``ordinal`` listens on."""
+    if not spec.host_network:
+        return names.CONTROLLER_PORT
+    return spec.listen_port + HOST_NETWORK_PORT_OFFSET + ordinal
+
+
+def port_range(spec: BrokerSpec) -> tuple[int, int]:
+    """The node ports the controller pods open with host networking (inclusive)."""
+    return controller_port(spec, 0), controller_port(spec, REPLICAS - 1)
+
+
+def addresses(owner: Owner, spec: BrokerSpec | None = None) -> str:
+    """``controllerAddr`` of the Broker's pods (and the operator's switchover calls)."""
+    ports = [controller_port(spec, i) for i in range(REPLICAS)] if spec is not None else None
+    return names.controller_addresses(owner.name, owner.namespace, REPLICAS, ports)
+
+
+def _port_expr(spec: BrokerSpec) -> str:
+    """The pod's own port in a shell command (the ordinal ends POD_NAME)."""
+    return f"$(({controller_port(spec, 0)} + {pod.SHELL_ORDINAL}))"
 
 
 def controller_conf(owner: Owner) -> dict[str, str]:
@@ -40,12 +70,10 @@ def controller_conf(owner: Owner) -> dict[str, str]:
     }
 
 
-def broker_conf_keys(owner: Owner) -> dict[str, str]:
-    """What a controller-mode broker adds to its broker.conf."""
-    return {
-        "enableControllerMode": "true",
-        "controllerAddr": names.controller_addresses(owner.name, owner.namespace, REPLICAS),
-    }
+def broker_conf_keys(owner: Owner, spec: BrokerSpec | None = None) -> dict[str, str]:
+    """What a controller-mode broker adds to its broker.conf (``spec``: for host-network ports;
+    without it the default port)."""
+    return {"enableControllerMode": "true", "controllerAddr": addresses(owner, spec)}
 
 
 def _labels(owner: Owner) -> dict[str, str]:
@@ -61,12 +89,14 @@ def configmap(owner: Owner) -> dict[str, Any]:
     }
 
 
-def service(owner: Owner) -> dict[str, Any]:
-    # headless publishes not-ready pods too: the standby must be resolvable before it leads
+def service(owner: Owner, spec: BrokerSpec) -> dict[str, Any]:
+    # headless publishes not-ready pods too: the standby must be resolvable before it leads;
+    # on the host network the container declares no port, so the target is a number
+    target = controller_port(spec, 0) if spec.host_network else None
     return pod.service(
         names.metadata(owner, names.controller(owner.name), _labels(owner)),
         names.selector_labels(owner, names.COMPONENT_CONTROLLER),
-        [pod.service_port("controller", names.CONTROLLER_PORT)],
+        [pod.service_port("controller", names.CONTROLLER_PORT, target=target)],
         headless=True,
     )
 
@@ -117,6 +147,20 @@ def role_binding(owner: Owner) -> dict[str, Any]:
     }
 
 
+def _command(spec: BrokerSpec) -> dict[str, Any]:
+    args = ["controller", "-c", f"{pod.CONFIG_DIR}/{CONF_FILE}"]
+    if not spec.host_network:
+        return {
+            "args": args,
+            "ports": [
+                {"name": "controller", "containerPort": names.CONTROLLER_PORT, "protocol": "TCP"}
+            ],
+        }
+    # ferrymq reads FERRYMQ_<key> over controller.conf: each pod its own port (see namesrv.py)
+    script = f'export FERRYMQ_listenPort="{_port_expr(spec)}"; exec ferrymq {" ".join(args)}'
+    return {"command": ["/bin/sh", "-c", script]}
+
+
 def statefulset(owner: Owner, spec: BrokerSpec) -> dict[str, Any]:
     selector = names.selector_labels(owner, names.COMPONENT_CONTROLLER)
     labels = _labels(owner)
@@ -125,12 +169,17 @@ def statefulset(owner: Owner, spec: BrokerSpec) -> dict[str, Any]:
         "name": "controller",
         "image": spec.image,
         "imagePullPolicy": spec.image_pull_policy,
-        "args": ["controller", "-c", f"{pod.CONFIG_DIR}/{CONF_FILE}"],
-        "ports": [
-            {"name": "controller", "containerPort": names.CONTROLLER_PORT, "protocol": "TCP"}
-        ],
-        "env": pod.downward_env(),
-        "livenessProbe": pod.tcp_probe(str(names.CONTROLLER_PORT), period=20, failures=6),
+        **_command(spec),
+        "env": pod.downward_env() + pod.probe_env(),
+        # Not BestEffort: a BestEffort container gets the minimum CPU weight (2 shares) and, on a
+        # busy node, the Lease renewals of a starved controller would lag (measured on the real
+        # node: a BestEffort broker got 1 s of CPU in 10 min next to pods with requests).
+        "resources": {"requests": dict(CONTROLLER_REQUESTS)},
+        "livenessProbe": (
+            pod.liveness_probe(_port_expr(spec))
+            if spec.host_network
+            else pod.tcp_probe(str(names.CONTROLLER_PORT), period=20, failures=6)
+        ),
         "securityContext": pod.container_security_context(),
         "volumeMounts": [
             {"name": "config", "mountPath": pod.CONFIG_DIR, "readOnly": True},
@@ -139,6 +188,7 @@ def statefulset(owner: Owner, spec: BrokerSpec) -> dict[str, Any]:
         ],
     }
     pod_spec: dict[str, Any] = {
+        **pod.host_network(spec.host_network),
         "serviceAccountName": names.controller(owner.name),
         "securityContext": pod.pod_security_context(),
         "terminationGracePeriodSeconds": 15,
@@ -175,7 +225,7 @@ def desired(owner: Owner, spec: BrokerSpec) -> list[dict[str, Any]]:
         role(owner),
         role_binding(owner),
         configmap(owner),
-        service(owner),
+        service(owner, spec),
         statefulset(owner, spec),
     ]
 

@@ -11,6 +11,7 @@ One place decides every name so builders, the reconciler and the tests agree:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -223,9 +224,13 @@ def controller_state_configmap(cr_name: str) -> str:
     return f"{cr_name}-controller-state"
 
 
-def controller_addresses(cr_name: str, namespace: str, replicas: int) -> str:
+def controller_addresses(
+    cr_name: str, namespace: str, replicas: int, ports: Sequence[int] | None = None
+) -> str:
     """``controllerAddr``: every controller pod by its stable DNS name (``<pod>.<svc>.<ns>.svc``,
     completed by the pod's DNS search path, so it needs no cluster domain). Only the Lease holder
-    answers; a broker moves on to the next address when told CONTROLLER_NOT_LEADER."""
+    answers; a broker moves on to the next address when told CONTROLLER_NOT_LEADER. ``ports``:
+    each pod's own port (host network), else every pod's is CONTROLLER_PORT."""
     sts = controller(cr_name)
-    return ";".join(f"{sts}-{i}.{sts}.{namespace}.svc:{CONTROLLER_PORT}" for i in range(replicas))
+    port_of = list(ports) if ports is not None else [CONTROLLER_PORT] * replicas
+    return ";".join(f"{sts}-{i}.{sts}.{namespace}.svc:{port_of[i]}" for i in range(replicas))

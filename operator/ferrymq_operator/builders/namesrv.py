@@ -93,13 +93,11 @@ def statefulset(owner: Owner, spec: NameServerSpec) -> dict[str, Any]:
                 if spec.host_network
                 else {"ports": [{"name": "namesrv", "containerPort": spec.port, "protocol": "TCP"}]}
             ),
-            "env": pod.downward_env() + security.env(owner, names.COMPONENT_NAMESRV, spec),
-            "readinessProbe": pod.exec_probe(
-                "namesrv", _port_expr(spec), period=10, timeout=5, failures=3
-            ),
-            "livenessProbe": pod.exec_probe(
-                "namesrv", _port_expr(spec), period=20, timeout=10, failures=6, initial_delay=10
-            ),
+            "env": pod.downward_env()
+            + pod.probe_env()
+            + security.env(owner, names.COMPONENT_NAMESRV, spec),
+            "readinessProbe": pod.readiness_probe(_port_expr(spec)),
+            "livenessProbe": pod.liveness_probe(_port_expr(spec), initial_delay=10),
             "securityContext": pod.container_security_context(),
             "volumeMounts": [
                 {"name": "config", "mountPath": pod.CONFIG_DIR, "readOnly": True},

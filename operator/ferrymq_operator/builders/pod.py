@@ -198,11 +198,6 @@ def downward_env() -> list[dict[str, Any]]:
 SHELL_ORDINAL = "${POD_NAME##*-}"
 
 
-def _sh_word(arg: str) -> str:
-    # Double quotes keep $(...) and ${...} expanding while keeping the word whole.
-    return f'"{arg}"' if any(c in arg for c in " $") else arg
-
-
 def conf_port_expr(conf_file: str, key: str = "listenPort") -> str:
     """Shell expression for ``key`` in a properties file written by :func:`properties_text`."""
     return f"$(sed -n 's/^{key}=//p' {conf_file})"
@@ -220,30 +215,38 @@ def tcp_probe(port: str, period: int, failures: int, initial_delay: int = 0) -> 
     return probe
 
 
-def exec_probe(
-    role: str,
+# Where brokers and NameServers keep their "serving" marker (ferrymq.remoting.serving_marker): the
+# pod's /tmp emptyDir. The environment variable and the file name are that module's.
+PROBE_DIR = f"{TMP_DIR}/ferrymq-probe"
+PROBE_DIR_ENV = "FERRYMQ_PROBE_DIR"
+
+
+def probe_env() -> list[dict[str, Any]]:
+    """Tells the server where to keep the marker the probes of :func:`serving_probe` read."""
+    return [{"name": PROBE_DIR_ENV, "value": PROBE_DIR}]
+
+
+def serving_probe(
     port: int | str,
+    fresh_within: int,
     period: int,
-    timeout: int,
     failures: int,
+    timeout: int = 5,
     initial_delay: int = 0,
 ) -> dict[str, Any]:
-    """A remoting round trip to the local server (``python -m ferrymq.cli.probe``).
+    """Passes while the server on ``port`` has touched its marker within ``fresh_within`` s.
 
-    Unlike a TCP connect, which the kernel completes even when the event loop is stuck, this needs
-    the server to answer; ``-m`` skips importing the whole CLI, keeping each probe cheap.
-    ``port`` is a number, or a shell expression (``$(...)``) when each pod of the StatefulSet has
-    its own port: the probe then runs through ``/bin/sh`` to work out the pod's own port.
+    The server touches ``serving-<port>`` every 2 s from its event loop, and only once it serves:
+    a stuck loop lets the file go stale, a starting server has none. One ``sh`` and one ``find``
+    per probe, instead of a Python interpreter (about a second of CPU, which on a loaded node
+    outlived the timeout and piled up). ``port`` is a number, or a shell expression (``$(...)``)
+    when each pod of the StatefulSet has its own port: the probe follows the pod's own port.
     """
-    args = ["python", "-m", "ferrymq.cli.probe", "--role", role]
-    args += ["--addr", f"127.0.0.1:{port}", "--timeout", str(max(1, timeout - 1))]
-    command = (
-        args
-        if isinstance(port, int)
-        else ["/bin/sh", "-c", "exec " + " ".join(_sh_word(a) for a in args)]
-    )
+    marker = f"{PROBE_DIR}/serving-{port}"
+    found = f"find \"{marker}\" -newermt '-{fresh_within} seconds' 2>/dev/null"
+    test = f'test -n "$({found})"'
     probe: dict[str, Any] = {
-        "exec": {"command": command},
+        "exec": {"command": ["/bin/sh", "-c", test]},
         "periodSeconds": period,
         "timeoutSeconds": timeout,
         "failureThreshold": failures,
@@ -251,3 +254,29 @@ def exec_probe(
     if initial_delay:
         probe["initialDelaySeconds"] = initial_delay
     return probe
+
+
+# Probe timings for a loaded node (one place for brokers, NameServers and controllers). The marker
+# is touched every 2 s, but each exec probe goes through the container runtime (docker exec), which
+# on a loaded node (load 30 on 2 cores, measured) takes seconds by itself: timeouts are generous.
+# Readiness: 10 s without a touch, 3 times 10 s apart (un-Ready after ~30-40 s of a stalled loop);
+# liveness: 30 s without a touch, 6 times 20 s apart (a restart only after ~2.5 min of stall).
+READY_FRESH_S, READY_PERIOD_S, READY_TIMEOUT_S, READY_FAILURES = 10, 10, 10, 3
+LIVE_FRESH_S, LIVE_PERIOD_S, LIVE_TIMEOUT_S, LIVE_FAILURES = 30, 20, 20, 6
+
+
+def readiness_probe(port: int | str) -> dict[str, Any]:
+    return serving_probe(
+        port, READY_FRESH_S, READY_PERIOD_S, READY_FAILURES, timeout=READY_TIMEOUT_S
+    )
+
+
+def liveness_probe(port: int | str, initial_delay: int = 0) -> dict[str, Any]:
+    return serving_probe(
+        port,
+        LIVE_FRESH_S,
+        LIVE_PERIOD_S,
+        LIVE_FAILURES,
+        timeout=LIVE_TIMEOUT_S,
+        initial_delay=initial_delay,
+    )

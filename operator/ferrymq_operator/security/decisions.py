@@ -34,6 +34,59 @@ def decode(secret: Mapping[str, Any] | None) -> dict[str, str] | None:
     return out
 
 
+def client_certificate(data: dict[str, str] | None) -> tuple[str, str] | None:
+    """(tls.crt, tls.key) of a decoded TLS Secret, None when it lacks one of them."""
+    if not data or not data.get(builders.TLS_CERT_KEY) or not data.get(builders.TLS_KEY_KEY):
+        return None
+    return data[builders.TLS_CERT_KEY], data[builders.TLS_KEY_KEY]
+
+
+def check_namesrv_registration(
+    ns_name: str, ns: builders.Secured, broker: builders.Secured
+) -> str | None:
+    """Why the Broker's pods could not register with the NameServer ``ns_name`` as the two specs
+    stand (their pods would run, but never appear in any route), or None. Only the cases that
+    surely fail: the NameServer's ACL wants an admin signature (the pods sign only with the
+    Broker's spec.acl), ``enforcing`` refuses the plaintext calls of a Broker without
+    ``enforcing``, and ``needClientAuth: require`` wants a client certificate from a CA the
+    NameServer trusts, which a Broker never presents without its own needClientAuth and never has
+    when each side has its operator-issued CA."""
+    where = f"NameServer {ns_name!r}"
+    if ns.acl is not None and broker.acl is None:
+        return (
+            f"{where} has spec.acl: it admits only broker registrations signed by an admin "
+            f"account; add spec.acl to this Broker (acl: {{}} is enough) so its pods sign with "
+            f"the operator's account"
+        )
+    if ns.tls is None or broker.tls is None or broker.tls.mode != "enforcing":
+        if ns.tls is not None and ns.tls.mode == "enforcing":
+            return (
+                f"{where} has spec.tls.mode enforcing: it refuses plaintext, and this Broker's "
+                f"pods register over TLS only with spec.tls.mode enforcing; set it"
+            )
+        return None
+    if ns.tls.need_client_auth != "require":
+        return None
+    if broker.tls.need_client_auth == "none":
+        return (
+            f"{where} requires client certificates (needClientAuth: require); this Broker's "
+            f"pods present theirs only with spec.tls.needClientAuth optional or require"
+        )
+    own_ca = (
+        ns.tls.secret_name is None
+        and ns.tls.issuer_ref is None
+        and broker.tls.secret_name is None
+        and broker.tls.issuer_ref is None
+    )
+    if own_ca:
+        return (
+            f"{where} requires client certificates signed by its own CA, and the operator "
+            f"issues each NameServer and Broker from a CA of its own; give both the same "
+            f"spec.tls.secretName or the same cert-manager CA issuer (spec.tls.issuerRef)"
+        )
+    return None
+
+
 def plan_operator_acl(existing: Mapping[str, str] | None) -> dict[str, str] | None:
     """The operator's account Secret: made once with a random secretKey, then kept (rewritten
     with the same key if one of its entries went missing)."""

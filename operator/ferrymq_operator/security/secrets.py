@@ -8,11 +8,11 @@ import datetime
 from dataclasses import dataclass, field
 from typing import Any
 
-from ferrymq_operator import k8s
+from ferrymq_operator import k8s, models
 from ferrymq_operator.builders.names import Owner
-from ferrymq_operator.models import ClusterStatus, Condition, TlsSpec
+from ferrymq_operator.models import CertificateStatus, TlsSpec
 from ferrymq_operator.security import builders, ca, decisions
-from ferrymq_operator.status import Failure, carry_transition_times
+from ferrymq_operator.status import Failure, StatusBuilder
 
 TLS_SECRET_TYPE = "kubernetes.io/tls"
 
@@ -25,6 +25,8 @@ class SecurityOutcome:
     # the namespace's operator account (accessKey, secretKey, ...) with spec.acl
     account: dict[str, str] | None = None
     certificates: list[decisions.CertificateReport] = field(default_factory=list)
+    # (tls.crt, tls.key) the pods mount: the operator's client certificate under mutual TLS
+    client_cert: tuple[str, str] | None = None
     # (type, reason, message) Events, as reconcile.Result.events
     events: list[tuple[str, str, str]] = field(default_factory=list)
 
@@ -76,6 +78,7 @@ async def _operator_tls(
     assert server_data is not None
     outcome.certificates.append(_report(ca_name, authority.cert_pem, True))
     outcome.certificates.append(_report(server_name, server_data[builders.TLS_CERT_KEY], True))
+    outcome.client_cert = decisions.client_certificate(server_data)
 
 
 async def _cert_manager_tls(
@@ -108,6 +111,24 @@ async def _cert_manager_tls(
         )
         return
     outcome.certificates.append(_report(secret, data[builders.TLS_CERT_KEY], False))
+    outcome.client_cert = decisions.client_certificate(data)
+
+
+async def _namesrv_registration(
+    kube: k8s.Kube, namespace: str, spec: builders.Secured
+) -> str | None:
+    """A Broker's pods and its NameServer's security: can they register at all?"""
+    if not isinstance(spec, models.BrokerSpec):
+        return None
+    ref = spec.name_server_ref.name
+    body = await kube.get(models.API_VERSION, "NameServer", namespace, ref)
+    if body is None:
+        return None  # the reconcile reports NameServerNotFound
+    try:
+        ns_spec = models.parse_nameserver_spec(body.get("spec") or {})
+    except models.InvalidSpec:
+        return None  # reported as NameServerInvalid
+    return decisions.check_namesrv_registration(ref, ns_spec, spec)
 
 
 async def ensure(
@@ -122,6 +143,10 @@ async def ensure(
     outcome = SecurityOutcome()
     ns = owner.namespace
     try:
+        problem = await _namesrv_registration(kube, ns, spec)
+        if problem:
+            outcome.failure = Failure("NameServerRefusesBroker", problem)
+            return outcome
         if spec.acl is not None:
             if spec.acl.secret_name:
                 problem = decisions.check_user_acl(
@@ -160,6 +185,7 @@ async def ensure(
                 assert data is not None
                 cert = data[builders.TLS_CERT_KEY]
                 outcome.certificates.append(_report(spec.tls.secret_name, cert, False))
+                outcome.client_cert = decisions.client_certificate(data)
             elif spec.tls.issuer_ref is not None:
                 await _cert_manager_tls(kube, owner, component, spec.tls, domain, outcome)
                 if outcome.failure is not None:
@@ -174,36 +200,30 @@ async def ensure(
 
 
 def decorate_status(
-    status: dict[str, Any],
+    builder: StatusBuilder[Any],
     outcome: SecurityOutcome,
     spec: builders.Secured,
-    previous: ClusterStatus,
-    generation: int,
     now: datetime.datetime,
-    now_text: str,
 ) -> list[tuple[str, str, str]]:
     """status.certificates and the CertificateExpiring condition (only with spec.tls); a Warning
     event when a certificate enters the renewal window. A pass that did not get to check the
     Secrets (a failure before) keeps what the previous pass found."""
+    previous = builder.previous
     if not outcome.checked:
-        status["certificates"] = [c.model_dump(by_alias=True) for c in previous.certificates]
-        kept = [c for c in previous.conditions if c.type == decisions.CERT_EXPIRING]
+        builder.status.certificates = list(previous.certificates)
         if spec.tls is not None:
-            status["conditions"] += [c.model_dump(by_alias=True, exclude_none=True) for c in kept]
+            for kept in previous.conditions:
+                if kept.type == decisions.CERT_EXPIRING:
+                    builder.keep(kept)
         return []
-    status["certificates"] = [r.status() for r in outcome.certificates]
+    builder.status.certificates = [
+        CertificateStatus.model_validate(r.status()) for r in outcome.certificates
+    ]
     if spec.tls is None or not outcome.certificates:
         return []
     soon, message = decisions.expiring(outcome.certificates, now, spec.tls.renew_before_days)
     reason = "WithinRenewalWindow" if soon else "Valid"
-    cond = Condition(
-        type=decisions.CERT_EXPIRING,
-        status="True" if soon else "False",
-        reason=reason,
-        message=message,
-    )
-    [carried] = carry_transition_times([cond], previous.conditions, generation, now_text)
-    status["conditions"].append(carried.model_dump(by_alias=True, exclude_none=True))
+    builder.condition(decisions.CERT_EXPIRING, soon, reason, message)
     before = next((c for c in previous.conditions if c.type == decisions.CERT_EXPIRING), None)
     if soon and (before is None or before.status != "True"):
         return [("Warning", "CertificateExpiring", message)]

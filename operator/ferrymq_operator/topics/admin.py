@@ -12,7 +12,6 @@ one short-lived connection set per call (no connection outlives the reconcile th
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
@@ -26,6 +25,7 @@ from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.headers import CreateTopicRequestHeader
 from ferrymq.remoting.processor import ProcessorTable
 
+from ferrymq_operator import timeouts
 from ferrymq_operator.broker_admin import AdminUnavailable
 from ferrymq_operator.security import session
 from ferrymq_operator.topics.plan import GROUP_FIELDS, QueueBacklog, TopicState
@@ -88,10 +88,7 @@ class RemotingObjectAdmin:
             ssl_context=session.ssl_context(),
         )
         try:
-            # asyncio.timeout, not wait_for: wait_for's inner task can outlive a cancel (3.11)
-            # and end with the broker's error, which kopf re-raises from the leftover tasks
-            async with asyncio.timeout(self.timeout_seconds * 4):
-                return await action(remoting)
+            return await timeouts.within(self.timeout_seconds * 4, action(remoting))
         except (OSError, TimeoutError, BrokerUnreachableError) as error:
             raise AdminUnavailable(f"unreachable: {error}") from error
         except MQResponseError as error:

@@ -1,6 +1,6 @@
 """kopf handlers for Topic and ConsumerGroup (imported by ``ferrymq_operator.handlers``).
 
-Create, update, resume and the resync timer all end in one call per resource (serialised by a
+Create, update, resume and the resync daemon all end in one call per resource (serialised by a
 per-resource lock): re-read it, reconcile, post events, write the status. Deletion has a handler, so
 kopf keeps its finalizer on every Topic/ConsumerGroup until the object is removed from the brokers
 (or retained by annotation).
@@ -15,13 +15,11 @@ from typing import Any, cast
 
 import kopf
 
-from ferrymq_operator import k8s, models
+from ferrymq_operator import k8s, models, resync
 from ferrymq_operator.reconcile import Context, Result
-from ferrymq_operator.settings import OperatorSettings
 from ferrymq_operator.topics import reconcile
 from ferrymq_operator.topics.admin import RemotingObjectAdmin
 
-RESYNC_SECONDS = OperatorSettings().resync_seconds
 PLURALS = {"Topic": "topics", "ConsumerGroup": "consumergroups"}
 Reconciler = Callable[[reconcile.TopicContext, Mapping[str, Any]], Awaitable[Result]]
 RECONCILERS: dict[str, Reconciler] = {
@@ -105,9 +103,27 @@ async def topic_changed(memo: kopf.Memo, namespace: str | None, name: str, **_: 
     await run(memo, "Topic", namespace or "", name, raise_errors=True)
 
 
-@kopf.timer(models.GROUP, models.VERSION, "topics", interval=RESYNC_SECONDS)
-async def topic_resync(memo: kopf.Memo, namespace: str | None, name: str, **_: Any) -> None:
-    await run(memo, "Topic", namespace or "", name, raise_errors=False)
+def _resync_seconds(memo: kopf.Memo) -> float:
+    ctx: Context = memo.ctx  # built by the start-up handler, which reads the settings
+    return ctx.settings.resync_seconds
+
+
+async def _resync(
+    memo: kopf.Memo, stopped: kopf.DaemonStopped, kind: str, key: str, name: str
+) -> None:
+    seconds = _resync_seconds(memo)
+
+    async def once() -> None:
+        await run(memo, kind, key, name, raise_errors=False)
+
+    await resync.every(stopped, seconds, f"{kind} {key}/{name}", once)
+
+
+@kopf.daemon(models.GROUP, models.VERSION, "topics")
+async def topic_resync(
+    memo: kopf.Memo, stopped: kopf.DaemonStopped, namespace: str | None, name: str, **_: Any
+) -> None:
+    await _resync(memo, stopped, "Topic", namespace or "", name)
 
 
 @kopf.on.delete(models.GROUP, models.VERSION, "topics")
@@ -122,9 +138,11 @@ async def group_changed(memo: kopf.Memo, namespace: str | None, name: str, **_: 
     await run(memo, "ConsumerGroup", namespace or "", name, raise_errors=True)
 
 
-@kopf.timer(models.GROUP, models.VERSION, "consumergroups", interval=RESYNC_SECONDS)
-async def group_resync(memo: kopf.Memo, namespace: str | None, name: str, **_: Any) -> None:
-    await run(memo, "ConsumerGroup", namespace or "", name, raise_errors=False)
+@kopf.daemon(models.GROUP, models.VERSION, "consumergroups")
+async def group_resync(
+    memo: kopf.Memo, stopped: kopf.DaemonStopped, namespace: str | None, name: str, **_: Any
+) -> None:
+    await _resync(memo, stopped, "ConsumerGroup", namespace or "", name)
 
 
 @kopf.on.delete(models.GROUP, models.VERSION, "consumergroups")
@@ -132,9 +150,21 @@ async def group_deleted(memo: kopf.Memo, namespace: str | None, name: str, **_: 
     await finalize(memo, "ConsumerGroup", namespace or "", name)
 
 
-@kopf.timer(models.GROUP, models.VERSION, "brokers", interval=RESYNC_SECONDS)
-async def broker_unmanaged(memo: kopf.Memo, namespace: str | None, name: str, **_: Any) -> None:
-    """Count the Broker's topics and groups no resource manages (status.unmanaged)."""
+@kopf.daemon(models.GROUP, models.VERSION, "brokers")
+async def broker_unmanaged(
+    memo: kopf.Memo, stopped: kopf.DaemonStopped, namespace: str | None, name: str, **_: Any
+) -> None:
+    """Count the Broker's topics and groups no resource manages (status.unmanaged), every
+    resync."""
+    seconds = _resync_seconds(memo)
+
+    async def once() -> None:
+        await _count_unmanaged(memo, namespace, name)
+
+    await resync.every(stopped, seconds, f"unmanaged count of {namespace}/{name}", once)
+
+
+async def _count_unmanaged(memo: kopf.Memo, namespace: str | None, name: str) -> None:
     ctx = topic_context(memo)
     body = await ctx.kube.get(models.API_VERSION, "Broker", namespace or "", name)
     if body is None or body["metadata"].get("deletionTimestamp"):

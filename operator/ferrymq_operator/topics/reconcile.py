@@ -132,7 +132,7 @@ async def _resolve(
             f"Broker {ref!r} has an invalid spec: {error}", "BrokerNotFound"
         )
         return target
-    await session.use_for_broker(ctx.kube, namespace, target.broker_spec)  # admin calls sign
+    await session.use_for_broker(ctx.kube, namespace, target.broker_spec, ref)  # admin calls sign
     target.broker = broker
     return target
 
@@ -400,7 +400,7 @@ async def _finalize(
     if broker is None:
         return [("Normal", "BrokerGone", f"Broker {ref} is gone; nothing to remove")]
     broker_spec = cr_models.parse_broker_spec(dict(broker.get("spec") or {}))
-    await session.use_for_broker(ctx.kube, namespace, broker_spec)  # admin calls sign
+    await session.use_for_broker(ctx.kube, namespace, broker_spec, ref)  # admin calls sign
     # Every master is asked first, and nothing is removed unless all answered: a deletion is
     # done everywhere or not started (so a retain annotation added meanwhile still keeps it all).
     holding: list[str] = []

@@ -266,7 +266,7 @@ class AdminStatsProcessor:
 class StoreConsumeQueues:
     """``ConsumeQueueAccess`` over the message store's ConsumeQueue table."""
 
-    def __init__(self, store: object) -> None:
+    def __init__(self, store: MessageStorePort) -> None:
         self.store = store
 
     def consume_queue_units(
@@ -274,7 +274,7 @@ class StoreConsumeQueues:
     ) -> list[tuple[int, int, int, int]] | None:
         """``(index, commitLogOffset, size, tagsCode)`` of up to ``count`` units from ``index``;
         None when the queue does not exist."""
-        cq = self.store.consume_queues.find(topic, queue_id)  # type: ignore[attr-defined]
+        cq = self.store.consume_queues.find(topic, queue_id)
         if cq is None:
             return None
         out = []
@@ -287,13 +287,13 @@ class StoreConsumeQueues:
         return out
 
     def consume_queue_topics(self) -> list[str]:
-        return list(self.store.consume_queues.topics())  # type: ignore[attr-defined]
+        return list(self.store.consume_queues.topics())
 
     def clean_expired_consume_queues(self, keep: set[str]) -> int:
         """Upstream cleanExpiredConsumerQueue: queues of topics no longer configured whose
         messages are all gone go; every other queue's min offset follows the CommitLog's."""
         store = self.store
-        queues = store.consume_queues  # type: ignore[attr-defined]
+        queues = store.consume_queues
         gone = [
             topic
             for topic in queues.topics()
@@ -303,6 +303,6 @@ class StoreConsumeQueues:
                 for cq in queues.queues_of(topic).values()
             )
         ]
-        removed = store.delete_topics(gone) if gone else 0  # type: ignore[attr-defined]
-        queues.correct_min_offsets(store.min_phy_offset)  # type: ignore[attr-defined]
-        return int(removed)
+        removed = store.delete_topics(gone) if gone else 0
+        queues.correct_min_offsets(store.min_phy_offset)
+        return removed

@@ -60,10 +60,7 @@ def encode_message_ext(msg: MessageExt) -> bytes:
     """The CommitLog record of a stored message (for QUERY_MESSAGE / VIEW_MESSAGE_BY_ID bodies)."""
     topic = msg.topic.encode()
     props = encode_properties(msg.properties).encode()
-    buf = bytearray(rec.record_size(len(msg.body), len(topic), len(props)))
-    rec.encode_record_into(
-        buf,
-        0,
+    return rec.encode_record(
         queue_id=msg.queue_id,
         flag=msg.flag,
         queue_offset=msg.queue_offset,
@@ -82,4 +79,3 @@ def encode_message_ext(msg: MessageExt) -> bytes:
         properties=props,
         crc=msg.body_crc or None,
     )
-    return bytes(buf)

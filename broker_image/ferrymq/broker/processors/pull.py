@@ -72,6 +72,10 @@ class PullStats:
     # messages and bytes handed out per (topic, group): upstream's rocketmq_messages_out_total
     # and rocketmq_throughput_out_total
     out: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    # pulls that handed out messages, in all and per (topic, group): the request counts of
+    # upstream's BROKER_GET_NUMS / GROUP_GET_NUMS / GROUP_GET_SIZE stats items (their avgpt)
+    got_requests: int = 0
+    out_pulls: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
 class PullMessageProcessor:
@@ -288,6 +292,8 @@ class PullMessageProcessor:
         stats = self.stats
         stats.got_messages += count
         stats.got_bytes += len(body)
+        stats.got_requests += 1
+        stats.out_pulls[topic_group] = stats.out_pulls.get(topic_group, 0) + 1
         out = stats.out.get(topic_group)
         if out is None:
             stats.out[topic_group] = [count, len(body)]

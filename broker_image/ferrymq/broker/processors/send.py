@@ -11,11 +11,11 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ferrymq.broker.config import BrokerConfig
 from ferrymq.broker.processors.common import BAD_INPUT, bad_input
-from ferrymq.broker.store_port import MessageStorePort
+from ferrymq.broker.store_port import MessagePuts
 from ferrymq.broker.subscription_groups import SubscriptionGroupManager
 from ferrymq.broker.topic_config import (
     DLQ_GROUP_TOPIC_PREFIX,
@@ -89,6 +89,10 @@ class SendStats:
     put_messages: int = 0
     put_bytes: int = 0
     put_failures: int = 0
+    # successful send requests; and per topic [messages, stored bytes, requests]: upstream's
+    # TOPIC_PUT_NUMS / TOPIC_PUT_SIZE stats items, whose avgpt is value per request
+    put_requests: int = 0
+    topics: dict[str, list[int]] = field(default_factory=dict)
 
 
 def split_addr(addr: str) -> tuple[str, int]:
@@ -103,7 +107,7 @@ class SendMessageProcessor:
     def __init__(
         self,
         config: BrokerConfig,
-        store: MessageStorePort,
+        store: MessagePuts,
         topics: TopicConfigManager,
         groups: SubscriptionGroupManager,
         *,
@@ -195,15 +199,16 @@ class SendMessageProcessor:
         else:
             result = self.store.put_message_nowait(inner)
             if isinstance(result, PutMessageResult):
-                return self._respond(request, result, queue_id, len(body))
+                return self._respond(request, result, topic, queue_id, len(body))
             pending = result
-        return run_eagerly(self._finish(channel, request, pending, queue_id, len(body)))
+        return run_eagerly(self._finish(channel, request, pending, topic, queue_id, len(body)))
 
     async def _finish(
         self,
         channel: Channel,
         request: RemotingCommand,
         pending: Awaitable[PutMessageResult],
+        topic: str,
         queue_id: int,
         size: int,
     ) -> RemotingCommand:
@@ -211,7 +216,7 @@ class SendMessageProcessor:
             result = await pending
         except BAD_INPUT as exc:
             return bad_input(channel, request, exc)
-        return self._respond(request, result, queue_id, size)
+        return self._respond(request, result, topic, queue_id, size)
 
     def _check(
         self, request: RemotingCommand, header: SendMessageRequestHeader
@@ -312,7 +317,12 @@ class SendMessageProcessor:
         return topic
 
     def _respond(
-        self, request: RemotingCommand, result: PutMessageResult, queue_id: int, size: int
+        self,
+        request: RemotingCommand,
+        result: PutMessageResult,
+        topic: str,
+        queue_id: int,
+        size: int,
     ) -> RemotingCommand:
         code, remark = send_response_code(result)
         append = result.append_result
@@ -322,6 +332,14 @@ class SendMessageProcessor:
         stats = self.stats
         stats.put_messages += append.msg_num
         stats.put_bytes += size
+        stats.put_requests += 1
+        per_topic = stats.topics.get(topic)
+        if per_topic is None:
+            stats.topics[topic] = [append.msg_num, append.wrote_bytes, 1]
+        else:
+            per_topic[0] += append.msg_num
+            per_topic[1] += append.wrote_bytes
+            per_topic[2] += 1
         offsets = append.record_offsets
         msg_id = f"{append.msg_id_prefix}{offsets[0]:016X}" if len(offsets) == 1 else append.msg_id
         # the SendMessageResponseHeader fields, all strings: built directly (every send pays)

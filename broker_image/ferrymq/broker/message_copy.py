@@ -1,15 +1,14 @@
-"""The slice of ``MessageStore`` that the schedule, retry and transaction services use.
+"""A stored message stored again under another address.
 
-Declared here so those services depend on behaviour, not on the facade class, and so tests and
-type checks do not need the whole store. ``get_message`` may be a plain or an async method.
+The schedule, retry and transaction services move messages between topics (a delayed message to
+its real topic, a failed one to its retry topic or DLQ, a half message to its real topic or the op
+topic): flag, born time and born host are kept, the body as the producer sent it.
 """
 
 from __future__ import annotations
 
-import inspect
 import zlib
-from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Protocol
 
 from ferrymq.message import (
     MessageConst,
@@ -19,54 +18,8 @@ from ferrymq.message import (
     encode_properties,
     tags_string_to_tags_code,
 )
-from ferrymq.store.results import GetMessageResult, PutMessageResult
 
-if TYPE_CHECKING:
-    from ferrymq.store.dispatch import DispatchRoundListener
-
-__all__ = [
-    "DispatchListener",
-    "SemanticsStore",
-    "get_messages",
-    "restored_message",
-    "stored_body",
-]
-
-DispatchListener = Callable[[str, int, int, int, int, Mapping[str, str]], None]
-
-
-class SemanticsStore(Protocol):
-    async def put_message(self, msg: MessageInner) -> PutMessageResult: ...
-
-    def get_message(
-        self,
-        group: str,
-        topic: str,
-        queue_id: int,
-        offset: int,
-        max_msg_nums: int,
-        message_filter: Any = None,
-    ) -> GetMessageResult | Awaitable[GetMessageResult]: ...
-
-    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int: ...
-
-    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int: ...
-
-    def look_message_by_offset(self, commit_log_offset: int) -> MessageExt | None: ...
-
-    def add_dispatch_listener(self, listener: DispatchListener) -> None: ...
-
-    def add_dispatch_round_listener(self, listener: DispatchRoundListener) -> None: ...
-
-
-async def get_messages(
-    store: SemanticsStore, group: str, topic: str, queue_id: int, offset: int, max_nums: int
-) -> GetMessageResult:
-    """``store.get_message`` whether the facade made it sync or async."""
-    result = store.get_message(group, topic, queue_id, offset, max_nums, None)
-    if inspect.isawaitable(result):
-        result = await result
-    return result
+__all__ = ["StoredMessage", "restored_message", "stored_body"]
 
 
 def stored_body(msg: MessageExt) -> tuple[bytes, int]:
