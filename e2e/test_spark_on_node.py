@@ -217,6 +217,9 @@ def test_spark_submit_cluster_mode_matches_local(
         # start tasks only once both executors registered (2 of 2)
         "spark.scheduler.minRegisteredResourcesRatio": "1.0",
         "spark.scheduler.maxRegisteredResourcesWaitingTime": "600s",
+        # the driver's Python connects back to the JVM (toPandas) within this; 15 s by default is
+        # short for a pod with a 100m CPU request on this shared, loaded 2-core machine
+        "spark.python.authenticate.socketTimeout": "300s",
     }
     with _api_for_spark_submit(kube) as api:
         argv = km.spark_submit_argv(
@@ -242,8 +245,12 @@ def test_spark_submit_cluster_mode_matches_local(
 
     driver = wait_for("the driver pod to finish", driver_done, timeout=1800)
     logs = kube.ns("logs", f"{app}-driver", check=False)
-    (tmp_path / "driver.log").write_text(logs)
-    assert driver["status"]["phase"] == "Succeeded", f"driver failed:\n{_first_error(logs)}"
+    # kept for a failure's post-mortem (the namespace and its pods are deleted)
+    kept = Path(tempfile.gettempdir()) / f"ferrymq-{app}-driver.log"
+    kept.write_text(logs)
+    assert driver["status"]["phase"] == "Succeeded", (
+        f"driver failed ({kept}):\n{_first_error(logs)}"
+    )
     executors = kube.get_json("pods", "-l", "spark-role=executor")["items"]
     ours = [p for p in executors if p["metadata"]["name"].startswith(app)]
     assert len(ours) >= 2, [p["metadata"]["name"] for p in executors]
