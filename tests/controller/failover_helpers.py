@@ -219,8 +219,13 @@ class Recorder:
     failures: int = 0
     tried: int = 0
 
-    def first_ack_after(self, moment: float) -> float | None:
-        return next((t for t in self.ack_times if t > moment), None)
+    def first_ack_after(self, moment: float, not_stored_by: str | None = None) -> float | None:
+        """When the first ack after ``moment`` came; with ``not_stored_by`` (a broker's
+        "ip:port"), the first of a message another broker stored: an ack of the killed master
+        still in flight at the kill does not end the outage."""
+        if not_stored_by is None:
+            return next((t for t in self.ack_times if t > moment), None)
+        return next((t for t, w, _ in self.writers if t > moment and w != not_stored_by), None)
 
 
 async def produce(namesrv: str, rec: Recorder, stop: asyncio.Event, seed: int) -> None:

@@ -166,8 +166,10 @@ async def _run_failovers(
             new_state = await wait_until(f"round {n}: a new master", elected, 30)
             new_addr = addr_of(cluster, int(new_state["masterBrokerId"]))
 
-            async def acked_after_kill(at: float = killed_at) -> float | None:
-                return rec.first_ack_after(at)
+            async def acked_after_kill(
+                at: float = killed_at, dead: str = addr_of(cluster, master)
+            ) -> float | None:
+                return rec.first_ack_after(at, not_stored_by=dead)
 
             first = await wait_until(f"round {n}: a send acknowledged again", acked_after_kill, 30)
             outages.append(first - killed_at)
