@@ -21,6 +21,7 @@ __all__ = [
     "SYSTEM_TOPIC_PREFIX",
     "SYSTEM_TOPIC_SET",
     "TOPIC_MAX_LENGTH",
+    "TOPIC_NAME_PATTERN",
     "TRANS_CHECK_MAX_TIME_TOPIC",
     "check_topic_name",
     "dlq_topic",
@@ -60,7 +61,7 @@ SYSTEM_TOPIC_SET = frozenset(
 
 # the topic name is stored in a record with a signed one-byte length
 TOPIC_MAX_LENGTH = 127
-_VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+TOPIC_NAME_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 
 
 def is_system_topic(topic: str) -> bool:
@@ -74,7 +75,7 @@ def check_topic_name(topic: str) -> str | None:
         return "the topic name is empty"
     if len(topic.encode()) > TOPIC_MAX_LENGTH:
         return f"the topic name is longer than {TOPIC_MAX_LENGTH} bytes: {topic[:40]}..."
-    if not _VALID_TOPIC.match(topic):
+    if not TOPIC_NAME_PATTERN.match(topic):
         return f"the topic name {topic!r} contains illegal characters; allowed: [%|a-zA-Z0-9_-]"
     return None
 

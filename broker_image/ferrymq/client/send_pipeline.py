@@ -25,7 +25,6 @@ reaches into another's privates:
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Callable, Sequence
 from typing import TypedDict
@@ -41,12 +40,10 @@ from ferrymq.client.send_attempts import SendAttempts, client_msg_id, now_ms
 from ferrymq.message import Message, MessageConst, encode_batch, encode_properties
 from ferrymq.remoting import headers
 from ferrymq.topic_validator import AUTO_CREATE_TOPIC_KEY_TOPIC as DEFAULT_TOPIC
-from ferrymq.topic_validator import RETRY_GROUP_TOPIC_PREFIX
+from ferrymq.topic_validator import RETRY_GROUP_TOPIC_PREFIX, TOPIC_MAX_LENGTH, TOPIC_NAME_PATTERN
 
 log = logging.getLogger(__name__)
 
-TOPIC_MAX_LENGTH = 127
-_TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 
 BodyTransform = Callable[[bytes, int], tuple[bytes, int]]
@@ -60,7 +57,7 @@ def check_topic(topic: str) -> None:
         raise MessageValidationError(
             f"the specified topic is longer than topic max length {TOPIC_MAX_LENGTH}"
         )
-    if not _TOPIC_RE.match(topic):
+    if not TOPIC_NAME_PATTERN.match(topic):
         raise MessageValidationError(
             f"the specified topic {topic!r} contains characters other than [%|a-zA-Z0-9_-]"
         )
