@@ -20,8 +20,8 @@ from ferrymq.client.monitoring_admin import MonitoringAdmin
 from ferrymq.client.route_cache import MASTER_ID, publish_queues, subscribe_queues
 from ferrymq.message import MessageExt, decode_message_id
 from ferrymq.remoting import bodies, headers
+from ferrymq.topic_validator import RETRY_GROUP_TOPIC_PREFIX
 
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 # The group upstream's admin tools pull with (MixAll.TOOLS_CONSUMER_GROUP); it never commits.
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
 

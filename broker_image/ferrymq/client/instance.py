@@ -36,6 +36,7 @@ from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.processor import Handler, ProcessorTable
+from ferrymq.topic_validator import AUTO_CREATE_TOPIC_KEY_TOPIC as DEFAULT_TOPIC
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,6 @@ POLL_NAMESRV_INTERVAL_S = 30.0
 HEARTBEAT_BROKER_INTERVAL_S = 30.0
 PERSIST_CONSUMER_OFFSET_INTERVAL_S = 5.0
 REBALANCE_INTERVAL_S = 20.0
-DEFAULT_TOPIC = "TBW102"
 # no shutdown step may hang on a stuck peer
 SHUTDOWN_STEP_TIMEOUT_S = 5.0
 

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from ferrymq.client.errors import BrokerUnreachableError, ConsumerNotOnlineError, response_error
+from ferrymq.client.errors import ConsumerNotOnlineError, response_error
 from ferrymq.client.instance import ClientInstance
 from ferrymq.remoting import bodies, headers
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
-from ferrymq.remoting.errors import RemotingError
 
 _B = TypeVar("_B", bound=bodies.Body)
 
@@ -33,15 +32,8 @@ class MonitoringAdmin:
         body: bytes | None = None,
         timeout: float | None = None,
     ) -> RemotingCommand:
-        """One request to ``addr``; a non-success answer raises its MQResponseError."""
-        request = RemotingCommand.request(code, header.to_ext() if header else None, body)
-        try:
-            response = await self.instance.remoting.invoke(addr, request, timeout or self.timeout)
-        except RemotingError as exc:
-            raise BrokerUnreachableError(addr, str(exc)) from exc
-        if response.code != ResponseCode.SUCCESS:
-            raise response_error(response.code, response.remark, addr)
-        return response
+        """One request to ``addr`` through the client's BrokerApi, with the admin's timeout."""
+        return await self.instance.broker.call(addr, code, header, body, timeout or self.timeout)
 
     async def call_body(
         self,
@@ -51,13 +43,9 @@ class MonitoringAdmin:
         header: headers.Header | None = None,
         timeout: float | None = None,
     ) -> _B:
-        response = await self.call(addr, code, header, timeout=timeout)
-        try:
-            return model.decode(response.body_bytes())
-        except bodies.BodyError as exc:
-            raise response_error(
-                ResponseCode.SYSTEM_ERROR, f"bad reply body: {exc}", addr
-            ) from None
+        return await self.instance.broker.call_body(
+            model, addr, code, header, timeout=timeout or self.timeout
+        )
 
     async def topic_masters(self, topic: str) -> dict[str, str]:
         """brokerName -> master address of every broker group hosting ``topic``."""
