@@ -260,10 +260,11 @@ def test_spark_submit_cluster_mode_matches_local(
         started = [s for s in pod["status"]["containerStatuses"] if "terminated" in s["state"]]
         assert started, pod["status"]
     # both executors registered with the driver (it waited for 2 of 2 before its first task)
+    # and each ran tasks of the job
     for pod in ours:
-        assert "Successfully registered with driver" in kube.ns(
-            "logs", pod["metadata"]["name"], check=False
-        )
+        log = kube.ns("logs", pod["metadata"]["name"], check=False)
+        assert "Successfully registered with driver" in log
+        assert "Finished task" in log, pod["metadata"]["name"]
 
     cluster_summary = json.loads((audit_dir / "reports" / "backlog" / "summary.json").read_text())
     assert (audit_dir / "reports" / "backlog" / "report.html").is_file()
