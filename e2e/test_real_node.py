@@ -47,6 +47,7 @@ CPP_CLIENT = ROOT / "tests" / "interop" / "cpp_client.py"
 # probes failed). Small enough that 10 broker pods, the NameServers, the operator and another
 # suite's Spark pods fit the node's 2 CPUs.
 POD_REQUESTS = {"cpu": "100m", "memory": "128Mi"}
+AUDIT_REQUESTS = {"cpu": "200m", "memory": "512Mi"}
 PAUSE = "ferrymq.io/pause-reconciliation"
 RESTART = "ferrymq.io/manual-rolling-restart"
 
@@ -134,6 +135,16 @@ def traffic(*args: str, timeout: float = 300) -> tuple[int, list[dict[str, Any]]
     if proc.returncode not in (0, 3):
         raise AssertionError(f"traffic {args} crashed ({proc.returncode}): {proc.stderr[-2000:]}")
     return proc.returncode, events
+
+
+def routed(topic: str, namesrv: str, broker_name: str) -> bool:
+    """Whether ``namesrv``'s route of ``topic`` lists ``broker_name`` (ferrymq admin topic route)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "ferrymq.cli.main", "admin", "topic", "route", "-t", topic,
+         "-n", namesrv],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    return proc.returncode == 0 and broker_name in proc.stdout
 
 
 def acked(events: list[dict[str, Any]]) -> list[str]:
@@ -493,6 +504,13 @@ def test_scale_out_to_3_groups_copies_topics_and_in_to_2_drains(stack: Kube) -> 
         ),
         timeout=900,
     )
+    # The new group registers the copied topic with every NameServer on its own schedule: a
+    # producer asking before that is routed to groups 0 and 1 only.
+    wait_for(
+        "every NameServer routing the topic to group 2",
+        lambda: all(routed(topic, ns, f"{BROKER}-broker-2") for ns in NAMESRV.split(";")),
+        timeout=300,
+    )
     rc, events = traffic("produce", NAMESRV, topic, "--count", "120", "--prefix", "scale")
     assert rc == 0
     assert any(e["queue"].startswith(f"{BROKER}-broker-2:") for e in events if "queue" in e)
@@ -513,8 +531,11 @@ def test_scale_out_to_3_groups_copies_topics_and_in_to_2_drains(stack: Kube) -> 
 def test_the_audit_cronjob_runs_to_completion_with_default_settings(stack: Kube) -> None:
     stack.ns(
         "patch", "brokers", BROKER, "--type=merge",
+        # Image, command and job settings are the defaults; the CPU request only keeps the Spark
+        # JVM from starving as a BestEffort pod on this shared node (it took > 4 min to start).
         "-p", json.dumps({"spec": {"audit": {"schedule": "*/1 * * * *",
-                                              "storage": {"size": "1Gi"}}}}),
+                                              "storage": {"size": "1Gi"},
+                                              "resources": {"requests": AUDIT_REQUESTS}}}}),
     )  # fmt: skip
 
     def succeeded_job() -> str | None:

@@ -37,6 +37,7 @@ from ferrymq_operator.security import session as security_session
 from ferrymq_operator.settings import OperatorSettings
 from ferrymq_operator.status import (
     Failure,
+    S,
     StatusBuilder,
     WorkloadObservation,
     observe_statefulset,
@@ -189,6 +190,14 @@ def port_user(
 # --- NameServer ---
 
 
+def _begin(body: Mapping[str, Any], kind: type[S]) -> tuple[Owner, StatusBuilder[S], Result]:
+    """What every pass starts from: the owner, a status builder over the status the resource
+    has, an empty result."""
+    previous = kind.model_validate(body.get("status") or {})
+    generation = int(body["metadata"].get("generation", 1))
+    return owner_of(body), StatusBuilder(kind, previous, generation, now()), Result(status={})
+
+
 def _paused(body: Mapping[str, Any], builder: StatusBuilder[Any], result: Result) -> bool:
     """The pause annotation, alike for every kind: when set, only ReconciliationPaused is added to
     the previous status; when just removed, a ReconciliationResumed event says so."""
@@ -216,11 +225,8 @@ async def observe_nameserver(
 
 
 async def reconcile_nameserver(ctx: Context, body: Mapping[str, Any]) -> Result:
-    owner = owner_of(body)
-    generation = int(body["metadata"].get("generation", 1))
-    previous = models.NameServerStatus.model_validate(body.get("status") or {})
-    builder = StatusBuilder(models.NameServerStatus, previous, generation, now())
-    result = Result(status={})
+    owner, builder, result = _begin(body, models.NameServerStatus)
+    previous, generation = builder.previous, builder.generation
     if _paused(body, builder, result):
         return result
     failure: Failure | None = None
@@ -521,12 +527,15 @@ async def remove_stale_external_services(
 ) -> None:
     """NodePort Services of pods that no longer exist or no longer use NodePort access."""
     wanted = {svc["metadata"]["name"] for svc in broker_builder.node_port_services(owner, spec)}
-    selector = _selector(names.selector_labels(owner, names.COMPONENT_BROKER))
-    for svc in await ctx.kube.list("v1", "Service", owner.namespace, selector):
-        name = svc["metadata"]["name"]
-        stale = name.endswith(names.EXTERNAL_SUFFIX) and name not in wanted
-        if stale and await ctx.kube.delete("v1", "Service", owner.namespace, name):
-            result.events.append(("Normal", "Deleted", f"deleted Service {name}"))
+    await _remove_unwanted(
+        ctx,
+        owner,
+        "v1",
+        "Service",
+        wanted,
+        result,
+        only=lambda n: n.endswith(names.EXTERNAL_SUFFIX),
+    )
 
 
 async def remove_stale_network_policies(
@@ -534,12 +543,27 @@ async def remove_stale_network_policies(
 ) -> None:
     """NetworkPolicies of removed groups, or all of them once spec.networkPolicy is off."""
     wanted = {p["metadata"]["name"] for p in netpol.desired(owner, spec)}
+    await _remove_unwanted(ctx, owner, netpol.API_VERSION, "NetworkPolicy", wanted, result)
+
+
+async def _remove_unwanted(
+    ctx: Context,
+    owner: Owner,
+    api_version: str,
+    kind: str,
+    wanted: set[str],
+    result: Result,
+    only: Callable[[str], bool] = lambda _: True,
+) -> None:
+    """Delete the Broker's children of one kind that ``only`` selects and the spec no longer
+    wants."""
     selector = _selector(names.selector_labels(owner, names.COMPONENT_BROKER))
-    kind = "NetworkPolicy"
-    for policy in await ctx.kube.list(netpol.API_VERSION, kind, owner.namespace, selector):
-        name = policy["metadata"]["name"]
-        if name not in wanted and await ctx.kube.delete(
-            netpol.API_VERSION, kind, owner.namespace, name
+    for obj in await ctx.kube.list(api_version, kind, owner.namespace, selector):
+        name = obj["metadata"]["name"]
+        if (
+            only(name)
+            and name not in wanted
+            and await ctx.kube.delete(api_version, kind, owner.namespace, name)
         ):
             result.events.append(("Normal", "Deleted", f"deleted {kind} {name}"))
 
@@ -699,11 +723,8 @@ async def drain_removed_groups(
 async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
     """Parse, apply, then (when everything applied) drain, roll and push; observe; report.
     Observation and the status come whatever the apply steps reached."""
-    owner = owner_of(body)
-    generation = int(body["metadata"].get("generation", 1))
-    previous = models.BrokerStatus.model_validate(body.get("status") or {})
-    builder = StatusBuilder(models.BrokerStatus, previous, generation, now())
-    result = Result(status={})
+    owner, builder, result = _begin(body, models.BrokerStatus)
+    previous, generation = builder.previous, builder.generation
     if _paused(body, builder, result):
         return result
     try:

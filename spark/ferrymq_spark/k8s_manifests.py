@@ -224,6 +224,10 @@ def spark_conf(s: SparkK8sSettings) -> dict[str, str]:
         # Executors declare no port when theirs is 0 (a random one): on the host network a fixed
         # declared port is a host port, and a second executor on the node would stay Pending.
         conf["spark.blockManager.port"] = "0"
+        # Executors on one node share its address, so Spark takes them for one host and reads
+        # another executor's shuffle files from its local directory, which is that pod's own
+        # emptyDir: fetch over the network instead.
+        conf["spark.shuffle.readHostLocalDisk"] = "false"
     if s.driver_request_cores:
         conf["spark.kubernetes.driver.request.cores"] = s.driver_request_cores
     if s.executor_request_cores:

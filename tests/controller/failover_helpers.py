@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 from ferrymq.broker.controller_cluster import ControllerLocalCluster
-from ferrymq.broker.local_cluster import Child
+from ferrymq.broker.local_cluster import Child, LocalCluster
 from ferrymq.client.broker_api import BrokerApi, PullStatus, SendStatus
 from ferrymq.client.errors import MQClientError
 from ferrymq.client.producer import Producer
@@ -78,7 +78,7 @@ class DeathWatch:
     """The cluster's processes that ended without the test ending them: a death is never silent
     (its exit code or signal and its last log lines go into the failure)."""
 
-    def __init__(self, cluster: ControllerLocalCluster, log_lines: int = 30) -> None:
+    def __init__(self, cluster: LocalCluster, log_lines: int = 30) -> None:
         self.cluster = cluster
         self.log_lines = log_lines
         self.expected: set[int] = set()  # pids the test killed or stopped itself
@@ -108,8 +108,20 @@ class DeathWatch:
         ]
         for c in everyone:
             if not c.alive() and c.pid not in self.expected:
-                lines.append(f"--- last lines of {c.log_path.name}:\n{c.log_tail(self.log_lines)}")
+                lines.append(f"--- end of {c.log_path.name}:\n{self.log_end(c)}")
         return "\n".join(lines)
+
+    def log_end(self, child: Child) -> str:
+        """The last lines of the log, from before a faulthandler dump when there is one (the
+        dump lists every thread's stack: more lines than a plain tail would show)."""
+        try:
+            text = child.log_path.read_text(errors="replace")
+        except OSError as exc:
+            return f"(log unreadable: {exc})"
+        lines = text.splitlines()
+        fatal = max((i for i, line in enumerate(lines) if "Fatal Python error" in line), default=-1)
+        start = len(lines) - self.log_lines if fatal < 0 else fatal - self.log_lines // 3
+        return "\n".join(lines[max(0, start) :][: self.log_lines * 5])
 
 
 async def wait_until(what: str, check: Any, timeout: float) -> Any:
@@ -207,8 +219,13 @@ class Recorder:
     failures: int = 0
     tried: int = 0
 
-    def first_ack_after(self, moment: float) -> float | None:
-        return next((t for t in self.ack_times if t > moment), None)
+    def first_ack_after(self, moment: float, not_stored_by: str | None = None) -> float | None:
+        """When the first ack after ``moment`` came; with ``not_stored_by`` (a broker's
+        "ip:port"), the first of a message another broker stored: an ack of the killed master
+        still in flight at the kill does not end the outage."""
+        if not_stored_by is None:
+            return next((t for t in self.ack_times if t > moment), None)
+        return next((t for t, w, _ in self.writers if t > moment and w != not_stored_by), None)
 
 
 async def produce(namesrv: str, rec: Recorder, stop: asyncio.Event, seed: int) -> None:

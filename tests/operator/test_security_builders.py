@@ -367,12 +367,17 @@ def test_brokers_that_could_not_register_with_their_nameserver() -> None:
     mtls = {"mode": "enforcing", "needClientAuth": "require"}
     no_cert = check(ns(tls=mtls), br(tls={"mode": "enforcing"}))
     assert no_cert is not None and "needClientAuth optional or require" in no_cert
-    own_cas = check(ns(tls=mtls), br(tls=mtls))
-    assert own_cas is not None and "same" in own_cas and "issuerRef" in own_cas
+    # both issued by the operator: one cluster CA signs both, the registration works
+    assert check(ns(tls=mtls), br(tls=mtls)) is None
     issuer = {"issuerRef": {"name": "corp", "kind": "ClusterIssuer"}}
     assert check(ns(tls={**mtls, **issuer}), br(tls={**mtls, **issuer})) is None
     shared = {"secretName": "corp-certs"}
     assert check(ns(tls={**mtls, **shared}), br(tls={**mtls, **shared})) is None
+    # one side from the cluster CA, the other from the user's CA: still refused, both named
+    mixed = check(ns(tls={**mtls, **shared}), br(tls=mtls))
+    assert mixed is not None and "Secret 'corp-certs'" in mixed and "cluster CA" in mixed
+    mixed = check(ns(tls=mtls), br(tls={**mtls, **issuer}))
+    assert mixed is not None and "cert-manager ClusterIssuer 'corp'" in mixed
     # a permissive Broker registers in plaintext, which a permissive NameServer serves
     assert check(ns(tls={"needClientAuth": "require", **shared}), br(tls={})) is None
 

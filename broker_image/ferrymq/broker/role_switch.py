@@ -294,8 +294,15 @@ class ControllerMode:
             return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
         task = asyncio.get_running_loop().create_task(self._apply_guarded(info, None))
         self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+        task.add_done_callback(self._notified_done)
         return request.response(ResponseCode.SUCCESS)
+
+    def _notified_done(self, task: asyncio.Task[None]) -> None:
+        """A role change started by a notification that failed is logged at once (nobody awaits
+        the task; the next heartbeat round retries the change)."""
+        self._pending.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("role change on the controller's notification failed", exc_info=exc)
 
     # --- the heartbeat loop ---------------------------------------------------------------------
 

@@ -71,7 +71,18 @@ OPERATOR_ACL_SECRET = "ferrymq-operator-acl"
 
 
 def ca_secret(cr_name: str, component: str) -> str:
+    """The per-component CA of operator versions before the cluster CA: still trusted (in the
+    ca.crt bundle) while it exists, so pods issued from it keep working during the migration."""
     return f"{cr_name}-{component}-ca"
+
+
+def cluster_ca_secret(namesrv_name: str) -> str:
+    """The cluster CA: one per NameServer, signing its certificate and those of every Broker whose
+    spec.nameServerRef names it, so mutual TLS between them needs no user action."""
+    return f"{namesrv_name}-cluster-ca"
+
+
+CLUSTER_CA_COMPONENT = "cluster-ca"
 
 
 def server_cert_secret(cr_name: str, component: str) -> str:

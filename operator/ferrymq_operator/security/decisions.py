@@ -50,7 +50,9 @@ def check_namesrv_registration(
     Broker's spec.acl), ``enforcing`` refuses the plaintext calls of a Broker without
     ``enforcing``, and ``needClientAuth: require`` wants a client certificate from a CA the
     NameServer trusts, which a Broker never presents without its own needClientAuth and never has
-    when each side has its operator-issued CA."""
+    when one side is issued by the operator's cluster CA and the other is not. (Both from the
+    cluster CA: one CA signs both. Two user Secrets or two issuers: they may share a CA, which
+    the operator cannot tell from the specs.)"""
     where = f"NameServer {ns_name!r}"
     if ns.acl is not None and broker.acl is None:
         return (
@@ -72,19 +74,39 @@ def check_namesrv_registration(
             f"{where} requires client certificates (needClientAuth: require); this Broker's "
             f"pods present theirs only with spec.tls.needClientAuth optional or require"
         )
-    own_ca = (
-        ns.tls.secret_name is None
-        and ns.tls.issuer_ref is None
-        and broker.tls.secret_name is None
-        and broker.tls.issuer_ref is None
-    )
-    if own_ca:
+    ns_source, broker_source = certificate_source(ns.tls), certificate_source(broker.tls)
+    if (ns_source == OPERATOR_ISSUED) != (broker_source == OPERATOR_ISSUED):
+        # one side from the cluster CA, the other from the user's Secret or cert-manager: the
+        # user's CA never signed the cluster CA's certificates, nor the other way round
         return (
-            f"{where} requires client certificates signed by its own CA, and the operator "
-            f"issues each NameServer and Broker from a CA of its own; give both the same "
-            f"spec.tls.secretName or the same cert-manager CA issuer (spec.tls.issuerRef)"
+            f"{where} requires client certificates (needClientAuth: require); its certificate "
+            f"comes from {_describe(ns_source)}, this Broker's from {_describe(broker_source)}, "
+            f"so they are signed by different CAs; let the operator issue both (remove "
+            f"secretName/issuerRef from both) or give both the same spec.tls.secretName or "
+            f"cert-manager issuer (spec.tls.issuerRef)"
         )
     return None
+
+
+OPERATOR_ISSUED = ("operator",)
+
+
+def certificate_source(tls: TlsSpec) -> tuple[str, ...]:
+    """Where a component's certificate comes from: the operator's cluster CA, a user's Secret or
+    a cert-manager issuer (with its name)."""
+    if tls.secret_name:
+        return ("secret", tls.secret_name)
+    if tls.issuer_ref is not None:
+        return ("issuer", tls.issuer_ref.kind, tls.issuer_ref.name)
+    return OPERATOR_ISSUED
+
+
+def _describe(source: tuple[str, ...]) -> str:
+    if source == OPERATOR_ISSUED:
+        return "the operator's cluster CA"
+    if source[0] == "secret":
+        return f"Secret {source[1]!r}"
+    return f"cert-manager {source[1]} {source[2]!r}"
 
 
 def plan_operator_acl(existing: Mapping[str, str] | None) -> dict[str, str] | None:
@@ -183,6 +205,21 @@ def plan_ca(
     return ca.new_ca(name, now, days)
 
 
+def trust_bundle(
+    authority: ca.CertPair, legacy: Mapping[str, str] | None, now: datetime.datetime
+) -> str:
+    """The ca.crt the pods trust: the cluster CA, and during a migration the component's former
+    CA (operator versions before the cluster CA) while it is valid, so pods not yet reloaded,
+    which still present a certificate from it, are accepted by those that have."""
+    bundle = authority.cert_pem
+    old = _usable_ca(legacy)
+    if old is None or old.cert_pem == authority.cert_pem:
+        return bundle
+    if ca.info(old.cert_pem).not_after > now:
+        bundle += old.cert_pem if old.cert_pem.endswith("\n") else old.cert_pem + "\n"
+    return bundle
+
+
 def plan_server_cert(
     existing: Mapping[str, str] | None,
     authority: ca.CertPair,
@@ -190,15 +227,18 @@ def plan_server_cert(
     cr_name: str,
     names: list[str],
     now: datetime.datetime,
+    bundle: str | None = None,
 ) -> dict[str, str] | None:
-    """New tls.crt/tls.key/ca.crt when missing, not from ``authority``, lacking a name, or within
-    the renewal window; None to keep the current one."""
+    """New tls.crt/tls.key/ca.crt when missing, not from ``authority``, lacking a name, within
+    the renewal window, or when the trust ``bundle`` (default: the authority alone) changed;
+    None to keep the current one."""
+    bundle = bundle if bundle is not None else authority.cert_pem
     if existing is not None and all(existing.get(k) for k in builders.TLS_KEYS):
         cert = existing[builders.TLS_CERT_KEY]
         try:
             current = ca.info(cert)
             keep = (
-                existing[builders.TLS_CA_KEY] == authority.cert_pem
+                existing[builders.TLS_CA_KEY] == bundle
                 and ca.signed_by(cert, authority.cert_pem)
                 and set(names) <= set(current.names)
                 and not ca.needs_renewal(current.not_after, now, tls.renew_before_days)
@@ -211,7 +251,7 @@ def plan_server_cert(
     return {
         builders.TLS_CERT_KEY: pair.cert_pem,
         builders.TLS_KEY_KEY: pair.key_pem,
-        builders.TLS_CA_KEY: authority.cert_pem,
+        builders.TLS_CA_KEY: bundle,
     }
 
 

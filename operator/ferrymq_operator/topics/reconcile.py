@@ -44,9 +44,44 @@ class DnsAddresses:
     def broker(self, broker: str, namespace: str, group: int) -> str:
         return names.broker_pod_address(broker, namespace, group, 0, self.domain)
 
+    def master(self, broker_body: Mapping[str, Any], group: int) -> str:
+        """The master of ``group`` on its own port: per-pod ports on the host network, and in
+        controller mode the elected master of ``status.groupMasters`` (brokerId = ordinal + 1)."""
+        meta = broker_body["metadata"]
+        spec = cr_models.parse_broker_spec(dict(broker_body.get("spec") or {}))
+        ordinal, broker_id = master_pod(broker_body, spec, group)
+        port = spec.pod_ports(group, broker_id)[0]
+        return names.broker_pod_address(
+            meta["name"], meta["namespace"], group, ordinal, self.domain, port
+        )
+
     def namesrv(self, broker_body: Mapping[str, Any]) -> str | None:
         addr = (broker_body.get("status") or {}).get("nameServerAddr")
         return str(addr) if addr else None
+
+
+def master_pod(
+    broker_body: Mapping[str, Any], spec: cr_models.BrokerSpec, group: int
+) -> tuple[int, int]:
+    """(pod ordinal, brokerId) of the master of ``group`` (pure)."""
+    if spec.failover != "controller":
+        return 0, 0
+    name = names.broker_name(broker_body["metadata"]["name"], group)
+    for entry in (broker_body.get("status") or {}).get("groupMasters") or []:
+        master_id = entry.get("masterBrokerId")
+        if entry.get("brokerName") == name and isinstance(master_id, int) and master_id >= 1:
+            return master_id - 1, master_id
+    return 0, 1  # no election seen yet: pod 0, the first replica
+
+
+def _master_addr(
+    ctx: TopicContext, broker_body: Mapping[str, Any], ref: str, namespace: str, group: int
+) -> str:
+    """In the cluster, the master by DNS on its own port; an ``Addresses`` given for an operator
+    outside the cluster network maps groups to addresses itself."""
+    if isinstance(ctx.addresses, DnsAddresses):
+        return ctx.addresses.master(broker_body, group)
+    return ctx.addresses.broker(ref, namespace, group)
 
 
 @dataclass
@@ -203,7 +238,8 @@ async def reconcile_topic(ctx: TopicContext, body: Mapping[str, Any]) -> Result:
     shrinking: list[str] = []
     queues: set[str] = set()
     for broker_name, group in _groups(target):
-        addr = ctx.addresses.broker(spec.broker_ref.name, namespace, group)
+        assert target.broker is not None
+        addr = _master_addr(ctx, target.broker, spec.broker_ref.name, namespace, group)
         try:
             actual = (await ctx.admin.topics(addr)).get(target.name)
             removed = plan.removed_read_queues(desired, actual)
@@ -302,7 +338,8 @@ async def reconcile_group(ctx: TopicContext, body: Mapping[str, Any]) -> Result:
     unavailable: list[str] = []
     lag: dict[str, int] = {}
     for broker_name, group in _groups(target):
-        addr = ctx.addresses.broker(spec.broker_ref.name, namespace, group)
+        assert target.broker is not None
+        addr = _master_addr(ctx, target.broker, spec.broker_ref.name, namespace, group)
         try:
             actual = (await ctx.admin.groups(addr)).get(target.name)
             if actual is None or plan.group_differences(desired, actual):
@@ -406,7 +443,7 @@ async def _finalize(
     holding: list[str] = []
     failed: list[str] = []
     for group in range(broker_spec.groups):
-        addr = ctx.addresses.broker(ref, namespace, group)
+        addr = _master_addr(ctx, broker, ref, namespace, group)
         try:
             table = await (ctx.admin.topics(addr) if kind == TOPIC else ctx.admin.groups(addr))
         except (AdminUnavailable, AdminRefused) as error:
@@ -462,7 +499,7 @@ async def unmanaged_status(ctx: TopicContext, broker_body: Mapping[str, Any]) ->
     for group in range(spec.groups):
         try:
             inventories.append(
-                await ctx.admin.inventory(ctx.addresses.broker(ref, namespace, group))
+                await ctx.admin.inventory(_master_addr(ctx, broker_body, ref, namespace, group))
             )
         except (AdminUnavailable, AdminRefused):
             continue

@@ -31,6 +31,7 @@ from ferrymq.message import (
     decode_properties,
     tags_string_to_tags_code,
 )
+from ferrymq.mixall import DEFAULT_MAX_RECONSUME_TIMES
 from ferrymq.remoting.bodies import PERM_READ, PERM_WRITE, TopicConfig
 from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.codes import RequestCode, ResponseCode
@@ -42,7 +43,6 @@ from ferrymq.store.results import PutMessageResult, PutMessageStatus
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_RECONSUME_TIMES = 16
 _PUT_OK = PutMessageStatus.PUT_OK
 _SUCCESS = int(ResponseCode.SUCCESS)
 # topic names already found legal and not reserved (bounded: names come from clients)
