@@ -427,8 +427,12 @@ async def _lifecycle_steps(
 
 
 def _port_of(spec: models.BrokerSpec) -> lifecycle.PortOf:
-    def port_of(group: int, broker_id: int) -> int:
-        return spec.pod_ports(group, broker_id)[0]
+    # lifecycle passes the pod ordinal; the ports follow the brokerId, ordinal + 1 in controller
+    # mode (else the roll asked pod 0 on the port of brokerId 0: "master not reachable")
+    shift = 1 if controller_builder.enabled(spec) else 0
+
+    def port_of(group: int, ordinal: int) -> int:
+        return spec.pod_ports(group, ordinal + shift)[0]
 
     return port_of
 
