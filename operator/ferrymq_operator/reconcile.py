@@ -444,8 +444,12 @@ async def push_namesrv(
 
 
 def _port_of(spec: models.BrokerSpec) -> PortOf:
-    def port_of(group: int, broker_id: int) -> int:
-        return spec.pod_ports(group, broker_id)[0]
+    # the roll passes the pod ordinal; the ports follow the brokerId, ordinal + 1 in controller
+    # mode (else the roll asked pod 0 on the port of brokerId 0: "master not reachable")
+    shift = 1 if controller_builder.enabled(spec) else 0
+
+    def port_of(group: int, ordinal: int) -> int:
+        return spec.pod_ports(group, ordinal + shift)[0]
 
     return port_of
 
