@@ -14,26 +14,16 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from ferrymq import topic_validator
+from ferrymq.topic_validator import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+
 from ferrymq_operator import timeouts
 from ferrymq_operator.security import session
 
 _T = TypeVar("_T")
 
-# Upstream TopicValidator system topics, and per-cluster/per-broker topics the broker creates itself.
-SYSTEM_TOPICS = frozenset(
-    {
-        "TBW102",
-        "SCHEDULE_TOPIC_XXXX",
-        "BenchmarkTest",
-        "RMQ_SYS_TRANS_HALF_TOPIC",
-        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-        "RMQ_SYS_TRACE_TOPIC",
-        "TRANS_CHECK_MAX_TIME_TOPIC",
-        "SELF_TEST_TOPIC",
-        "OFFSET_MOVED_EVENT",
-    }
-)
-SYSTEM_PREFIXES = ("rmq_sys_", "RMQ_SYS_", "%RETRY%", "%DLQ%")
+# Beyond upstream's system topics (topic_validator): the RMQ_SYS_ spelling, retry and DLQ topics.
+_NOT_COPIED_PREFIXES = ("RMQ_SYS_", RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -63,9 +53,9 @@ class TopicAdmin(Protocol):
 
 def is_system_topic(name: str, cluster_name: str, broker_names: Iterable[str]) -> bool:
     """Topics no operator should copy: upstream system topics and the per-cluster/broker ones."""
-    if name in SYSTEM_TOPICS or name == cluster_name or name in set(broker_names):
+    if topic_validator.is_system_topic(name) or name == cluster_name or name in set(broker_names):
         return True
-    return name.startswith(SYSTEM_PREFIXES)
+    return name.startswith(_NOT_COPIED_PREFIXES)
 
 
 def plan_topic_copy(

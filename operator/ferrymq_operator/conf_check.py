@@ -1,8 +1,8 @@
 """Check a generated broker.conf / namesrv.conf with the very models the pods load it with (pure).
 
 The CRD schema can only say "a map of strings"; whether ``fileReservedTime=two days`` is usable is
-decided by ferrymq's own config models (``BrokerConfig``, ``MessageStoreConfig``, ``HASettings``,
-``NamesrvConfig``). Checking here turns a pod that would crash-loop on start into a
+decided by ferrymq's own config models (every part of ``BrokerConf``: broker, store, HA, semantics,
+lag, controller mode, ACL, TLS; ``NamesrvConfig``). Checking here turns a pod that would crash-loop on start into a
 ``ReconcileFailed`` condition naming the key. Keys none of the models know are reported separately:
 the broker ignores them (as RocketMQ does), so they are a warning, not a refusal (a newer broker
 image may know keys this operator does not).
@@ -13,14 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ferrymq.broker.config import BrokerConfig
-from ferrymq.ha.config import HASettings
+from ferrymq.broker.broker_conf import BrokerConf
 from ferrymq.namesrv.config import NamesrvConfig
 from ferrymq.properties import ConfigError, build_model, known_keys
-from ferrymq.store.config import MessageStoreConfig
 from pydantic import BaseModel
 
-BROKER_MODELS: tuple[type[BaseModel], ...] = (BrokerConfig, MessageStoreConfig, HASettings)
+# every model a broker reads from its broker.conf: a key one of them reads is never "unknown"
+BROKER_MODELS: tuple[type[BaseModel], ...] = tuple(BrokerConf.parts().values())
 NAMESRV_MODELS: tuple[type[BaseModel], ...] = (NamesrvConfig,)
 
 

@@ -1,9 +1,10 @@
 """kopf handlers: decorators and adapters only. Run with ``kopf run -m ferrymq_operator.handlers``
 or ``python -m ferrymq_operator``.
 
-Every trigger (create, update, resume, the periodic resync timer, a child StatefulSet changing or
-any child being deleted) ends in the same call: re-read the custom resource, reconcile it, post the
-events, write the status. Per-resource locks serialise those calls so two triggers never interleave.
+Every trigger (create, update, resume, the periodic resync (ferrymq_operator.resync), a child
+StatefulSet changing or any child being deleted) ends in the same call: re-read the custom
+resource, reconcile it, post the events, write the status. Per-resource locks serialise those calls
+so two triggers never interleave. The settings are read by the start-up handler, never at import.
 
 Work that is merely pending (a roll waiting for a pod to become Ready, topics to copy once a master
 is up) is not an error: instead of raising kopf.TemporaryError (which kopf logs at ERROR on every

@@ -19,7 +19,6 @@ from ferrymq_operator import (
     failover_mode,
     host_ports,
     k8s,
-    lifecycle,
     models,
     rollout,
 )
@@ -30,12 +29,15 @@ from ferrymq_operator.builders import names
 from ferrymq_operator.builders import namesrv as namesrv_builder
 from ferrymq_operator.builders.names import Owner
 from ferrymq_operator.claims import claims_to_delete
+from ferrymq_operator.lifecycle import draining, namesrv_push, pausing, rolling
+from ferrymq_operator.lifecycle.pods import PortOf
 from ferrymq_operator.security import netpol
 from ferrymq_operator.security import secrets as security_secrets
 from ferrymq_operator.security import session as security_session
 from ferrymq_operator.settings import OperatorSettings
 from ferrymq_operator.status import (
     Failure,
+    S,
     StatusBuilder,
     WorkloadObservation,
     observe_statefulset,
@@ -188,15 +190,23 @@ def port_user(
 # --- NameServer ---
 
 
+def _begin(body: Mapping[str, Any], kind: type[S]) -> tuple[Owner, StatusBuilder[S], Result]:
+    """What every pass starts from: the owner, a status builder over the status the resource
+    has, an empty result."""
+    previous = kind.model_validate(body.get("status") or {})
+    generation = int(body["metadata"].get("generation", 1))
+    return owner_of(body), StatusBuilder(kind, previous, generation, now()), Result(status={})
+
+
 def _paused(body: Mapping[str, Any], builder: StatusBuilder[Any], result: Result) -> bool:
     """The pause annotation, alike for every kind: when set, only ReconciliationPaused is added to
     the previous status; when just removed, a ReconciliationResumed event says so."""
-    if lifecycle.is_paused(body):
-        lifecycle.paused_status(builder)
+    if pausing.is_paused(body):
+        pausing.paused_status(builder)
         result.status = builder.patch()
-        result.events.extend(lifecycle.paused_events(builder.previous))
+        result.events.extend(pausing.paused_events(builder.previous))
         return True
-    result.events.extend(lifecycle.resumed_events(builder.previous))
+    result.events.extend(pausing.resumed_events(builder.previous))
     return False
 
 
@@ -215,11 +225,8 @@ async def observe_nameserver(
 
 
 async def reconcile_nameserver(ctx: Context, body: Mapping[str, Any]) -> Result:
-    owner = owner_of(body)
-    generation = int(body["metadata"].get("generation", 1))
-    previous = models.NameServerStatus.model_validate(body.get("status") or {})
-    builder = StatusBuilder(models.NameServerStatus, previous, generation, now())
-    result = Result(status={})
+    owner, builder, result = _begin(body, models.NameServerStatus)
+    previous, generation = builder.previous, builder.generation
     if _paused(body, builder, result):
         return result
     failure: Failure | None = None
@@ -261,10 +268,7 @@ async def reconcile_nameserver(ctx: Context, body: Mapping[str, Any]) -> Result:
             spec.port,
             per_pod=spec.host_network,
         )
-    result.status = status = builder.patch()
-    result.failure = failure
-    result.events.extend(_transition_events(previous, status))
-    return result
+    return _report(builder, failure, result)
 
 
 # --- Broker ---
@@ -344,7 +348,7 @@ async def observe_broker(
     return out
 
 
-async def _lifecycle_steps(
+async def roll_pods(
     ctx: Context,
     owner: Owner,
     spec: models.BrokerSpec,
@@ -354,8 +358,9 @@ async def _lifecycle_steps(
     workloads: list[WorkloadObservation],
     addr: str,
     result: Result,
-) -> tuple[lifecycle.RolloutOutcome, str | None, list[WorkloadObservation]]:
-    """Roll-out (one pod at a time) and namesrvAddr pushed to running brokers (ferrymq_operator.lifecycle)."""
+) -> tuple[rolling.RolloutOutcome, list[WorkloadObservation], list[rollout.GroupState]]:
+    """One step of the roll-out, one pod at a time (ferrymq_operator.lifecycle.rolling); returns
+    the outcome, the workloads as the roll-out sees them and the groups' pod states."""
     domain = ctx.settings.cluster_domain
     timeout = ctx.settings.admin_timeout_seconds
     pods = await ctx.kube.list(
@@ -364,26 +369,26 @@ async def _lifecycle_steps(
         owner.namespace,
         _selector(names.selector_labels(owner, names.COMPONENT_BROKER)),
     )
-    states = lifecycle.group_states(owner, spec.replicas_per_group, existing, pods, spec.groups)
-    switchover: lifecycle.SwitchOverCall | None = None
+    states = rolling.group_states(owner, spec.replicas_per_group, existing, pods, spec.groups)
+    switchover: rolling.SwitchOverCall | None = None
     if controller_builder.enabled(spec):
-        states = lifecycle.with_controller(states, await group_masters(ctx.kube, owner))
-        switchover = lifecycle.remoting_switchover(
+        states = rolling.with_controller(states, await group_masters(ctx.kube, owner))
+        switchover = rolling.remoting_switchover(
             owner, timeout, controller_builder.addresses(owner, spec).split(";")
         )
-    workloads = lifecycle.settle_on_delete(workloads, states)
+    workloads = rolling.settle_on_delete(workloads, states)
     policy = rollout.Policy(ctx.settings.rollout_stall_seconds, ctx.settings.rollout_max_lag_bytes)
-    runtime_info = lifecycle.remoting_runtime_info(addr, timeout)
+    runtime_info = rolling.remoting_runtime_info(addr, timeout)
 
     port_of = _port_of(spec)
 
     async def fetch_sync(groups: Sequence[rollout.GroupState]) -> list[rollout.GroupState]:
-        return await lifecycle.with_sync(
+        return await rolling.with_sync(
             owner, groups, runtime_info, domain, policy.max_lag_bytes, port_of
         )
 
-    restart = lifecycle.restart_requested(body)
-    outcome = await lifecycle.roll(
+    restart = rolling.restart_requested(body)
+    outcome = await rolling.roll(
         ctx.kube,
         owner,
         states,
@@ -401,33 +406,45 @@ async def _lifecycle_steps(
             "Broker",
             owner.namespace,
             owner.name,
-            {lifecycle.RESTART_ANNOTATION: None},
+            {rolling.RESTART_ANNOTATION: None},
         )
         result.events.append(("Normal", "RollingRestartDone", "every broker pod was restarted"))
-    note = None
-    if previous.name_server_addr and previous.name_server_addr != addr:
-        ready = {p.name for g in states for p in g.pods if p.ready}
-        failed = await lifecycle.push_namesrv_addr(
-            owner,
-            spec.groups,
-            spec.replicas_per_group,
-            ready,
-            addr,
-            lifecycle.remoting_config_update(addr, timeout),
-            domain,
-            port_of,
-        )
-        if failed:
-            note = "namesrvAddr not yet updated on " + "; ".join(failed[:3])
-        else:
-            result.events.append(
-                ("Normal", "NameServersUpdated", f"namesrvAddr={addr} set on running brokers")
-            )
-    return outcome, note, workloads
+    return outcome, workloads, states
 
 
-def _port_of(spec: models.BrokerSpec) -> lifecycle.PortOf:
-    # lifecycle passes the pod ordinal; the ports follow the brokerId, ordinal + 1 in controller
+async def push_namesrv(
+    ctx: Context,
+    owner: Owner,
+    spec: models.BrokerSpec,
+    previous: models.BrokerStatus,
+    states: Sequence[rollout.GroupState],
+    addr: str,
+    result: Result,
+) -> str | None:
+    """A changed namesrvAddr pushed to the ready broker pods; a note while some could not be."""
+    if not previous.name_server_addr or previous.name_server_addr == addr:
+        return None
+    ready = {p.name for g in states for p in g.pods if p.ready}
+    failed = await namesrv_push.push_namesrv_addr(
+        owner,
+        spec.groups,
+        spec.replicas_per_group,
+        ready,
+        addr,
+        namesrv_push.remoting_config_update(addr, ctx.settings.admin_timeout_seconds),
+        ctx.settings.cluster_domain,
+        _port_of(spec),
+    )
+    if failed:
+        return "namesrvAddr not yet updated on " + "; ".join(failed[:3])
+    result.events.append(
+        ("Normal", "NameServersUpdated", f"namesrvAddr={addr} set on running brokers")
+    )
+    return None
+
+
+def _port_of(spec: models.BrokerSpec) -> PortOf:
+    # callers pass the pod ordinal; the ports follow the brokerId, ordinal + 1 in controller
     # mode (else the roll asked pod 0 on the port of brokerId 0: "master not reachable")
     shift = 1 if controller_builder.enabled(spec) else 0
 
@@ -514,12 +531,15 @@ async def remove_stale_external_services(
 ) -> None:
     """NodePort Services of pods that no longer exist or no longer use NodePort access."""
     wanted = {svc["metadata"]["name"] for svc in broker_builder.node_port_services(owner, spec)}
-    selector = _selector(names.selector_labels(owner, names.COMPONENT_BROKER))
-    for svc in await ctx.kube.list("v1", "Service", owner.namespace, selector):
-        name = svc["metadata"]["name"]
-        stale = name.endswith(names.EXTERNAL_SUFFIX) and name not in wanted
-        if stale and await ctx.kube.delete("v1", "Service", owner.namespace, name):
-            result.events.append(("Normal", "Deleted", f"deleted Service {name}"))
+    await _remove_unwanted(
+        ctx,
+        owner,
+        "v1",
+        "Service",
+        wanted,
+        result,
+        only=lambda n: n.endswith(names.EXTERNAL_SUFFIX),
+    )
 
 
 async def remove_stale_network_policies(
@@ -527,12 +547,27 @@ async def remove_stale_network_policies(
 ) -> None:
     """NetworkPolicies of removed groups, or all of them once spec.networkPolicy is off."""
     wanted = {p["metadata"]["name"] for p in netpol.desired(owner, spec)}
+    await _remove_unwanted(ctx, owner, netpol.API_VERSION, "NetworkPolicy", wanted, result)
+
+
+async def _remove_unwanted(
+    ctx: Context,
+    owner: Owner,
+    api_version: str,
+    kind: str,
+    wanted: set[str],
+    result: Result,
+    only: Callable[[str], bool] = lambda _: True,
+) -> None:
+    """Delete the Broker's children of one kind that ``only`` selects and the spec no longer
+    wants."""
     selector = _selector(names.selector_labels(owner, names.COMPONENT_BROKER))
-    kind = "NetworkPolicy"
-    for policy in await ctx.kube.list(netpol.API_VERSION, kind, owner.namespace, selector):
-        name = policy["metadata"]["name"]
-        if name not in wanted and await ctx.kube.delete(
-            netpol.API_VERSION, kind, owner.namespace, name
+    for obj in await ctx.kube.list(api_version, kind, owner.namespace, selector):
+        name = obj["metadata"]["name"]
+        if (
+            only(name)
+            and name not in wanted
+            and await ctx.kube.delete(api_version, kind, owner.namespace, name)
         ):
             result.events.append(("Normal", "Deleted", f"deleted {kind} {name}"))
 
@@ -585,99 +620,142 @@ def master_ordinals(owner: Owner, masters: Sequence[Mapping[str, Any]]) -> dict[
     return out
 
 
+@dataclass
+class Applied:
+    """How far the apply steps of a Broker pass got."""
+
+    # the spec the rest of the pass works with (a refused spec.failover change: the running mode)
+    spec: models.BrokerSpec
+    # namesrvAddr of the brokers; None when the NameServer could not be resolved
+    addr: str | None
+    secured: security_secrets.SecurityOutcome
+    failure: Failure | None = None
+
+    @property
+    def lifecycle_addr(self) -> str | None:
+        """namesrvAddr when every child applied, so the lifecycle steps (drain, roll, pushes) may
+        act; else None."""
+        return self.addr if self.failure is None else None
+
+
+async def apply_broker(
+    ctx: Context,
+    body: Mapping[str, Any],
+    owner: Owner,
+    spec: models.BrokerSpec,
+    previous: models.BrokerStatus,
+    generation: int,
+    result: Result,
+) -> Applied:
+    """Resolve the NameServer, check the spec against the cluster, apply the children, remove the
+    stale ones; the first step that fails ends the sequence."""
+    security_session.use(None)  # set below for this cluster once its Secrets are read
+    addr = await _namesrv_addr(ctx, owner, spec)
+    if isinstance(addr, Failure):
+        result.retry = ctx.settings.retry_delay_seconds
+        return Applied(spec, None, security_secrets.SecurityOutcome(), addr)
+    # spec.acl/spec.tls Secrets first: a missing one stops the pass before any pod exists
+    secured = await security_secrets.ensure(
+        ctx.kube, owner, names.COMPONENT_BROKER, spec, ctx.settings.cluster_domain, _utcnow()
+    )
+    result.events.extend(secured.events)
+    security_session.use(security_session.for_cluster(spec, secured.account, secured.client_cert))
+    if secured.failure is not None:
+        return Applied(spec, addr, secured, secured.failure)
+    conf = broker_builder.broker_conf(owner, spec, addr, group=0, broker_id=0)
+    report = conf_check.check_broker(conf, list(spec.config))
+    failure = _conf_failure(report, previous, generation, result) or port_conflict(
+        ctx, body, host_ports.broker_ranges(spec)
+    )
+    if failure is not None:
+        return Applied(spec, addr, secured, failure)
+    deployed = await failover_mode.observe(ctx.kube, owner, await existing_groups(ctx.kube, owner))
+    failure = failover_mode.refusal(deployed, spec.failover)
+    if failure is not None:
+        if deployed is not None:
+            # refused: the rest of the pass observes the cluster as it runs
+            spec = spec.model_copy(update={"failover": deployed})
+        return Applied(spec, addr, secured, failure)
+    objects = controller_builder.desired(owner, spec)
+    objects += broker_builder.desired(owner, spec, addr, ctx.versions.pdb)
+    objects += audit_builder.desired(owner, spec, addr, ctx.versions.cronjob)
+    objects += netpol.desired(owner, spec)
+    failure = await _apply_all(ctx.kube, objects, result)
+    if failure is not None:
+        return Applied(spec, addr, secured, failure)
+    if spec.audit is None:
+        await remove_audit(ctx, owner, result)
+    await remove_stale_external_services(ctx, owner, spec, result)
+    await remove_stale_network_policies(ctx, owner, spec, result)
+    if spec.storage.delete_claim_on_scale_down:
+        await delete_removed_claims(ctx, owner, spec, result)
+    return Applied(spec, addr, secured)
+
+
+async def drain_removed_groups(
+    ctx: Context,
+    owner: Owner,
+    spec: models.BrokerSpec,
+    previous: models.BrokerStatus,
+    existing: dict[int, dict[str, Any]],
+    addr: str,
+    master_of: Mapping[int, int] | None,
+    result: Result,
+) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]]]:
+    """Drain the groups above spec.groups (ferrymq_operator.lifecycle.draining); returns
+    status.drains and the groups that exist after the drained ones were removed."""
+    extra = [g for g in existing if g >= spec.groups]
+    drains = await draining.drain_groups(
+        ctx.kube,
+        owner,
+        extra,
+        previous.drains,
+        ctx.drain_admin or drain.RemotingDrainAdmin(ctx.settings.admin_timeout_seconds),
+        addr,
+        ctx.settings.cluster_domain,
+        spec.storage.delete_claim_on_scale_down,
+        result.events,
+        now(),
+        _port_of(spec),
+        master_of,
+    )
+    if len(drains) != len(extra):
+        existing = await existing_groups(ctx.kube, owner)
+    return drains, existing
+
+
 async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
-    owner = owner_of(body)
-    generation = int(body["metadata"].get("generation", 1))
-    previous = models.BrokerStatus.model_validate(body.get("status") or {})
-    builder = StatusBuilder(models.BrokerStatus, previous, generation, now())
-    result = Result(status={})
+    """Parse, apply, then (when everything applied) drain, roll and push; observe; report.
+    Observation and the status come whatever the apply steps reached."""
+    owner, builder, result = _begin(body, models.BrokerStatus)
+    previous, generation = builder.previous, builder.generation
     if _paused(body, builder, result):
         return result
     try:
         spec = models.parse_broker_spec(body.get("spec") or {})
         owner.check_name()
     except ValueError as error:
-        builder.observe([], Failure("InvalidSpec", str(error)))
-        result.status = status = builder.patch()
-        result.failure = Failure("InvalidSpec", str(error))
-        result.events.extend(_transition_events(previous, status))
-        return result
+        return _refused(builder, Failure("InvalidSpec", str(error)), result)
 
-    failure: Failure | None = None
-    secured = security_secrets.SecurityOutcome()
-    security_session.use(None)  # set below for this cluster once its Secrets are read
-    addr = await _namesrv_addr(ctx, owner, spec)
-    if isinstance(addr, Failure):
-        failure, result.retry = addr, ctx.settings.retry_delay_seconds
-    else:
-        # spec.acl/spec.tls Secrets first: a missing one stops the pass before any pod exists
-        domain = ctx.settings.cluster_domain
-        secured = await security_secrets.ensure(
-            ctx.kube, owner, names.COMPONENT_BROKER, spec, domain, _utcnow()
-        )
-        result.events.extend(secured.events)
-        security_session.use(
-            security_session.for_cluster(spec, secured.account, secured.client_cert)
-        )
-        conf = broker_builder.broker_conf(owner, spec, addr, group=0, broker_id=0)
-        report = conf_check.check_broker(conf, list(spec.config))
-        failure = secured.failure or _conf_failure(report, previous, generation, result)
-        if failure is None:
-            failure = port_conflict(ctx, body, host_ports.broker_ranges(spec))
-        if failure is None:
-            deployed = await failover_mode.observe(
-                ctx.kube, owner, await existing_groups(ctx.kube, owner)
-            )
-            failure = failover_mode.refusal(deployed, spec.failover)
-            if failure is not None and deployed is not None:
-                # refused: the rest of the pass observes the cluster as it runs
-                spec = spec.model_copy(update={"failover": deployed})
-        if failure is None:
-            objects = controller_builder.desired(owner, spec)
-            objects += broker_builder.desired(owner, spec, addr, ctx.versions.pdb)
-            objects += audit_builder.desired(owner, spec, addr, ctx.versions.cronjob)
-            objects += netpol.desired(owner, spec)
-            failure = await _apply_all(ctx.kube, objects, result)
-        if failure is None and spec.audit is None:
-            await remove_audit(ctx, owner, result)
-        if failure is None:
-            await remove_stale_external_services(ctx, owner, spec, result)
-        if failure is None:
-            await remove_stale_network_policies(ctx, owner, spec, result)
-
-    if failure is None and spec.storage.delete_claim_on_scale_down:
-        await delete_removed_claims(ctx, owner, spec, result)
-
+    applied = await apply_broker(ctx, body, owner, spec, previous, generation, result)
+    spec = applied.spec
     existing = await existing_groups(ctx.kube, owner)
     masters = await group_masters(ctx.kube, owner) if controller_builder.enabled(spec) else None
     master_of = master_ordinals(owner, masters) if masters is not None else None
-    lifecycle_ok = failure is None and not isinstance(addr, Failure)
     drains: list[dict[str, Any]] = []
-    if lifecycle_ok and isinstance(addr, str):
-        extra = [g for g in existing if g >= spec.groups]
-        drains = await lifecycle.drain_groups(
-            ctx.kube,
-            owner,
-            extra,
-            previous.drains,
-            ctx.drain_admin or drain.RemotingDrainAdmin(ctx.settings.admin_timeout_seconds),
-            addr,
-            ctx.settings.cluster_domain,
-            spec.storage.delete_claim_on_scale_down,
-            result.events,
-            now(),
-            _port_of(spec),
-            master_of,
+    addr = applied.lifecycle_addr
+    if addr is not None:
+        drains, existing = await drain_removed_groups(
+            ctx, owner, spec, previous, existing, addr, master_of, result
         )
-        if len(drains) != len(extra):
-            existing = await existing_groups(ctx.kube, owner)
     workloads = await observe_broker(ctx.kube, owner, spec, existing, master_of)
-    outcome: lifecycle.RolloutOutcome | None = None
+    outcome: rolling.RolloutOutcome | None = None
     namesrv_note: str | None = None
-    if lifecycle_ok and isinstance(addr, str):
-        outcome, namesrv_note, workloads = await _lifecycle_steps(
+    if addr is not None:
+        outcome, workloads, states = await roll_pods(
             ctx, owner, spec, body, previous, existing, workloads, addr, result
         )
+        namesrv_note = await push_namesrv(ctx, owner, spec, previous, states, addr, result)
     synced, pending = await sync_topics(
         ctx,
         owner,
@@ -687,16 +765,17 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
         result,
         master_of,
     )
-    notes = [n for n in (pending, lifecycle.drain_pending(drains), namesrv_note) if n]
+    notes = [n for n in (pending, draining.drain_pending(drains), namesrv_note) if n]
     pending = "; ".join(notes) if notes else None
-    builder.observe(workloads, failure, pending=pending)
+
+    builder.observe(workloads, applied.failure, pending=pending)
     builder.status.topic_synced_groups = synced
-    result.events += security_secrets.decorate_status(builder, secured, spec, _utcnow())
+    result.events += security_secrets.decorate_status(builder, applied.secured, spec, _utcnow())
     builder.status.drains = [models.DrainStatus.model_validate(d) for d in drains]
     if masters is not None:
         builder.status.group_masters = [models.GroupMaster.model_validate(m) for m in masters]
-    if not isinstance(addr, Failure):
-        builder.status.name_server_addr = addr
+    if applied.addr is not None:
+        builder.status.name_server_addr = applied.addr
         if namesrv_note is not None and previous.name_server_addr:
             builder.status.name_server_addr = previous.name_server_addr  # pushed again next pass
     if outcome is not None:
@@ -706,9 +785,19 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
         builder.rolling(outcome.decision)
         if not isinstance(outcome.decision, rollout.Done) and result.retry is None:
             result.retry = ctx.settings.retry_delay_seconds
-    result.status, result.failure = builder.patch(), failure
-    status = result.status
     if pending is not None and result.retry is None:
         result.retry = ctx.settings.retry_delay_seconds
-    result.events.extend(_transition_events(previous, status))
+    return _report(builder, applied.failure, result)
+
+
+def _refused(builder: StatusBuilder[Any], failure: Failure, result: Result) -> Result:
+    """The spec cannot be parsed: say what to fix, keep pod facts unknown."""
+    builder.observe([], failure)
+    return _report(builder, failure, result)
+
+
+def _report(builder: StatusBuilder[Any], failure: Failure | None, result: Result) -> Result:
+    """The status patch, the failure and the transition events of one pass."""
+    result.status, result.failure = builder.patch(), failure
+    result.events.extend(_transition_events(builder.previous, result.status))
     return result

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 AUDIT_DIR = "/audit"
 STORE_DIR = "/store"
 SUBMIT_FILE = "/opt/ferrymq/submit.py"
+IMAGE_PYTHON = "/opt/ferrymq/bin/python"  # the image's venv, with ferrymq and PySpark
 # The image's own non-root user (spark/k8s/Dockerfile), as the operator's pods: a uid without a
 # passwd entry makes Hadoop's login in the JVM fail ("invalid null input: name").
 RUN_AS_USER = 10001
@@ -175,10 +176,17 @@ def pod_template(s: SparkK8sSettings, role: Literal["driver", "executor"]) -> di
     container's memory request and limit from spark.*.memory plus overhead itself) and the
     volumes of :func:`volume_conf`."""
     pod_sec, container_sec = _security()
+    env: list[dict[str, Any]] = [{"name": "HOME", "value": "/tmp"}]
+    if s.host_network:
+        # Spark would pick the address of the host's first interface for what it does not bind
+        # explicitly; the pod's address is the node's, which is where its ports are reachable.
+        env.append(
+            {"name": "SPARK_LOCAL_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+        )
     container = {
         "name": DRIVER_CONTAINER if role == "driver" else EXECUTOR_CONTAINER,
         "securityContext": container_sec,
-        "env": [{"name": "HOME", "value": "/tmp"}],
+        "env": env,
     }
     spec: dict[str, Any] = {"securityContext": pod_sec, "containers": [container]}
     if s.host_network:
@@ -208,11 +216,18 @@ def spark_conf(s: SparkK8sSettings) -> dict[str, str]:
         "spark.driver.port": str(s.driver_port),
         "spark.driver.blockManager.port": str(s.driver_block_manager_port),
         "spark.ui.port": str(s.ui_port),
+        # the image's interpreter, whatever PYSPARK_PYTHON the submitting side has
+        "spark.pyspark.python": IMAGE_PYTHON,
+        "spark.pyspark.driver.python": IMAGE_PYTHON,
     }
     if s.host_network:
         # Executors declare no port when theirs is 0 (a random one): on the host network a fixed
         # declared port is a host port, and a second executor on the node would stay Pending.
         conf["spark.blockManager.port"] = "0"
+        # Executors on one node share its address, so Spark takes them for one host and reads
+        # another executor's shuffle files from its local directory, which is that pod's own
+        # emptyDir: fetch over the network instead.
+        conf["spark.shuffle.readHostLocalDisk"] = "false"
     if s.driver_request_cores:
         conf["spark.kubernetes.driver.request.cores"] = s.driver_request_cores
     if s.executor_request_cores:

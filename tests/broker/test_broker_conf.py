@@ -85,7 +85,13 @@ def test_unknown_keys_are_those_no_part_knows_warned_once(
     with caplog.at_level(logging.WARNING):
         parsed = parse_broker_conf(
             {**file_values, "bogusKey": "1"},
-            {"FERRYMQ_consumerLagEnable": "true", "FERRYMQ_otherTool": "x"},
+            # FERRYMQ_<lowerCamelCase> only: upper-case FERRYMQ_* variables are other tools'
+            {
+                "FERRYMQ_consumerLagEnable": "false",
+                "FERRYMQ_otherTool": "x",
+                "FERRYMQ_REQUIRE_ALL": "1",
+                "FERRYMQ_ListenPort": "1",
+            },
             {"namesrvAddr": "127.0.0.1:9876", "noSuchOption": "1"},
             source="b.conf",
         )
@@ -95,7 +101,8 @@ def test_unknown_keys_are_those_no_part_knows_warned_once(
         "otherTool (environment FERRYMQ_otherTool), noSuchOption (command line)"
     ]
     assert parsed.broker.namesrv_addr == "127.0.0.1:9876"
-    assert parsed.lag.consumer_lag_enable
+    assert parsed.broker.listen_port == 10911
+    assert parsed.lag.consumer_lag_enable is False
 
 
 def test_bad_values_in_several_parts_are_one_error_naming_each(tmp_path: Path) -> None:

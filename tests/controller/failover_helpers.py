@@ -4,15 +4,18 @@ controller's view, a recording producer, and checks on what every replica serves
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import random
 import statistics
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 from ferrymq.broker.controller_cluster import ControllerLocalCluster
+from ferrymq.broker.local_cluster import Child, LocalCluster
 from ferrymq.client.broker_api import BrokerApi, PullStatus, SendStatus
 from ferrymq.client.errors import MQClientError
 from ferrymq.client.producer import Producer
@@ -64,11 +67,71 @@ async def group_state(client: RemotingClient, controller_addr: str) -> dict[str,
     return data
 
 
+# Set by a test that runs a DeathWatch: every wait_until poll (in this task and the tasks it
+# starts) first checks that no process of the cluster died on its own.
+GUARD: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
+    "failover_guard", default=None
+)
+
+
+class DeathWatch:
+    """The cluster's processes that ended without the test ending them: a death is never silent
+    (its exit code or signal and its last log lines go into the failure)."""
+
+    def __init__(self, cluster: LocalCluster, log_lines: int = 30) -> None:
+        self.cluster = cluster
+        self.log_lines = log_lines
+        self.expected: set[int] = set()  # pids the test killed or stopped itself
+
+    def expect(self, child: Child) -> None:
+        self.expected.add(child.pid)
+
+    def everyone(self) -> list[Child]:
+        return [*self.cluster.retired, *self.cluster.children]
+
+    def unexpected(self) -> list[Child]:
+        return [c for c in self.everyone() if not c.alive() and c.pid not in self.expected]
+
+    def check(self) -> None:
+        dead = self.unexpected()
+        if dead:
+            raise AssertionError("a process died on its own:\n" + self.report(dead))
+
+    def report(self, children: Iterable[Child] | None = None) -> str:
+        """One line per process (name, pid, how it ended, its log), then the tails of the logs
+        of those that ended on their own."""
+        everyone = self.everyone() if children is None else list(children)
+        lines = [
+            f"{c.name} pid {c.pid}: {c.ending()}"
+            f"{' (by the test)' if c.pid in self.expected else ''} (log {c.log_path})"
+            for c in everyone
+        ]
+        for c in everyone:
+            if not c.alive() and c.pid not in self.expected:
+                lines.append(f"--- end of {c.log_path.name}:\n{self.log_end(c)}")
+        return "\n".join(lines)
+
+    def log_end(self, child: Child) -> str:
+        """The last lines of the log, from before a faulthandler dump when there is one (the
+        dump lists every thread's stack: more lines than a plain tail would show)."""
+        try:
+            text = child.log_path.read_text(errors="replace")
+        except OSError as exc:
+            return f"(log unreadable: {exc})"
+        lines = text.splitlines()
+        fatal = max((i for i, line in enumerate(lines) if "Fatal Python error" in line), default=-1)
+        start = len(lines) - self.log_lines if fatal < 0 else fatal - self.log_lines // 3
+        return "\n".join(lines[max(0, start) :][: self.log_lines * 5])
+
+
 async def wait_until(what: str, check: Any, timeout: float) -> Any:
     """Poll the coroutine function ``check`` until it returns a truthy value (or fail)."""
     deadline = time.monotonic() + timeout
     last: Any = None
+    guard = GUARD.get()
     while time.monotonic() < deadline:
+        if guard is not None:
+            guard()
         try:
             last = await check()
         except (RemotingError, OSError, MQClientError, AssertionError) as exc:
@@ -156,8 +219,13 @@ class Recorder:
     failures: int = 0
     tried: int = 0
 
-    def first_ack_after(self, moment: float) -> float | None:
-        return next((t for t in self.ack_times if t > moment), None)
+    def first_ack_after(self, moment: float, not_stored_by: str | None = None) -> float | None:
+        """When the first ack after ``moment`` came; with ``not_stored_by`` (a broker's
+        "ip:port"), the first of a message another broker stored: an ack of the killed master
+        still in flight at the kill does not end the outage."""
+        if not_stored_by is None:
+            return next((t for t in self.ack_times if t > moment), None)
+        return next((t for t, w, _ in self.writers if t > moment and w != not_stored_by), None)
 
 
 async def produce(namesrv: str, rec: Recorder, stop: asyncio.Event, seed: int) -> None:

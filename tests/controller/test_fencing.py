@@ -207,7 +207,8 @@ async def test_demoted_master_with_a_divergent_tail_cuts_it_and_rejoins(tmp_path
                 await asyncio.wait_for(producer, 30)
         assert old.alive(), "re-execution keeps the process (same PID)"
         log = old.log_path.read_text(errors="replace")
-        assert "re-executing to truncate" in log, log[-3000:]
+        assert "re-executing (pid" in log, log[-3000:]
+        assert "started again by re-execution" in log, log[-3000:]
         assert "CommitLog cut at offset" in log, log[-3000:]
         await verify_round(client, api, cluster, dict(rec.acks))
         await client.close()

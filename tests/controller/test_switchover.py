@@ -63,6 +63,7 @@ async def test_switchover_to_a_chosen_replica(tmp_path: Path) -> None:
             stop.set()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(producer, 30)
+        print(f"\nswitchover: {rec.failures} of {rec.tried} sends not acknowledged (no retries)")
         assert cluster.brokers[master - 1].pid == old_pid and cluster.brokers[master - 1].alive()
         state = await wait_healthy(client, cluster)
         assert state["masterBrokerId"] == target

@@ -2,15 +2,18 @@
 
 The master here is a RemotingServer answering the four GET_ALL_* codes with upstream bodies (a
 stand-in for the broker's admin processors, which have their own tests); the slave side is the
-real SlaveSynchronize with a recording target.
+real SlaveSynchronize with a recording target, driven by rounds or by the master's metadata
+notices (as the HA client hands them over).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Callable
 
 import pytest
-from ferrymq.ha.slave_sync import SlaveSynchronize
+from ferrymq.ha.protocol import MetadataVersions
+from ferrymq.ha.slave_sync import OFFSETS_MIN_INTERVAL_S, SlaveSynchronize
 from ferrymq.remoting.bodies import (
     ConsumerOffsetSerializeWrapper,
     DataVersion,
@@ -144,3 +147,48 @@ async def test_unreachable_master_is_reported_not_raised() -> None:
     sync.set_master_addr(None)
     report = await sync.sync_all()
     assert "no master address" in report.errors["topicConfig"]
+
+
+async def _wait(cond: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not cond():
+        assert loop.time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.01)
+
+
+async def test_notices_copy_what_moved_at_once_and_offsets_at_most_every_interval(
+    master: tuple[RemotingServer, MasterState],
+) -> None:
+    server, state = master
+    rec = Recorder()
+    client = RemotingClient()
+    # the periodic round is an hour away: only notices can make copies here
+    sync = SlaveSynchronize(client, rec, interval_s=3600)
+    sync.start()
+    try:
+        # a notice before the master's address is known waits for it; the address starts the
+        # first round
+        sync.on_master_versions(MetadataVersions(1, 1, 1))
+        sync.set_master_addr(f"127.0.0.1:{server.port}")
+        await _wait(lambda: sync.rounds == 1, "the first round")
+        assert (len(rec.topics), len(rec.offsets), len(rec.groups)) == (1, 1, 1)
+
+        state.topic_version = DataVersion(timestamp=2, counter=2)
+        sync.on_master_versions(MetadataVersions(2, 1, 1))  # only the topic config moved
+        await _wait(lambda: len(rec.topics) == 2, "the topic config copy")
+        assert (len(rec.offsets), len(rec.groups)) == (1, 1)
+
+        sync.on_master_versions(MetadataVersions(2, 1, 2))
+        await _wait(lambda: len(rec.offsets) == 2, "the offsets copy")
+        copied_at = asyncio.get_running_loop().time()
+        # offsets moving again at once are copied once the minimum interval has passed, not lost
+        sync.on_master_versions(MetadataVersions(2, 1, 3))
+        sync.on_master_versions(MetadataVersions(2, 1, 4))
+        await _wait(lambda: len(rec.offsets) == 3, "the deferred offsets copy")
+        assert asyncio.get_running_loop().time() - copied_at >= OFFSETS_MIN_INTERVAL_S * 0.9
+        assert sync.offsets_interval_s >= OFFSETS_MIN_INTERVAL_S
+        assert sync.rounds == 1 and len(rec.groups) == 1 and rec.delay == [rec.delay[0]]
+    finally:
+        await sync.shutdown()
+        await client.close()

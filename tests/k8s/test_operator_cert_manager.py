@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import functools
 import importlib
 import os
 import socket
@@ -394,3 +395,149 @@ def test_cert_manager_issues_and_renews_and_the_operator_speaks_mutual_tls(
         finally:
             for proc in reversed(procs):
                 proc.stop()
+
+
+class NamesrvPod(BrokerPod):
+    """The kubelet's part for pod ``<namesrv>-namesrv-0``, as ``BrokerPod`` for a broker."""
+
+    def __init__(self, cluster: Cluster, namesrv: str, root: Path) -> None:
+        self.cluster, self.root = cluster, root
+        sts = cluster.statefulset(names.namesrv_statefulset(namesrv))
+        self.pod = cluster.api_client.sanitize_for_serialization(sts)["spec"]["template"]["spec"]
+        cm = cluster.configmap(names.namesrv_configmap(namesrv))
+        self.conf = javaproperties.loads(cm.data["namesrv.conf"])
+        self.secrets = {}
+        root.mkdir()
+
+    def start(self, namesrv_addr: str = "") -> Proc:
+        self.sync_volumes()
+        conf = local_paths(self.conf, self.root)
+        conf["kvConfigPath"] = str(self.root / "kv.json")
+        self.env = pod_env(self.pod["containers"][0]["env"], self.secrets, self.root)
+        path = write_properties(self.root / "namesrv.conf", conf)
+        args = ["namesrv", "-c", str(path), "--listen-port", "0", "--bind", "127.0.0.1"]
+        return Proc(args, self.root, self.env)
+
+
+def test_one_cluster_ca_lets_operator_issued_nameserver_and_broker_speak_mutual_tls(
+    cluster: Cluster, mtls_operator: None, addresses: LiveAddresses, tmp_path: Path
+) -> None:
+    """A NameServer with ``needClientAuth: require`` and a Broker, both with operator-issued
+    certificates: one cluster CA (Secret ``<nameserver>-cluster-ca``) signs both, so the broker
+    registers and the operator's calls work with no user action; a renewal of the CA reaches
+    both running processes (new certificates served, the broker registers again), no restart."""
+    ns = cluster.ns
+    mtls = {"mode": "enforcing", "needClientAuth": "require"}
+    cluster.create("nameservers", "hub", {"replicas": 1, "tls": mtls})
+    cluster.create(
+        "brokers",
+        "spoke",
+        {"nameServerRef": {"name": "hub"}, "replicasPerGroup": 1, "storage": {"size": "1Gi"}}
+        | {"tls": mtls},
+    )
+    wait_for("the NameServer StatefulSet", lambda: cluster.statefulset("hub-namesrv"))
+    wait_for("the Broker StatefulSet", lambda: cluster.statefulset("spoke-broker-0"))
+    cluster.wait_condition("brokers", "spoke", "ReconcileFailed", "False")
+    authority = wait_for("the cluster CA", lambda: secret_data(cluster.core, ns, "hub-cluster-ca"))
+    for secret in ("hub-namesrv-tls", "spoke-broker-tls"):
+        data = wait_for(secret, functools.partial(secret_data, cluster.core, ns, secret))
+        assert data["ca.crt"] == authority["ca.crt"], secret
+        assert ca.signed_by(data["tls.crt"], authority["ca.crt"]), secret
+    assert secret_data(cluster.core, ns, "hub-namesrv-ca") is None
+    assert secret_data(cluster.core, ns, "spoke-broker-ca") is None
+
+    procs: list[Proc] = []
+    try:
+        ns_pod = NamesrvPod(cluster, "hub", tmp_path / "ns-pod")
+        assert ns_pod.conf["tls.server.need.client.auth"] == "require"
+        namesrv = ns_pod.start()
+        procs.append(namesrv)
+        ns_port = namesrv.wait_line(r"NameServer ready on port (\d+)").group(1)
+        ns_addr = f"127.0.0.1:{ns_port}"
+        addresses.namesrv_addr = ns_addr
+        pod = BrokerPod(cluster, "spoke", tmp_path / "broker-pod")
+        broker = pod.start(ns_addr)
+        procs.append(broker)
+        port = broker.wait_line(r"ready on port (\d+)").group(1)
+        addr = f"127.0.0.1:{port}"
+        addresses.brokers["spoke"] = addr
+        ns_pid, broker_pid = namesrv.proc.pid, broker.proc.pid
+        own = ClientTls(
+            cert_path=pod.root / "tls" / "tls.crt", key_path=pod.root / "tls" / "tls.key"
+        )
+
+        async def route(topic: str) -> str:
+            async with AdminClient(ns_addr, timeout=5, security=ClientSecurity(None, own)) as a:
+                found = await a.instance.namesrv.get_route(topic)
+            return str(found.to_json_obj()) if found is not None else ""
+
+        async def registered() -> str:
+            async with AdminClient(ns_addr, timeout=5, security=ClientSecurity(None, own)) as a:
+                return str((await a.cluster_info()).to_json_obj())
+
+        # the broker's registration over mutual TLS was accepted by the NameServer
+        wait_for("the registration", lambda: addr in asyncio.run(registered()) or None)
+        # the operator's calls present the pods' certificate: a Topic created on the broker,
+        # and the broker's registration after the topic change reaches the NameServer
+        create_custom(
+            cluster, "Topic", "topics", "hub-a", {"brokerRef": {"name": "spoke"}, "queues": 2}
+        )
+        cluster.wait_condition("topics", "hub-a", "Ready", "True")
+        wait_for("the route of hub-a", lambda: addr in asyncio.run(route("hub-a")) or None)
+
+        # without a client certificate the NameServer refuses the handshake
+        async def no_client_cert() -> None:
+            bare = ClientSecurity(None, ClientTls())
+            async with AdminClient(ns_addr, timeout=5, security=bare) as admin:
+                await admin.cluster_info()
+
+        with pytest.raises(Exception, match=r"(?i)certificate|TLS|handshake") as refused:
+            asyncio.run(no_client_cert())
+        print("the NameServer without a client certificate:", refused.value)
+
+        # renewal: the CA is 5 days from expiry; the operator renews it (same key) and re-issues
+        # both certificates; the kubelet updates both volumes; both processes reload them
+        key = authority["ca.key"]
+        now = datetime.datetime.now(datetime.UTC)
+        short = ca.new_ca("hub ferrymq cluster CA", now, 5, key_pem=key)
+        cluster.core.patch_namespaced_secret(
+            "hub-cluster-ca", ns, {"data": b64({"ca.crt": short.cert_pem, "ca.key": key})}
+        )
+        renewed = wait_for(
+            "the renewed CA",
+            lambda: (
+                (d := secret_data(cluster.core, ns, "hub-cluster-ca"))
+                and d["ca.crt"] not in (authority["ca.crt"], short.cert_pem)
+                and d
+            ),
+        )
+        assert renewed["ca.key"] == key  # what was issued before stays trusted
+        leaves = {}
+        for secret in ("hub-namesrv-tls", "spoke-broker-tls"):
+            leaves[secret] = wait_for(
+                f"{secret} from the renewed CA",
+                lambda s=secret: (
+                    (d := secret_data(cluster.core, ns, s))
+                    and d["ca.crt"] == renewed["ca.crt"]
+                    and d
+                ),
+            )
+        wait_for("the NameServer's volume update", lambda: ns_pod.sync_volumes() or None)
+        wait_for("the broker's volume update", lambda: pod.sync_volumes() or None)
+        for served_addr, secret in ((ns_addr, "hub-namesrv-tls"), (addr, "spoke-broker-tls")):
+            want = ssl.PEM_cert_to_DER_cert(leaves[secret]["tls.crt"])
+            wait_for(
+                f"the renewed certificate served at {secret}",
+                lambda a=served_addr, w=want: served_certificate(a, own) == w or None,
+            )
+        # a new topic: the operator's call and the broker's registration, with the new certs
+        create_custom(
+            cluster, "Topic", "topics", "hub-b", {"brokerRef": {"name": "spoke"}, "queues": 2}
+        )
+        cluster.wait_condition("topics", "hub-b", "Ready", "True")
+        wait_for("the route of hub-b", lambda: addr in asyncio.run(route("hub-b")) or None)
+        assert namesrv.proc.pid == ns_pid and broker.proc.pid == broker_pid
+        assert namesrv.proc.poll() is None and broker.proc.poll() is None
+    finally:
+        for proc in reversed(procs):
+            proc.stop()

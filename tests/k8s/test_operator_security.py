@@ -135,7 +135,10 @@ def test_acl_and_tls_become_broker_configuration_and_rotation_rolls_nothing(
     account = wait_for("the operator account", lambda: secret_data(cluster, "ferrymq-operator-acl"))
     assert account["accessKey"] == "ferrymq-operator" and len(account["secretKey"]) >= 32
     assert account["secretKey"] in account["operator_acl.yml"]
-    authority = wait_for("the cluster CA", lambda: secret_data(cluster, "secure-broker-ca"))
+    # one cluster CA per NameServer, signing its Brokers' certificates too (owned by it)
+    authority = wait_for("the cluster CA", lambda: secret_data(cluster, "routes-cluster-ca"))
+    ca_meta = cluster.core.read_namespaced_secret("routes-cluster-ca", cluster.ns).metadata
+    assert [(r.kind, r.name) for r in ca_meta.owner_references] == [("NameServer", "routes")]
     server = wait_for("the certificate", lambda: secret_data(cluster, "secure-broker-tls"))
     assert server["ca.crt"] == authority["ca.crt"]
     assert ca.signed_by(server["tls.crt"], authority["ca.crt"])
@@ -149,7 +152,7 @@ def test_acl_and_tls_become_broker_configuration_and_rotation_rolls_nothing(
         "status.certificates",
         lambda: {c["secret"]: c for c in status_of(cluster, "secure").get("certificates") or []},
     )
-    assert set(certs) == {"secure-broker-ca", "secure-broker-tls"}
+    assert set(certs) == {"routes-cluster-ca", "secure-broker-tls"}
     assert certs["secure-broker-tls"]["notAfter"] == info.not_after.strftime("%Y-%m-%dT%H:%M:%SZ")
     cluster.wait_condition("brokers", "secure", "CertificateExpiring", "False", "Valid")
 
@@ -157,8 +160,10 @@ def test_acl_and_tls_become_broker_configuration_and_rotation_rolls_nothing(
     ns_cert = wait_for(
         "the NameServer certificate", lambda: secret_data(cluster, "routes-namesrv-tls")
     )
-    ns_ca = wait_for("the NameServer CA", lambda: secret_data(cluster, "routes-namesrv-ca"))
-    assert ca.signed_by(ns_cert["tls.crt"], ns_ca["ca.crt"])
+    assert ca.signed_by(ns_cert["tls.crt"], authority["ca.crt"])  # the same CA
+    assert ns_cert["ca.crt"] == authority["ca.crt"]
+    assert secret_data(cluster, "routes-namesrv-ca") is None  # no per-component CA any more
+    assert secret_data(cluster, "secure-broker-ca") is None
     assert f"routes-namesrv.{cluster.ns}.svc.cluster.local" in ca.info(ns_cert["tls.crt"]).names
     ns_conf = javaproperties.loads(
         wait_for("namesrv.conf", lambda: cluster.configmap("routes-namesrv-config")).data[
@@ -220,7 +225,7 @@ def test_acl_and_tls_become_broker_configuration_and_rotation_rolls_nothing(
     after = cluster.statefulset("secure-broker-0")
     assert after.metadata.generation == before.metadata.generation
     assert after.spec.template == before.spec.template
-    assert secret_data(cluster, "secure-broker-ca") == authority  # the CA was kept
+    assert secret_data(cluster, "routes-cluster-ca") == authority  # the CA was kept
     assert secret_data(cluster, "ferrymq-operator-acl") == account  # the account too
 
 
@@ -279,6 +284,7 @@ def test_bad_security_secrets_become_conditions(cluster: Cluster, operator: Kopf
     volumes = {v.name: v for v in sts.spec.template.spec.volumes}
     assert volumes["tls"].secret.secret_name == "user-certs"
     assert secret_data(cluster, "guarded-broker-ca") is None  # no CA with a user's certificate
+    assert secret_data(cluster, "routes-cluster-ca") is None
 
 
 def test_network_policy_follows_the_groups_and_the_switch(
@@ -421,3 +427,77 @@ def test_cert_manager_certificate_then_its_secret(cluster: Cluster, operator: Ko
         )
     finally:
         cluster.delete("brokers", "issued")
+
+
+def test_broker_its_nameserver_would_refuse_is_a_condition(
+    cluster: Cluster, operator: KopfRunner
+) -> None:
+    cluster.create("nameservers", "locked", {"replicas": 1, "acl": {}})
+    base = {"nameServerRef": {"name": "locked"}, "replicasPerGroup": 1, "storage": {"size": "1Gi"}}
+    cluster.create("brokers", "unsigned", base)
+    cond = cluster.wait_condition(
+        "brokers", "unsigned", "ReconcileFailed", "True", "NameServerRefusesBroker"
+    )
+    assert "NameServer 'locked' has spec.acl" in cond["message"]
+    assert "add spec.acl to this Broker" in cond["message"]
+    assert cluster.statefulset("unsigned-broker-0") is None  # pods that could never register
+
+    cluster.patch_spec("brokers", "unsigned", {"acl": {}})
+    wait_for("the StatefulSet", functools.partial(cluster.statefulset, "unsigned-broker-0"))
+    cluster.wait_condition("brokers", "unsigned", "ReconcileFailed", "False")
+
+    # mutual TLS: both issued by the operator's cluster CA register; a user's certificate on
+    # one side only is still refused, naming both sources
+    mtls = {"mode": "enforcing", "needClientAuth": "require"}
+    cluster.create("nameservers", "mutual", {"replicas": 1, "tls": mtls})
+    mutual_base = {**base, "nameServerRef": {"name": "mutual"}}
+    cluster.create("brokers", "paired", {**mutual_base, "tls": mtls})
+    wait_for("the StatefulSet", functools.partial(cluster.statefulset, "paired-broker-0"))
+    cluster.wait_condition("brokers", "paired", "ReconcileFailed", "False")
+    put_secret(cluster, "paired-user", {"tls.crt": "x"})
+    cluster.patch_spec("brokers", "paired", {"tls": {**mtls, "secretName": "paired-user"}})
+    cond = cluster.wait_condition(
+        "brokers", "paired", "ReconcileFailed", "True", "NameServerRefusesBroker"
+    )
+    assert "Secret 'paired-user'" in cond["message"] and "cluster CA" in cond["message"]
+
+
+def test_a_former_per_component_ca_is_migrated_to_the_cluster_ca(
+    cluster: Cluster, operator: KopfRunner
+) -> None:
+    """Secrets of an operator version before the cluster CA (``<name>-broker-ca`` and the
+    certificate it signed): the certificate is re-issued from the cluster CA, and the former CA
+    stays in ca.crt while its Secret exists, so pods not yet reloaded keep being accepted."""
+    now = datetime.datetime.now(datetime.UTC)
+    old = ca.new_ca("moved ferrymq cluster CA", now, 180)
+    old_leaf = ca.issue(old, "moved", ["localhost"], now, 90)
+    put_secret(cluster, "moved-broker-ca", {"ca.crt": old.cert_pem, "ca.key": old.key_pem})
+    leaf = {"tls.crt": old_leaf.cert_pem, "tls.key": old_leaf.key_pem, "ca.crt": old.cert_pem}
+    cluster.core.create_namespaced_secret(
+        cluster.ns,
+        {
+            "metadata": {"name": "moved-broker-tls"},
+            "type": "kubernetes.io/tls",  # as the operator wrote it
+            "data": {k: base64.b64encode(v.encode()).decode() for k, v in leaf.items()},
+        },
+    )
+    cluster.create("nameservers", "hub", {"replicas": 1})
+    mtls = {"mode": "enforcing", "needClientAuth": "require"}
+    base = {"nameServerRef": {"name": "hub"}, "replicasPerGroup": 1, "storage": {"size": "1Gi"}}
+    cluster.create("brokers", "moved", {**base, "tls": mtls})
+    authority = wait_for("the cluster CA", lambda: secret_data(cluster, "hub-cluster-ca"))
+    migrated = wait_for(
+        "the re-issued certificate",
+        lambda: (
+            (d := secret_data(cluster, "moved-broker-tls"))
+            and d["tls.crt"] != old_leaf.cert_pem
+            and d
+        ),
+    )
+    assert ca.signed_by(migrated["tls.crt"], authority["ca.crt"])
+    assert migrated["ca.crt"] == authority["ca.crt"] + old.cert_pem  # both trusted meanwhile
+    assert secret_data(cluster, "moved-broker-ca") == {
+        "ca.crt": old.cert_pem,
+        "ca.key": old.key_pem,
+    }
+    wait_for("the StatefulSet", functools.partial(cluster.statefulset, "moved-broker-0"))

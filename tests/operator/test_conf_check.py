@@ -56,3 +56,20 @@ def test_namesrv_conf() -> None:
     bad = parse_nameserver_spec({"config": {"scanNotActiveBrokerInterval": "1"}})
     (problem,) = conf_check.check_namesrv(namesrv.namesrv_conf(bad), list(bad.config)).problems
     assert "scanNotActiveBrokerInterval" in problem
+
+
+def test_keys_of_every_broker_conf_part_are_known_and_checked() -> None:
+    """Semantics and lag keys are read by the broker too (BrokerConf parts): not unknown."""
+    ok = broker_report({"transactionTimeOut": "1500", "consumerLagSampleInterval": "2000"})
+    assert ok == conf_check.ConfReport(problems=[], unknown=[])
+    bad = broker_report({"transactionCheckMax": "0", "consumerLagEnable": "perhaps"})
+    assert bad.unknown == []
+    assert len(bad.problems) == 2
+    assert any(p.startswith("transactionCheckMax='0'") for p in bad.problems), bad.problems
+    assert any(p.startswith("consumerLagEnable='perhaps'") for p in bad.problems), bad.problems
+
+
+def test_generated_acl_and_tls_keys_pass_their_parts() -> None:
+    for need in ("none", "optional", "require"):
+        report = broker_report({}, acl={}, tls={"mode": "enforcing", "needClientAuth": need})
+        assert report == conf_check.ConfReport(problems=[], unknown=[])

@@ -54,7 +54,7 @@ def test_import_reads_no_environment() -> None:
     env = _env(FERRYMQ_OPERATOR_RESYNC_SECONDS="-1", FERRYMQ_OPERATOR_CLUSTER_DOMAIN="Bad_Domain")
     code = "import ferrymq_operator.handlers, ferrymq_operator.topics.handlers; print('imported')"
     done = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=240
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "imported"
@@ -68,7 +68,7 @@ def test_startup_stops_on_a_bad_setting() -> None:
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=240,
     )
     assert done.returncode != 0
     assert "failed permanently: bad operator settings: FERRYMQ_OPERATOR_RESYNC_SECONDS" in (

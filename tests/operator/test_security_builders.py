@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import functools
 from typing import Any
 
 import javaproperties
@@ -306,3 +307,93 @@ def test_cert_manager_certificate(broker_owner: Owner) -> None:
     ]
     with pytest.raises(InvalidSpec, match="keep one"):
         parse_broker_spec({**REF, "tls": {"secretName": "x", "issuerRef": {"name": "y"}}})
+
+
+def test_operator_client_certificate_only_when_the_brokers_ask_for_one() -> None:
+    from ferrymq_operator.security import session
+
+    now = datetime.datetime.now(datetime.UTC)
+    authority = ca.new_ca("test CA", now, 30)
+    pair = ca.issue(authority, "orders", ["localhost"], now, 10)
+    data = {"tls.crt": pair.cert_pem, "tls.key": pair.key_pem, "ca.crt": authority.cert_pem}
+    cert = decisions.client_certificate(data)
+    assert cert == (pair.cert_pem, pair.key_pem)
+    assert decisions.client_certificate({"tls.crt": pair.cert_pem}) is None
+    assert decisions.client_certificate(None) is None
+    account = decisions.plan_operator_acl(None)
+
+    def tls_of(**tls: Any) -> Any:
+        security = session.for_cluster(parse_broker_spec({**REF, "tls": tls}), account, cert)
+        return security.tls if security is not None else None
+
+    assert tls_of(mode="permissive", needClientAuth="require") is None  # plaintext is served
+    assert tls_of(mode="enforcing").cert_path is None  # no client auth: no certificate sent
+    required = tls_of(mode="enforcing", needClientAuth="require")
+    optional = tls_of(mode="enforcing", needClientAuth="optional")
+    assert required.cert_path == optional.cert_path  # same content, same files
+    assert required.cert_path.read_text() == pair.cert_pem
+    assert required.key_path.read_text() == pair.key_pem
+    assert required.key_path.stat().st_mode & 0o777 == 0o600
+    assert required.cert_path.parent.stat().st_mode & 0o777 == 0o700
+    required.context()  # loads: the files are a matching pair
+
+    renewed = ca.issue(authority, "orders", ["localhost"], now, 10)
+    again = session.for_cluster(
+        parse_broker_spec({**REF, "tls": {"mode": "enforcing", "needClientAuth": "require"}}),
+        account,
+        (renewed.cert_pem, renewed.key_pem),
+    )
+    assert again is not None and again.tls is not None
+    assert again.tls.cert_path != required.cert_path  # a renewal never rewrites files in use
+    assert required.cert_path.read_text() == pair.cert_pem
+
+
+def test_brokers_that_could_not_register_with_their_nameserver() -> None:
+    def ns(**spec: Any) -> Any:
+        return parse_nameserver_spec(spec)
+
+    def br(**spec: Any) -> Any:
+        return parse_broker_spec({**REF, **spec})
+
+    check = functools.partial(decisions.check_namesrv_registration, "routes")
+    assert check(ns(), br()) is None
+    assert check(ns(acl={}), br(acl={})) is None
+    refused = check(ns(acl={}), br())
+    assert refused is not None and "add spec.acl to this Broker" in refused
+    assert check(ns(tls={}), br()) is None  # permissive serves plaintext registrations
+    enforcing = check(ns(tls={"mode": "enforcing"}), br(tls={}))
+    assert enforcing is not None and "spec.tls.mode enforcing" in enforcing
+    assert check(ns(tls={"mode": "enforcing"}), br(tls={"mode": "enforcing"})) is None
+    mtls = {"mode": "enforcing", "needClientAuth": "require"}
+    no_cert = check(ns(tls=mtls), br(tls={"mode": "enforcing"}))
+    assert no_cert is not None and "needClientAuth optional or require" in no_cert
+    # both issued by the operator: one cluster CA signs both, the registration works
+    assert check(ns(tls=mtls), br(tls=mtls)) is None
+    issuer = {"issuerRef": {"name": "corp", "kind": "ClusterIssuer"}}
+    assert check(ns(tls={**mtls, **issuer}), br(tls={**mtls, **issuer})) is None
+    shared = {"secretName": "corp-certs"}
+    assert check(ns(tls={**mtls, **shared}), br(tls={**mtls, **shared})) is None
+    # one side from the cluster CA, the other from the user's CA: still refused, both named
+    mixed = check(ns(tls={**mtls, **shared}), br(tls=mtls))
+    assert mixed is not None and "Secret 'corp-certs'" in mixed and "cluster CA" in mixed
+    mixed = check(ns(tls=mtls), br(tls={**mtls, **issuer}))
+    assert mixed is not None and "cert-manager ClusterIssuer 'corp'" in mixed
+    # a permissive Broker registers in plaintext, which a permissive NameServer serves
+    assert check(ns(tls={"needClientAuth": "require", **shared}), br(tls={})) is None
+
+
+def test_nameserver_metrics_port(namesrv_owner: Owner) -> None:
+    def ports(**spec: Any) -> list[dict[str, Any]]:
+        sts = namesrv.statefulset(namesrv_owner, parse_nameserver_spec(spec))
+        found: list[dict[str, Any]] = sts["spec"]["template"]["spec"]["containers"][0]["ports"]
+        return found
+
+    assert [p["name"] for p in ports()] == ["namesrv"]
+    with_metrics = ports(config={"metricsPort": "9877"})
+    assert {"name": "metrics", "containerPort": 9877, "protocol": "TCP"} in with_metrics
+    conf = javaproperties.loads(
+        namesrv.configmap(
+            namesrv_owner, parse_nameserver_spec({"config": {"metricsPort": "9877"}})
+        )["data"]["namesrv.conf"]
+    )
+    assert conf["metricsPort"] == "9877"

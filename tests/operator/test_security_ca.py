@@ -154,3 +154,39 @@ def test_ca_renewal_keeps_the_key_so_old_and_new_certificates_stay_trusted(
     assert issued is not None
     again = decisions.plan_server_cert(issued, renewed, tls, "orders", ["localhost"], NOW)
     assert again is not None and again[builders.TLS_CA_KEY] == renewed.cert_pem
+
+
+def test_trust_bundle_keeps_the_former_component_ca_during_the_migration(
+    authority: ca.CertPair,
+) -> None:
+    """An existing per-component CA (before the cluster CA) stays in ca.crt while valid: a pod
+    still presenting a certificate from it is accepted by pods that already trust the bundle."""
+    tls = TlsSpec(validity_days=90, renew_before_days=30)
+    old = ca.new_ca("orders old CA", NOW, 180)
+    legacy = {builders.CA_CERT_KEY: old.cert_pem, builders.CA_KEY_KEY: old.key_pem}
+    bundle = decisions.trust_bundle(authority, legacy, NOW)
+    assert bundle.startswith(authority.cert_pem) and old.cert_pem in bundle
+    assert decisions.trust_bundle(authority, None, NOW) == authority.cert_pem
+    assert decisions.trust_bundle(authority, legacy, NOW + 200 * DAY) == authority.cert_pem
+    own = {builders.CA_CERT_KEY: authority.cert_pem, builders.CA_KEY_KEY: authority.key_pem}
+    assert decisions.trust_bundle(authority, own, NOW) == authority.cert_pem
+    # a certificate of the former CA is re-issued from the cluster CA, ca.crt the bundle
+    before = ca.issue(old, "orders", ["localhost"], NOW, 90)
+    existing = {
+        builders.TLS_CERT_KEY: before.cert_pem,
+        builders.TLS_KEY_KEY: before.key_pem,
+        builders.TLS_CA_KEY: old.cert_pem,
+    }
+    issued = decisions.plan_server_cert(
+        existing, authority, tls, "orders", ["localhost"], NOW, bundle
+    )
+    assert issued is not None and issued[builders.TLS_CA_KEY] == bundle
+    assert ca.signed_by(issued[builders.TLS_CERT_KEY], authority.cert_pem)
+    kept = decisions.plan_server_cert(issued, authority, tls, "orders", ["localhost"], NOW, bundle)
+    assert kept is None
+    # once the former CA has expired the bundle shrinks, and ca.crt follows
+    later = decisions.trust_bundle(authority, legacy, NOW + 200 * DAY)
+    shrunk = decisions.plan_server_cert(
+        issued, authority, tls, "orders", ["localhost"], NOW + DAY, later
+    )
+    assert shrunk is not None and shrunk[builders.TLS_CA_KEY] == authority.cert_pem

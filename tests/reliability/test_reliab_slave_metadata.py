@@ -4,7 +4,9 @@ at once, not with the slave's periodic sync (real processes: NameServer, master,
 The periodic sync is set to 60 s, so only the master's metadata notices on the HA connection can
 bring a change to the slave within the deadlines below: perm (read-only), order and topicSysFlag
 changes, a topic deletion (after which the slave no longer serves the topic's messages), a new
-subscription group, and a committed consumer offset.
+subscription group, committed consumer offsets (a reset backwards too), and the offsets a push
+consumer committed 1.5 s before its master was killed (issue 17: a consumer moving to the slave
+re-reads nothing it had committed).
 """
 
 from __future__ import annotations
@@ -18,7 +20,11 @@ import pytest
 from ferrymq.broker.local_cluster import LocalCluster
 from ferrymq.client.broker_api import BrokerApi
 from ferrymq.client.errors import MQClientError
+from ferrymq.client.instance import ClientInstance
+from ferrymq.client.push_consumer import PushConsumer
+from ferrymq.message import MessageExt
 from ferrymq.remoting.bodies import (
+    ConsumeFromWhere,
     SubscriptionGroupWrapper,
     TopicConfig,
     TopicConfigSerializeWrapper,
@@ -37,6 +43,7 @@ DEADLINE_S = 5.0
 TOPIC = "MetaMoves"
 DOOMED = "MetaDoomed"
 GROUP = "meta_group"
+PUSH_GROUP = "meta_push"
 
 
 async def _until(
@@ -167,10 +174,35 @@ async def test_topic_changes_and_deletion_reach_the_slave_at_once(cluster: Local
             await client.close()
 
 
+async def _committed(client: RemotingClient, addr: str, group: str, queues: int) -> list[str]:
+    out = []
+    for queue_id in range(queues):
+        reply = await _ok(
+            client,
+            addr,
+            RemotingCommand.request(
+                RequestCode.QUERY_CONSUMER_OFFSET,
+                {"consumerGroup": group, "topic": TOPIC, "queueId": str(queue_id)},
+            ),
+        )
+        out.append((reply.ext_fields or {}).get("offset", ""))
+    return out
+
+
 async def test_groups_and_offsets_reach_the_slave_at_once(cluster: LocalCluster) -> None:
+    """Also issue 17: a push consumer's offsets, committed to the master 1.5 s before it is
+    killed, are on the slave, so a consumer moving to the slave re-reads nothing it had committed."""
     with cluster:
         client = RemotingClient()
         master, slave = broker_addr(cluster, 0), broker_addr(cluster, 1)
+        instance = ClientInstance(
+            cluster.namesrv_addr, persist_offset_interval=0.2, rebalance_interval=1.0
+        )
+        consumer = PushConsumer(
+            PUSH_GROUP,
+            instance=instance,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        )
         try:
             await wait_slave_connected(client, master, 60)
             await _ok(client, master, _update_topic())
@@ -190,7 +222,8 @@ async def test_groups_and_offsets_reach_the_slave_at_once(cluster: LocalCluster)
                 )
                 return SubscriptionGroupWrapper.decode(reply.body_bytes()).subscription_group_table
 
-            await _until(
+            took: dict[str, float] = {}
+            took["group"] = await _until(
                 "subscription group",
                 slave_groups,
                 lambda seen: isinstance(seen, dict) and GROUP in seen,
@@ -221,10 +254,35 @@ async def test_groups_and_offsets_reach_the_slave_at_once(cluster: LocalCluster)
                         },
                     ),
                 )
-                await _until(
+                took[f"offset {offset}"] = await _until(
                     f"offset {offset}", slave_offset, lambda seen, o=offset: seen == str(o)
                 )
             info = await runtime_info(client, slave)
             assert info["haSlaveSyncRounds"] == "1", info
+            print(f"slave metadata latency (s): {took}")
+
+            for i in range(20):
+                await _ok(client, master, send_request(TOPIC, f"c{i}".encode(), queue_id=i % 2))
+            got: set[bytes] = set()
+
+            async def listener(msgs: list[MessageExt], context: object) -> None:
+                got.update(m.body for m in msgs)
+
+            consumer.subscribe(TOPIC, "*")
+            consumer.register_listener(listener)
+            await consumer.start()
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 60
+            # queue 0 also holds m0
+            while (committed := await _committed(client, master, PUSH_GROUP, 2)) != ["11", "10"]:
+                assert loop.time() < deadline, (len(got), committed)
+                await asyncio.sleep(0.1)
+            await consumer.shutdown()
+            await asyncio.sleep(1.5)  # not synchronisation: the commits are 1.5 s old at the kill
+            cluster.brokers[0].proc.kill()
+            await asyncio.to_thread(cluster.brokers[0].proc.wait, 30)
+            # the slave had them before the master died (its periodic sync is 60 s away)
+            assert await _committed(client, slave, PUSH_GROUP, 2) == ["11", "10"]
         finally:
+            await instance.shutdown()
             await client.close()

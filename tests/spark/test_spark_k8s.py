@@ -77,7 +77,14 @@ def test_host_network_executors_declare_no_port() -> None:
     host = km.spark_conf(settings(host_network=True, driver_port=40001))
     assert "spark.blockManager.port" not in plain
     assert host["spark.blockManager.port"] == "0"
+    assert host["spark.shuffle.readHostLocalDisk"] == "false"
+    assert "spark.shuffle.readHostLocalDisk" not in plain
     assert host["spark.driver.port"] == "40001"
+    # the pods run the image's interpreter, not the submitting side's PYSPARK_PYTHON
+    assert plain["spark.pyspark.python"] == host["spark.pyspark.driver.python"] == km.IMAGE_PYTHON
+    pod = km.pod_template(settings(host_network=True), "executor")
+    env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
+    assert env["SPARK_LOCAL_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
 
 
 def test_rbac_objects_are_valid() -> None:

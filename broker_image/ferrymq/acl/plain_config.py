@@ -19,20 +19,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ferrymq.acl.permission import DENY, parse_perm
 from ferrymq.acl.remote_address import AddressPattern
+from ferrymq.topic_validator import retry_topic
 
 PLAIN_ACL_FILE = "plain_acl.yml"
 ACL_DIR = "acl"
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 _PERM_NAMES = {"PUB", "SUB", "PUB|SUB", "SUB|PUB", "DENY"}
 
 
 class AclConfigError(ValueError):
     """A plain_acl.yml that cannot be used; the message names the file and the problem."""
-
-
-def retry_topic(group: str) -> str:
-    """Groups are checked as their retry topic, as upstream does (``%RETRY%<group>``)."""
-    return RETRY_GROUP_TOPIC_PREFIX + group
 
 
 def _check_perm_name(value: str) -> str:

@@ -11,10 +11,10 @@ namespaces.
 from __future__ import annotations
 
 from ferrymq.acl.permission import PUB, SUB
-from ferrymq.acl.plain_config import RETRY_GROUP_TOPIC_PREFIX, retry_topic
 from ferrymq.remoting.codes import RequestCode
 from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.fastjson import loads
+from ferrymq.topic_validator import RETRY_GROUP_TOPIC_PREFIX, retry_topic
 
 Needed = list[tuple[str, int]]
 

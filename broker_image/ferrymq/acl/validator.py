@@ -15,10 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ferrymq.acl.permission import check_permission, needs_admin, perm_name
-from ferrymq.acl.plain_config import RETRY_GROUP_TOPIC_PREFIX, AclTable
+from ferrymq.acl.plain_config import AclTable
 from ferrymq.acl.resources import needed_permissions
 from ferrymq.acl.signature import ACCESS_KEY, SIGNATURE, combine_content, verify
 from ferrymq.remoting.command import RemotingCommand
+from ferrymq.topic_validator import RETRY_GROUP_TOPIC_PREFIX
 
 REASON_NO_ACCESS_KEY = "no_access_key"
 REASON_UNKNOWN_ACCESS_KEY = "unknown_access_key"

@@ -20,6 +20,7 @@ import javaproperties
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
+from ferrymq.mixall import MASTER_ID
 from ferrymq.properties import known_keys
 from ferrymq.remoting.bodies import PERM_INHERIT, PERM_READ, PERM_WRITE
 from ferrymq.remoting.settings import ServerSettings
@@ -27,8 +28,6 @@ from ferrymq.store.config import MessageStoreConfig
 from ferrymq.store.json_file import write_bytes_atomic
 
 log = logging.getLogger(__name__)
-
-MASTER_ID = 0
 
 
 def _local_ip() -> str:

@@ -7,7 +7,13 @@ killed broker restarted on the same conf returns at the same address.
 
 from __future__ import annotations
 
-from ferrymq.broker.local_cluster import BrokerSpec, Child, LocalCluster, pick_free_port
+from ferrymq.broker.local_cluster import (
+    BrokerSpec,
+    Child,
+    LocalCluster,
+    keep_previous_log,
+    pick_free_port,
+)
 
 
 class ControllerLocalCluster(LocalCluster):
@@ -85,6 +91,9 @@ class ControllerLocalCluster(LocalCluster):
             self.controller.proc.wait(timeout=30)
         else:
             self._terminate([self.controller])
+        old = self.controller
+        old.log_path = keep_previous_log(old.log_path) or old.log_path
+        self.retired.append(old)
         return self.start_controller()
 
     def start(self) -> None:

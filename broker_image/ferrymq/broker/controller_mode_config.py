@@ -20,8 +20,6 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
-from ferrymq.properties import build_model, collect_values, load_properties
-
 
 class ControllerModeSettings(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
@@ -59,9 +57,9 @@ class ControllerModeSettings(BaseModel):
 def load_controller_mode_settings(
     path: Path | None, env: Mapping[str, str] | None = None
 ) -> ControllerModeSettings:
-    """From the broker.conf (+ ``FERRYMQ_*`` environment); ConfigError names bad keys."""
-    file_values = load_properties(path) if path is not None else {}
-    values, origins, _ = collect_values(
-        ControllerModeSettings, file_values, env, source=str(path) if path else "properties"
-    )
-    return build_model(ControllerModeSettings, values, origins)
+    """The controller-mode part of a broker.conf (+ ``FERRYMQ_*`` environment), read as a whole
+    by :func:`ferrymq.broker.broker_conf.load_broker_conf`; ConfigError names bad keys."""
+    # imported here: broker_conf imports this module
+    from ferrymq.broker.broker_conf import load_broker_conf
+
+    return load_broker_conf(path, env).controller_mode

@@ -3,7 +3,8 @@ as production (``python -m ferrymq.cli.main namesrv|broker``), for ``ferrymq loc
 tests that need real processes.
 
 Children are started in order (NameServer first, its port read from its "ready on port" line), each
-writes to ``<data-dir>/logs/<name>.log``, and all are stopped by PID: SIGTERM (graceful: brokers
+writes to ``<data-dir>/logs/<name>.log`` (a restarted child's earlier log is kept as
+``<name>.<n>.log``, so how it ended stays readable), and all are stopped by PID: SIGTERM (graceful: brokers
 unregister, flush and remove their abort files), then SIGKILL after a grace period. On Linux a
 child also gets SIGTERM from the kernel when its supervisor dies without stopping it
 (:func:`die_with_parent`).
@@ -62,6 +63,20 @@ def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
     return preexec
 
 
+def describe_exit(returncode: int | None) -> str:
+    """A Popen return code in words: None -> "running", -9 -> "killed by SIGKILL", 3 -> "exit
+    code 3" (a death reported as a bare number hides a signal such as SIGBUS)."""
+    if returncode is None:
+        return "running"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"killed by {name}"
+    return f"exit code {returncode}"
+
+
 class ClusterStartError(RuntimeError):
     """A child did not come up; the message includes the tail of its log."""
 
@@ -80,6 +95,10 @@ class Child:
 
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    def ending(self) -> str:
+        """How the process ended, for reports: "running", "exit code N" or "killed by SIGx"."""
+        return describe_exit(self.proc.poll())
 
     def log_tail(self, lines: int = 20) -> str:
         try:
@@ -131,6 +150,19 @@ def parse_size(text: str) -> int:
     return size
 
 
+def keep_previous_log(log_path: Path) -> Path | None:
+    """Move an existing ``<name>.log`` to ``<name>.<n>.log`` (n = 1, 2, ...) and return where: a
+    restarted child starts a fresh log, and what its predecessor wrote (how it died) stays for
+    the post-mortem."""
+    if not log_path.exists():
+        return None
+    n = 1
+    while (target := log_path.with_name(f"{log_path.stem}.{n}.log")).exists():
+        n += 1
+    log_path.rename(target)
+    return target
+
+
 def broker_conf_text(values: dict[str, str]) -> str:
     return "".join(f"{k}={v}\n" for k, v in values.items())
 
@@ -170,6 +202,8 @@ class LocalCluster:
         self.start_timeout = start_timeout
         self.namesrv: Child | None = None
         self.brokers: list[Child] = []
+        # earlier incarnations of restarted children (their logs are kept as <name>.<n>.log)
+        self.retired: list[Child] = []
 
     # --- addresses --------------------------------------------------------------------------
     @property
@@ -234,6 +268,7 @@ class LocalCluster:
         logs = self.data_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         log_path = logs / f"{name}.log"
+        keep_previous_log(log_path)
         out = open(log_path, "wb")  # noqa: SIM115 - handed to the child, closed below
         env = dict(os.environ)
         env.pop("NAMESRV_ADDR", None)  # each child gets its address explicitly
@@ -306,6 +341,8 @@ class LocalCluster:
         else:
             self._terminate([old])
         assert old.conf_path is not None
+        old.log_path = keep_previous_log(old.log_path) or old.log_path
+        self.retired.append(old)
         child = self._spawn(old.name, ["broker", "-c", str(old.conf_path)])
         child.conf_path = old.conf_path
         self.brokers[index] = child

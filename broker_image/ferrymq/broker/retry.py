@@ -32,6 +32,12 @@ from ferrymq.message import (
 )
 from ferrymq.remoting.bodies import PERM_READ, PERM_WRITE, SubscriptionGroupConfig
 from ferrymq.remoting.codes import ResponseCode
+from ferrymq.topic_validator import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    dlq_topic,
+    retry_topic,
+)
 
 log = logging.getLogger(__name__)
 
@@ -47,19 +53,8 @@ __all__ = [
     "retry_topic",
 ]
 
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 DLQ_NUMS_PER_GROUP = 1
-DEFAULT_MAX_RECONSUME_TIMES = 16
 FIRST_RETRY_DELAY_LEVEL = 3
-
-
-def retry_topic(group: str) -> str:
-    return RETRY_GROUP_TOPIC_PREFIX + group
-
-
-def dlq_topic(group: str) -> str:
-    return DLQ_GROUP_TOPIC_PREFIX + group
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import sys
 import time
 from typing import TYPE_CHECKING
@@ -48,6 +49,7 @@ from ferrymq.ha.truncate import truncate_commit_log
 from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.codes import ResponseCode
 from ferrymq.remoting.command import RemotingCommand
+from ferrymq.remoting.eventloop import STOP_SIGNALS
 from ferrymq.store import record as rec
 from ferrymq.store.config import BrokerRole
 from ferrymq.store.message_store import MessageStore
@@ -56,6 +58,9 @@ if TYPE_CHECKING:
     from ferrymq.broker.app import BrokerApp
 
 log = logging.getLogger(__name__)
+
+# set for the new image of a broker that re-executed itself: why (logged once at start-up)
+REEXEC_REASON_ENV = "FERRYMQ_REEXECUTED_BECAUSE"
 
 
 def torn_record_at(store: MessageStore, offset: int) -> bool:
@@ -155,6 +160,9 @@ class ControllerMode:
     async def join(self, store: MessageStore) -> MessageStore:
         """Register and settle this broker's role before it serves; may cut the store's tail
         (returning a new, restarted store). Raises ControllerRefusedError when refused."""
+        why = os.environ.pop(REEXEC_REASON_ENV, None)
+        if why is not None:
+            log.warning("started again by re-execution (pid %d): %s", os.getpid(), why)
         await asyncio.to_thread(self.epoch_file.load)
         cfg = self.app.config
         self.client = ControllerClient(
@@ -286,8 +294,15 @@ class ControllerMode:
             return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
         task = asyncio.get_running_loop().create_task(self._apply_guarded(info, None))
         self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+        task.add_done_callback(self._notified_done)
         return request.response(ResponseCode.SUCCESS)
+
+    def _notified_done(self, task: asyncio.Task[None]) -> None:
+        """A role change started by a notification that failed is logged at once (nobody awaits
+        the task; the next heartbeat round retries the change)."""
+        self._pending.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("role change on the controller's notification failed", exc_info=exc)
 
     # --- the heartbeat loop ---------------------------------------------------------------------
 
@@ -519,11 +534,24 @@ class ControllerMode:
 
     def _reexec(self, why: str) -> None:
         """Start over as the same process (PID, arguments): the start-up path cuts the tail
-        while the store is closed, the one place where the store may be truncated safely."""
-        log.warning("%s: re-executing to truncate and rejoin as a slave", why)
+        while the store is closed, the one place where the store may be truncated safely.
+
+        What the new image keeps: stdout/stderr (the log; flushed first), the environment (with
+        the reason, logged again at start-up) and a stop signal: SIGTERM/SIGINT are blocked
+        across the exec, so one arriving before the new image installs its handlers waits for
+        them (GracefulShutdown.install unblocks) instead of ending the process silently.
+        Every other descriptor (sockets, store files, locks) is close-on-exec."""
+        log.warning("%s: re-executing (pid %d) to truncate and rejoin as a slave", why, os.getpid())
         for handler in logging.getLogger().handlers:
             with contextlib.suppress(Exception):
                 handler.flush()
         sys.stdout.flush()
         sys.stderr.flush()
-        os.execv(sys.executable, sys.orig_argv)
+        os.environ[REEXEC_REASON_ENV] = why
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            os.execv(sys.executable, sys.orig_argv)
+        except OSError:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+            os.environ.pop(REEXEC_REASON_ENV, None)
+            raise

@@ -32,6 +32,7 @@ from ferrymq.store.dispatch import RoundRecords
 from ferrymq.store.json_file import AtomicFileWriter
 from ferrymq.store.record import DecodedRecord, RecordKind, check_record
 from ferrymq.store.results import GetMessageStatus
+from ferrymq.topic_validator import SCHEDULE_TOPIC
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,6 @@ __all__ = [
     "to_schedule_topic",
 ]
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 SCHEDULE_CONSUMER_GROUP = "SCHEDULE_CONSUMER"
 DEFAULT_FLUSH_DELAY_OFFSET_INTERVAL_S = 10.0
 _PULL_BATCH = 32

@@ -10,16 +10,16 @@ CommitLog/SendMessageProcessor do on put.
 
 Settings the broker's own config does not carry (upstream BrokerConfig names
 ``transactionCheckInterval``, ``transactionTimeOut``, ``transactionCheckMax``,
-``flushDelayOffsetInterval``) are read from the same broker.conf / ``FERRYMQ_*`` environment by
-:func:`load_semantics_config`.
+``flushDelayOffsetInterval``) are the ``semantics`` part of the broker.conf
+(:class:`ferrymq.broker.broker_conf.BrokerConf`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -30,7 +30,7 @@ from ferrymq.broker.processors.end_transaction import EndTransactionProcessor
 from ferrymq.broker.processors.rebalance_lock import RebalanceLockProcessor
 from ferrymq.broker.retry import RetryService
 from ferrymq.broker.schedule import SCHEDULE_TOPIC, ScheduleMessageService, to_schedule_topic
-from ferrymq.broker.store_port import MessageStorePort
+from ferrymq.broker.store_port import MessagePuts, MessageStorePort
 from ferrymq.broker.transaction import (
     HALF_TOPIC,
     OP_HALF_TOPIC,
@@ -39,23 +39,12 @@ from ferrymq.broker.transaction import (
     is_transaction_prepared,
     to_half_message,
 )
-from ferrymq.message import MessageExt, MessageInner
-from ferrymq.properties import build_model, collect_values, load_properties
+from ferrymq.message import MessageInner
 from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.server import RemotingServer
-from ferrymq.store.consume_queue_store import ConsumeQueueStore
-from ferrymq.store.results import (
-    GetMessageResult,
-    PutMessageResult,
-    PutMessageStatus,
-    QueryMessageResult,
-)
-
-if TYPE_CHECKING:
-    from ferrymq.store.dispatch import DispatchListener, DispatchRoundListener
-    from ferrymq.store.get_message import MessageFilter
+from ferrymq.store.results import PutMessageResult, PutMessageStatus
 
 log = logging.getLogger(__name__)
 
@@ -91,40 +80,27 @@ def load_semantics_config(
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, str] | None = None,
 ) -> SemanticsConfig:
-    """Same sources as the broker config (file, FERRYMQ_* environment, overrides)."""
-    file_values = load_properties(path) if path is not None else {}
-    values, origins, _unknown = collect_values(
-        SemanticsConfig, file_values, env, source=str(path) if path else "properties"
-    )
-    for key, value in (overrides or {}).items():
-        if key in values or key in SemanticsConfig.model_fields or _is_alias(key):
-            values[_alias(key)] = value
-    return build_model(SemanticsConfig, values, origins)
+    """The semantics part of a broker.conf (+ ``FERRYMQ_*`` environment, overrides), read as a
+    whole by :func:`ferrymq.broker.broker_conf.load_broker_conf`."""
+    # imported here: broker_conf imports this module
+    from ferrymq.broker.broker_conf import load_broker_conf
 
-
-def _alias(key: str) -> str:
-    info = SemanticsConfig.model_fields.get(key)
-    return info.alias or key if info is not None else key
-
-
-def _is_alias(key: str) -> bool:
-    return any(info.alias == key for info in SemanticsConfig.model_fields.values())
+    return load_broker_conf(path, env, overrides).semantics
 
 
 NOT_ALLOWED_SEND_TOPICS = frozenset({SCHEDULE_TOPIC, HALF_TOPIC, OP_HALF_TOPIC})
 
 
 class SendSemanticsStore:
-    """The store as the send processor sees it: delay and transaction rewrites happen on put.
-
-    Everything but the puts is the wrapped store's, delegated method by method (typed, so mypy
-    sees a method the port gains and this view lacks); batches are never delayed or transactional
-    (producers refuse that), so ``put_messages`` only checks the topic.
+    """The store as the send processor sees it (:class:`MessagePuts`): delay and transaction
+    rewrites happen on put, then the wrapped store's put runs. The send processor needs nothing
+    else, so nothing else is offered; batches are never delayed or transactional (producers refuse
+    that), so ``put_messages`` only checks the topic.
     """
 
     def __init__(
         self,
-        store: MessageStorePort,
+        store: MessagePuts,
         *,
         max_delay_level: Callable[[], int],
         reject_transaction_message: Callable[[], bool] = lambda: False,
@@ -132,63 +108,8 @@ class SendSemanticsStore:
         self._store = store
         self._max_delay_level = max_delay_level
         self._reject_transaction_message = reject_transaction_message
+        self._put_nowait = store.put_message_nowait  # bound once: every send takes this path
 
-    # --- delegated to the wrapped store --------------------------------------------------------
-    def get_message(
-        self,
-        group: str,
-        topic: str,
-        queue_id: int,
-        offset: int,
-        max_msg_nums: int,
-        message_filter: MessageFilter | None = None,
-    ) -> GetMessageResult:
-        return self._store.get_message(group, topic, queue_id, offset, max_msg_nums, message_filter)
-
-    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        return self._store.get_max_offset_in_queue(topic, queue_id)
-
-    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        return self._store.get_min_offset_in_queue(topic, queue_id)
-
-    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
-        return self._store.get_offset_in_queue_by_time(topic, queue_id, timestamp_ms)
-
-    def get_message_store_timestamp(self, topic: str, queue_id: int, cq_offset: int) -> int:
-        return self._store.get_message_store_timestamp(topic, queue_id, cq_offset)
-
-    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
-        return self._store.get_earliest_message_time(topic, queue_id)
-
-    def look_message_by_offset(self, commit_log_offset: int) -> MessageExt | None:
-        return self._store.look_message_by_offset(commit_log_offset)
-
-    def query_message(
-        self, topic: str, key: str, max_num: int, begin: int, end: int
-    ) -> QueryMessageResult:
-        return self._store.query_message(topic, key, max_num, begin, end)
-
-    @property
-    def min_phy_offset(self) -> int:
-        return self._store.min_phy_offset
-
-    @property
-    def consume_queues(self) -> ConsumeQueueStore:
-        return self._store.consume_queues
-
-    def delete_topics(self, names: Sequence[str]) -> int:
-        return self._store.delete_topics(names)
-
-    def runtime_info(self) -> dict[str, str]:
-        return self._store.runtime_info()
-
-    def add_dispatch_listener(self, listener: DispatchListener) -> None:
-        self._store.add_dispatch_listener(listener)
-
-    def add_dispatch_round_listener(self, listener: DispatchRoundListener) -> None:
-        self._store.add_dispatch_round_listener(listener)
-
-    # --- puts: the semantics ------------------------------------------------------------------
     @staticmethod
     def _forbidden(topic: str) -> PutMessageResult | None:
         if topic not in NOT_ALLOWED_SEND_TOPICS:
@@ -207,16 +128,24 @@ class SendSemanticsStore:
         return await self._store.put_messages(batch)
 
     async def put_message(self, msg: MessageInner) -> PutMessageResult:
-        result = self.put_message_nowait(msg)
-        if isinstance(result, PutMessageResult):
-            return result
-        return await result
+        stored = self._as_stored(msg)
+        if isinstance(stored, PutMessageResult):
+            return stored
+        return await self._store.put_message(stored)
 
     def put_message_nowait(
         self, msg: MessageInner
     ) -> PutMessageResult | Awaitable[PutMessageResult]:
         """``put_message`` that returns the result itself when the store needs no wait (the
         wrapped store's ``put_message_nowait``), else an awaitable of it."""
+        stored = self._as_stored(msg)
+        if isinstance(stored, PutMessageResult):
+            return stored
+        return self._put_nowait(stored)
+
+    def _as_stored(self, msg: MessageInner) -> MessageInner | PutMessageResult:
+        """The message as it is stored (a half message, a schedule-topic message, or itself), or
+        why it is refused."""
         refused = self._forbidden(msg.topic)
         if refused is not None:
             return refused
@@ -226,10 +155,8 @@ class SendSemanticsStore:
                     PutMessageStatus.MESSAGE_ILLEGAL,
                     remark="this broker rejects transaction messages (rejectTransactionMessage)",
                 )
-            msg = to_half_message(msg)
-        else:
-            msg = to_schedule_topic(msg, self._max_delay_level())
-        return self._store.put_message_nowait(msg)
+            return to_half_message(msg)
+        return to_schedule_topic(msg, self._max_delay_level())
 
 
 class SemanticsServices:

@@ -1,10 +1,11 @@
 """What the broker needs from the message store, and nothing more: the one broker-to-store seam.
 
-``ferrymq.store.message_store.MessageStore`` implements it, and so does the send processor's view
-of it (``ferrymq.broker.semantics.SendSemanticsStore``). Processors and the schedule, retry and
-transaction services are typed against this protocol so each can be read (and tested) without the
-whole store; ``ferrymq.broker._port_conformance`` has mypy check both implementations against it, so a
-method missing from either, or one with another signature, fails ``mypy`` (strict).
+``ferrymq.store.message_store.MessageStore`` implements it; the send processor's view of the store
+(``ferrymq.broker.semantics.SendSemanticsStore``) implements its put side, :class:`MessagePuts`.
+Processors and the schedule, retry and transaction services are typed against these protocols so
+each can be read (and tested) without the whole store. The end of this module has mypy check both
+implementations, so a method missing from either, or one with another signature, fails ``mypy``
+(strict); ``tests/typecheck/`` shows that check failing on purpose.
 
 Every method is synchronous and runs on the store's event loop except the puts, which await the
 durability waits (see ``message_store``).
@@ -24,11 +25,13 @@ if TYPE_CHECKING:
     from ferrymq.store.dispatch import DispatchListener, DispatchRoundListener
     from ferrymq.store.get_message import MessageFilter
 
-__all__ = ["MessageStorePort"]
+__all__ = ["MessagePuts", "MessageStorePort"]
 
 
-class MessageStorePort(Protocol):
-    # --- put ----------------------------------------------------------------------------------
+class MessagePuts(Protocol):
+    """The put side of the store: all the send processor needs (the store itself, or the view of
+    it that rewrites delayed and transactional messages on put)."""
+
     async def put_message(self, msg: MessageInner) -> PutMessageResult: ...
 
     def put_message_nowait(
@@ -37,6 +40,10 @@ class MessageStorePort(Protocol):
         """The result itself when the put needs no durability wait, else an awaitable of it."""
 
     async def put_messages(self, batch: MessageInner) -> PutMessageResult: ...
+
+
+class MessageStorePort(MessagePuts, Protocol):
+    """The whole port: the puts, reads and lookups, and the dispatch listeners."""
 
     # --- get (upstream getMessage; ``group`` is kept for its signature) -----------------------
     def get_message(
@@ -83,13 +90,13 @@ class MessageStorePort(Protocol):
 
 
 if TYPE_CHECKING:
-    # Read by mypy only: both implementations must be assignable to the port, or `mypy` fails
-    # naming the missing or mismatched method (tests/typing/ shows it failing on purpose).
+    # Read by mypy only: each implementation must be assignable to its protocol, or `mypy` fails
+    # naming the missing or mismatched method.
     from ferrymq.broker.semantics import SendSemanticsStore
     from ferrymq.store.message_store import MessageStore
 
     def _message_store_is_a_port(store: MessageStore) -> MessageStorePort:
         return store
 
-    def _send_view_is_a_port(view: SendSemanticsStore) -> MessageStorePort:
+    def _send_view_is_a_put_side(view: SendSemanticsStore) -> MessagePuts:
         return view

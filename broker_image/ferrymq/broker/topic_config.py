@@ -8,7 +8,6 @@ Decisions are pure methods; saving is the caller's job (``snapshot()`` -> Config
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Callable
 
@@ -23,52 +22,25 @@ from ferrymq.remoting.bodies import (
     TopicConfig,
     TopicConfigSerializeWrapper,
 )
+from ferrymq.topic_validator import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC as AUTO_CREATE_TOPIC_KEY_TOPIC,
+)
+from ferrymq.topic_validator import DLQ_GROUP_TOPIC_PREFIX as DLQ_GROUP_TOPIC_PREFIX
+from ferrymq.topic_validator import OFFSET_MOVED_EVENT as OFFSET_MOVED_EVENT
+from ferrymq.topic_validator import RETRY_GROUP_TOPIC_PREFIX as RETRY_GROUP_TOPIC_PREFIX
+from ferrymq.topic_validator import RMQ_SYS_TRANS_HALF_TOPIC as RMQ_SYS_TRANS_HALF_TOPIC
+from ferrymq.topic_validator import RMQ_SYS_TRANS_OP_HALF_TOPIC as RMQ_SYS_TRANS_OP_HALF_TOPIC
+from ferrymq.topic_validator import SCHEDULE_TOPIC as SCHEDULE_TOPIC
+from ferrymq.topic_validator import SELF_TEST_TOPIC as SELF_TEST_TOPIC
+from ferrymq.topic_validator import TOPIC_MAX_LENGTH as TOPIC_MAX_LENGTH
+from ferrymq.topic_validator import check_topic_name as check_topic_name
+from ferrymq.topic_validator import dlq_topic as dlq_topic
+from ferrymq.topic_validator import is_system_topic as is_system_topic
+from ferrymq.topic_validator import retry_topic as retry_topic
 
 log = logging.getLogger(__name__)
 
-AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
-SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
-OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-RMQ_SYS_TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-RMQ_SYS_TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 SCHEDULE_LEVELS = 18
-
-# the topic name is stored in a record with a signed one-byte length
-TOPIC_MAX_LENGTH = 127
-_VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-
-
-def check_topic_name(topic: str) -> str | None:
-    """None when ``topic`` is a legal name, else the reason (upstream TopicValidator)."""
-    if not topic or not topic.strip():
-        return "the topic name is empty"
-    if len(topic.encode()) > TOPIC_MAX_LENGTH:
-        return f"the topic name is longer than {TOPIC_MAX_LENGTH} bytes: {topic[:40]}..."
-    if not _VALID_TOPIC.match(topic):
-        return f"the topic name {topic!r} contains illegal characters; allowed: [%|a-zA-Z0-9_-]"
-    return None
-
-
-def retry_topic(group: str) -> str:
-    return RETRY_GROUP_TOPIC_PREFIX + group
-
-
-def dlq_topic(group: str) -> str:
-    return DLQ_GROUP_TOPIC_PREFIX + group
-
-
-def is_system_topic(topic: str) -> bool:
-    return topic in (
-        AUTO_CREATE_TOPIC_KEY_TOPIC,
-        SELF_TEST_TOPIC,
-        OFFSET_MOVED_EVENT,
-        SCHEDULE_TOPIC,
-        RMQ_SYS_TRANS_HALF_TOPIC,
-        RMQ_SYS_TRANS_OP_HALF_TOPIC,
-    )
 
 
 class TopicConfigManager:

@@ -64,6 +64,8 @@ from ferrymq.store.record import (
     encode_record,
 )
 from ferrymq.store.results import GetMessageStatus
+from ferrymq.topic_validator import RMQ_SYS_TRANS_HALF_TOPIC as HALF_TOPIC
+from ferrymq.topic_validator import RMQ_SYS_TRANS_OP_HALF_TOPIC as OP_HALF_TOPIC
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +81,6 @@ __all__ = [
     "to_half_message",
 ]
 
-HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 TRANS_CHECK_GROUP = "CID_SYS_RMQ_TRANS"
 REMOVE_TAG = "d"
 _PULL_BATCH = 32

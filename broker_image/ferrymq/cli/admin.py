@@ -13,10 +13,10 @@ from rich.table import Table
 
 from ferrymq.cli.client_common import NamesrvOption, namesrv_list, run_client
 from ferrymq.client.admin import AdminClient, QueueProgress
-from ferrymq.client.consume_service import RETRY_GROUP_TOPIC_PREFIX
 from ferrymq.client.lag_watch import LagRow, LagWatcher, format_eta
 from ferrymq.message import MessageExt
 from ferrymq.remoting import bodies
+from ferrymq.topic_validator import RETRY_GROUP_TOPIC_PREFIX, is_system_topic
 
 console = Console()
 
@@ -91,21 +91,8 @@ def topic_list(
             return await admin.topic_list()
 
     for topic in run_client(go(), verbose=verbose):
-        if system or not (
-            topic.startswith("%") or topic in _SYSTEM_TOPICS or topic.startswith("rmq_sys_")
-        ):
+        if system or not (topic.startswith("%") or is_system_topic(topic)):
             console.print(topic, highlight=False)
-
-
-_SYSTEM_TOPICS = {
-    "TBW102",
-    "SCHEDULE_TOPIC_XXXX",
-    "RMQ_SYS_TRANS_HALF_TOPIC",
-    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-    "OFFSET_MOVED_EVENT",
-    "SELF_TEST_TOPIC",
-    "BenchmarkTest",
-}
 
 
 @topic_app.command("delete")

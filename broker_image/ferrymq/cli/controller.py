@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from ferrymq.cli.server_common import (
+    exit_on_config_error,
+    overrides,
+    serve_until_stopped,
+    setup_logging,
+)
 from ferrymq.controller.config import load_controller_config
 from ferrymq.controller.server import serve
 from ferrymq.properties import ConfigError
-from ferrymq.remoting.eventloop import run
 
 
 def controller(
@@ -26,24 +30,8 @@ def controller(
     ] = None,
 ) -> None:
     """Run a controller (master election for brokers with enableControllerMode=true)."""
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    overrides: dict[str, str] = {}
-    if listen_port is not None:
-        overrides["listenPort"] = str(listen_port)
-    if store_path is not None:
-        overrides["controllerStorePath"] = str(store_path)
-    try:
-        cfg = load_controller_config(config, overrides=overrides)
-    except ConfigError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    try:
-        run(serve(cfg))
-    except ValueError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    except OSError as exc:
-        typer.echo(f"error: cannot start the controller: {exc}", err=True)
-        raise typer.Exit(1) from None
+    setup_logging()
+    keys = overrides({"listenPort": listen_port, "controllerStorePath": store_path})
+    with exit_on_config_error(ConfigError):
+        cfg = load_controller_config(config, overrides=keys)
+    serve_until_stopped(serve(cfg), "controller", (ValueError,))

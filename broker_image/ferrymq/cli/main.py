@@ -6,6 +6,8 @@ registered below with one line, so the whole command tree is readable in one pla
 
 from __future__ import annotations
 
+import faulthandler
+
 import typer
 
 from ferrymq.cli import admin as admin_cli
@@ -53,6 +55,9 @@ app.command("controller")(controller_cli.controller)
 
 def main() -> None:
     """Console-script entry."""
+    # a fatal signal (SIGSEGV, SIGBUS from a cut mmap'd file, SIGABRT) prints the Python stacks
+    # to stderr instead of ending the service without a word
+    faulthandler.enable()
     app()
 
 

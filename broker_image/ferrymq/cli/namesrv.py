@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Annotated
 
@@ -10,10 +9,15 @@ import typer
 
 from ferrymq.acl.plain_config import AclConfigError
 from ferrymq.acl.settings import AclSettings, load_acl_settings
+from ferrymq.cli.server_common import (
+    exit_on_config_error,
+    overrides,
+    serve_until_stopped,
+    setup_logging,
+)
 from ferrymq.namesrv.app import serve
 from ferrymq.namesrv.config import load_namesrv_config
 from ferrymq.properties import ConfigError
-from ferrymq.remoting.eventloop import run
 from ferrymq.remoting.tls import TlsSettings, load_tls_settings
 
 
@@ -29,28 +33,14 @@ def namesrv(
     ] = None,
 ) -> None:
     """Run a NameServer (route registry) until SIGTERM or Ctrl-C."""
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    overrides: dict[str, str] = {}
-    if listen_port is not None:
-        overrides["listenPort"] = str(listen_port)
-    if bind_address is not None:
-        overrides["bindAddress"] = bind_address
-    try:
-        cfg = load_namesrv_config(
-            config, overrides=overrides, also_read_by=(AclSettings, TlsSettings)
-        )
+    setup_logging()
+    keys = overrides({"listenPort": listen_port, "bindAddress": bind_address})
+    with exit_on_config_error(ConfigError):
+        cfg = load_namesrv_config(config, overrides=keys, also_read_by=(AclSettings, TlsSettings))
         acl_cfg = load_acl_settings(config)
         tls_cfg = load_tls_settings(config)
-    except ConfigError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    try:
-        run(serve(cfg, acl_settings=acl_cfg, tls_settings=tls_cfg))
-    except (AclConfigError, ConfigError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    except OSError as exc:
-        typer.echo(f"error: cannot start the NameServer: {exc}", err=True)
-        raise typer.Exit(1) from None
+    serve_until_stopped(
+        serve(cfg, acl_settings=acl_cfg, tls_settings=tls_cfg),
+        "NameServer",
+        (AclConfigError, ConfigError),
+    )

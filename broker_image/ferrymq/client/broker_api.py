@@ -99,7 +99,7 @@ class BrokerApi:
         except ValueError as exc:  # a malformed address
             raise BrokerUnreachableError(addr, str(exc)) from exc
 
-    async def _call(
+    async def call(
         self,
         addr: str,
         code: int,
@@ -107,22 +107,25 @@ class BrokerApi:
         body: bytes | None = None,
         timeout: float | None = None,
     ) -> RemotingCommand:
-        """Invoke and require SUCCESS."""
+        """One request to ``addr``; a non-success answer raises its MQResponseError, a transport
+        failure BrokerUnreachableError. The one call helper of the client (AdminClient's too)."""
         ext = header.to_ext() if header is not None else None
         response = await self._invoke(addr, RemotingCommand.request(code, ext, body), timeout)
         if response.code != ResponseCode.SUCCESS:
             raise response_error(response.code, response.remark, addr)
         return response
 
-    async def _call_body(
+    async def call_body(
         self,
         model: type[_B],
         addr: str,
         code: int,
         header: headers.Header | None = None,
         body: bytes | None = None,
+        timeout: float | None = None,
     ) -> _B:
-        response = await self._call(addr, code, header, body)
+        """:meth:`call`, with the reply body decoded as ``model`` (a bad body: SYSTEM_ERROR)."""
+        response = await self.call(addr, code, header, body, timeout)
         try:
             return model.decode(response.body_bytes())
         except bodies.BodyError as exc:
@@ -192,7 +195,7 @@ class BrokerApi:
             origin_topic=msg.topic,
             max_reconsume_times=max_reconsume_times,
         )
-        await self._call(addr, RequestCode.CONSUMER_SEND_MSG_BACK, header)
+        await self.call(addr, RequestCode.CONSUMER_SEND_MSG_BACK, header)
 
     # --- pull ---------------------------------------------------------------------------------
     async def pull_message(
@@ -229,7 +232,7 @@ class BrokerApi:
 
     # --- clients and offsets --------------------------------------------------------------------
     async def heartbeat(self, addr: str, data: bodies.HeartbeatData) -> None:
-        await self._call(addr, RequestCode.HEART_BEAT, body=data.encode())
+        await self.call(addr, RequestCode.HEART_BEAT, body=data.encode())
 
     async def unregister_client(
         self, addr: str, client_id: str, producer_group: str | None, consumer_group: str | None
@@ -237,11 +240,11 @@ class BrokerApi:
         header = headers.UnregisterClientRequestHeader(
             client_id=client_id, producer_group=producer_group, consumer_group=consumer_group
         )
-        await self._call(addr, RequestCode.UNREGISTER_CLIENT, header)
+        await self.call(addr, RequestCode.UNREGISTER_CLIENT, header)
 
     async def get_consumer_id_list(self, addr: str, group: str) -> list[str]:
         header = headers.GetConsumerListByGroupRequestHeader(consumer_group=group)
-        body = await self._call_body(
+        body = await self.call_body(
             bodies.ConsumerListBody, addr, RequestCode.GET_CONSUMER_LIST_BY_GROUP, header
         )
         return body.consumer_id_list
@@ -265,10 +268,10 @@ class BrokerApi:
         header = headers.UpdateConsumerOffsetRequestHeader(
             consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, commit_offset=offset
         )
-        await self._call(addr, RequestCode.UPDATE_CONSUMER_OFFSET, header)
+        await self.call(addr, RequestCode.UPDATE_CONSUMER_OFFSET, header)
 
     async def _offset(self, addr: str, code: int, header: headers.Header) -> int:
-        response = await self._call(addr, code, header)
+        response = await self.call(addr, code, header)
         return headers.OffsetResponseHeader.from_ext(response.ext_fields).offset
 
     async def get_max_offset(self, addr: str, mq: MessageQueue) -> int:
@@ -287,7 +290,7 @@ class BrokerApi:
 
     async def get_earliest_msg_storetime(self, addr: str, mq: MessageQueue) -> int:
         header = headers.GetEarliestMsgStoretimeRequestHeader(topic=mq.topic, queue_id=mq.queue_id)
-        response = await self._call(addr, RequestCode.GET_EARLIEST_MSG_STORETIME, header)
+        response = await self.call(addr, RequestCode.GET_EARLIEST_MSG_STORETIME, header)
         return headers.GetEarliestMsgStoretimeResponseHeader.from_ext(response.ext_fields).timestamp
 
     # --- queries ------------------------------------------------------------------------------
@@ -308,7 +311,7 @@ class BrokerApi:
 
     async def view_message(self, addr: str, commit_log_offset: int) -> MessageExt:
         header = headers.ViewMessageRequestHeader(offset=commit_log_offset)
-        response = await self._call(addr, RequestCode.VIEW_MESSAGE_BY_ID, header)
+        response = await self.call(addr, RequestCode.VIEW_MESSAGE_BY_ID, header)
         messages = decode_messages(response.body_bytes())
         if not messages:
             raise response_error(
@@ -318,54 +321,52 @@ class BrokerApi:
 
     # --- admin --------------------------------------------------------------------------------
     async def create_topic(self, addr: str, header: headers.CreateTopicRequestHeader) -> None:
-        await self._call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header)
+        await self.call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header)
 
     async def delete_topic(self, addr: str, topic: str) -> None:
-        await self._call(
+        await self.call(
             addr, RequestCode.DELETE_TOPIC_IN_BROKER, headers.DeleteTopicRequestHeader(topic=topic)
         )
 
     async def wipe_write_perm(self, addr: str) -> int:
         """WIPE_WRITE_PERM_OF_BROKER on the broker itself (kept across its re-registrations)."""
-        response = await self._call(addr, RequestCode.WIPE_WRITE_PERM_OF_BROKER)
+        response = await self.call(addr, RequestCode.WIPE_WRITE_PERM_OF_BROKER)
         return int(response.ext_fields.get("wipeTopicCount", "0") or 0)
 
     async def add_write_perm(self, addr: str) -> int:
-        response = await self._call(addr, RequestCode.ADD_WRITE_PERM_OF_BROKER)
+        response = await self.call(addr, RequestCode.ADD_WRITE_PERM_OF_BROKER)
         return int(response.ext_fields.get("addTopicCount", "0") or 0)
 
     async def get_all_topic_config(self, addr: str) -> bodies.TopicConfigSerializeWrapper:
-        return await self._call_body(
+        return await self.call_body(
             bodies.TopicConfigSerializeWrapper, addr, RequestCode.GET_ALL_TOPIC_CONFIG
         )
 
     async def update_broker_config(self, addr: str, properties: dict[str, str]) -> None:
         # upstream sends the changed properties as a java.util.Properties text body
         text = "".join(f"{k}={v}\n" for k, v in properties.items())
-        await self._call(addr, RequestCode.UPDATE_BROKER_CONFIG, body=text.encode("utf-8"))
+        await self.call(addr, RequestCode.UPDATE_BROKER_CONFIG, body=text.encode("utf-8"))
 
     async def get_broker_config(self, addr: str) -> dict[str, str]:
-        response = await self._call(addr, RequestCode.GET_BROKER_CONFIG)
+        response = await self.call(addr, RequestCode.GET_BROKER_CONFIG)
         return parse_properties_text(response.body_bytes().decode("utf-8", "replace"))
 
     async def get_broker_runtime_info(self, addr: str) -> dict[str, str]:
-        body = await self._call_body(bodies.KVTable, addr, RequestCode.GET_BROKER_RUNTIME_INFO)
+        body = await self.call_body(bodies.KVTable, addr, RequestCode.GET_BROKER_RUNTIME_INFO)
         return body.table
 
     async def get_all_consumer_offset(self, addr: str) -> bodies.ConsumerOffsetSerializeWrapper:
-        return await self._call_body(
+        return await self.call_body(
             bodies.ConsumerOffsetSerializeWrapper, addr, RequestCode.GET_ALL_CONSUMER_OFFSET
         )
 
     async def create_subscription_group(
         self, addr: str, config: bodies.SubscriptionGroupConfig
     ) -> None:
-        await self._call(
-            addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=config.encode()
-        )
+        await self.call(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=config.encode())
 
     async def get_all_subscription_group_config(self, addr: str) -> bodies.SubscriptionGroupWrapper:
-        return await self._call_body(
+        return await self.call_body(
             bodies.SubscriptionGroupWrapper, addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG
         )
 
@@ -375,11 +376,11 @@ class BrokerApi:
         header = headers.DeleteSubscriptionGroupRequestHeader(
             group_name=group, clean_offset=clean_offset
         )
-        await self._call(addr, RequestCode.DELETE_SUBSCRIPTIONGROUP, header)
+        await self.call(addr, RequestCode.DELETE_SUBSCRIPTIONGROUP, header)
 
     async def get_topic_stats_info(self, addr: str, topic: str) -> bodies.TopicStatsTable:
         header = headers.GetTopicStatsInfoRequestHeader(topic=topic)
-        return await self._call_body(
+        return await self.call_body(
             bodies.TopicStatsTable, addr, RequestCode.GET_TOPIC_STATS_INFO, header
         )
 
@@ -387,7 +388,7 @@ class BrokerApi:
         self, addr: str, group: str
     ) -> bodies.ConsumerConnection:
         header = headers.GetConsumerConnectionListRequestHeader(consumer_group=group)
-        return await self._call_body(
+        return await self.call_body(
             bodies.ConsumerConnection, addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, header
         )
 
@@ -395,7 +396,7 @@ class BrokerApi:
         self, addr: str, group: str, topic: str | None = None
     ) -> bodies.ConsumeStats:
         header = headers.GetConsumeStatsRequestHeader(consumer_group=group, topic=topic)
-        return await self._call_body(
+        return await self.call_body(
             bodies.ConsumeStats, addr, RequestCode.GET_CONSUME_STATS, header
         )
 

@@ -34,10 +34,10 @@ from ferrymq.client.errors import MQClientError
 from ferrymq.client.offset_store import OffsetStore
 from ferrymq.client.process_queue import ProcessQueue
 from ferrymq.message import MessageConst, MessageExt
+from ferrymq.topic_validator import RETRY_GROUP_TOPIC_PREFIX
 
 log = logging.getLogger(__name__)
 
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 LOCAL_RECONSUME_DELAY_S = 5.0
 
 

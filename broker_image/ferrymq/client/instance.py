@@ -28,6 +28,7 @@ from ferrymq.client.broker_api import BrokerApi
 from ferrymq.client.credentials import ClientSecurity
 from ferrymq.client.errors import ClientStateError, MQClientError, NoRouteError
 from ferrymq.client.namesrv_api import NamesrvApi, parse_namesrv_addr
+from ferrymq.client.offset_store import PERSIST_CONSUMER_OFFSET_INTERVAL_S
 from ferrymq.client.route_cache import RouteCache, TopicPublishInfo, publish_queues
 from ferrymq.client.uniq_id import UniqIdGenerator
 from ferrymq.remoting import bodies
@@ -36,14 +37,13 @@ from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.processor import Handler, ProcessorTable
+from ferrymq.topic_validator import AUTO_CREATE_TOPIC_KEY_TOPIC as DEFAULT_TOPIC
 
 log = logging.getLogger(__name__)
 
 POLL_NAMESRV_INTERVAL_S = 30.0
 HEARTBEAT_BROKER_INTERVAL_S = 30.0
-PERSIST_CONSUMER_OFFSET_INTERVAL_S = 5.0
 REBALANCE_INTERVAL_S = 20.0
-DEFAULT_TOPIC = "TBW102"
 # no shutdown step may hang on a stuck peer
 SHUTDOWN_STEP_TIMEOUT_S = 5.0
 

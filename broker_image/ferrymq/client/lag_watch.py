@@ -21,8 +21,7 @@ from ferrymq.broker.lag.status import (
 )
 from ferrymq.client.admin import AdminClient
 from ferrymq.client.errors import MQClientError
-
-RETRY_PREFIX = "%RETRY%"
+from ferrymq.topic_validator import RETRY_GROUP_TOPIC_PREFIX
 
 QueueKey = tuple[str, str, str, int]  # group, topic, broker, queue
 
@@ -77,7 +76,10 @@ class LagWatcher:
                         continue
                     for stats in per_topic:
                         for mq, w in stats.offset_table.items():
-                            if mq.topic.startswith(RETRY_PREFIX) and not self.include_retry:
+                            if (
+                                mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+                                and not self.include_retry
+                            ):
                                 continue
                             table = seen.setdefault((group, mq.topic), {})
                             table[(mq.broker_name, mq.queue_id)] = (

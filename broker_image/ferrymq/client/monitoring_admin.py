@@ -8,12 +8,10 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from ferrymq.client.errors import BrokerUnreachableError, ConsumerNotOnlineError, response_error
+from ferrymq.client.errors import ConsumerNotOnlineError, response_error
 from ferrymq.client.instance import ClientInstance
 from ferrymq.remoting import bodies, headers
 from ferrymq.remoting.codes import RequestCode, ResponseCode
-from ferrymq.remoting.command import RemotingCommand
-from ferrymq.remoting.errors import RemotingError
 
 _B = TypeVar("_B", bound=bodies.Body)
 
@@ -23,41 +21,6 @@ RESET_TIMEOUT_S = 10.0
 
 class MonitoringAdmin:
     instance: ClientInstance
-    timeout: float = 5.0
-
-    async def call(
-        self,
-        addr: str,
-        code: int,
-        header: headers.Header | None = None,
-        body: bytes | None = None,
-        timeout: float | None = None,
-    ) -> RemotingCommand:
-        """One request to ``addr``; a non-success answer raises its MQResponseError."""
-        request = RemotingCommand.request(code, header.to_ext() if header else None, body)
-        try:
-            response = await self.instance.remoting.invoke(addr, request, timeout or self.timeout)
-        except RemotingError as exc:
-            raise BrokerUnreachableError(addr, str(exc)) from exc
-        if response.code != ResponseCode.SUCCESS:
-            raise response_error(response.code, response.remark, addr)
-        return response
-
-    async def call_body(
-        self,
-        model: type[_B],
-        addr: str,
-        code: int,
-        header: headers.Header | None = None,
-        timeout: float | None = None,
-    ) -> _B:
-        response = await self.call(addr, code, header, timeout=timeout)
-        try:
-            return model.decode(response.body_bytes())
-        except bodies.BodyError as exc:
-            raise response_error(
-                ResponseCode.SYSTEM_ERROR, f"bad reply body: {exc}", addr
-            ) from None
 
     async def topic_masters(self, topic: str) -> dict[str, str]:
         """brokerName -> master address of every broker group hosting ``topic``."""
@@ -91,7 +54,7 @@ class MonitoringAdmin:
         )
         for name, addr in sorted((await self.topic_masters(topic)).items()):
             try:
-                body = await self.call_body(
+                body = await self.instance.broker.call_body(
                     bodies.ResetOffsetBody,
                     addr,
                     RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
@@ -106,7 +69,7 @@ class MonitoringAdmin:
     async def _reset_offline(
         self, broker_name: str, addr: str, h: headers.ResetOffsetRequestHeader
     ) -> dict[bodies.MessageQueue, int]:
-        stats = await self.call_body(
+        stats = await self.instance.broker.call_body(
             bodies.ConsumeStats,
             addr,
             RequestCode.GET_CONSUME_STATS,
@@ -119,7 +82,7 @@ class MonitoringAdmin:
             elif h.timestamp == -1:
                 target = wrapper.broker_offset
             else:
-                search = await self.call(
+                search = await self.instance.broker.call(
                     addr,
                     RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
                     headers.SearchOffsetRequestHeader(
@@ -132,7 +95,7 @@ class MonitoringAdmin:
                     if h.is_force or found < wrapper.consumer_offset
                     else (wrapper.consumer_offset)
                 )
-            await self.call(
+            await self.instance.broker.call(
                 addr,
                 RequestCode.UPDATE_CONSUMER_OFFSET,
                 headers.UpdateConsumerOffsetRequestHeader(
@@ -155,7 +118,7 @@ class MonitoringAdmin:
             topic=topic, group=group, client_addr=client_id
         )
         for addr in sorted((await self.topic_masters(topic)).values()):
-            body = await self.call_body(
+            body = await self.instance.broker.call_body(
                 bodies.GetConsumerStatusBody,
                 addr,
                 RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
@@ -171,7 +134,7 @@ class MonitoringAdmin:
         merged = bodies.TopicStatsTable()
         header = headers.GetTopicStatsInfoRequestHeader(topic=topic)
         for addr in sorted((await self.topic_masters(topic)).values()):
-            table = await self.call_body(
+            table = await self.instance.broker.call_body(
                 bodies.TopicStatsTable, addr, RequestCode.GET_TOPIC_STATS_INFO, header
             )
             merged.offset_table.update(table.offset_table)
@@ -181,14 +144,14 @@ class MonitoringAdmin:
         spans: list[bodies.QueueTimeSpan] = []
         header = headers.QueryConsumeTimeSpanRequestHeader(topic=topic, group=group)
         for addr in sorted((await self.topic_masters(topic)).values()):
-            body = await self.call_body(
+            body = await self.instance.broker.call_body(
                 bodies.QueryConsumeTimeSpanBody, addr, RequestCode.QUERY_CONSUME_TIME_SPAN, header
             )
             spans.extend(body.consume_time_span_set)
         return spans
 
     async def broker_consume_stats(self, addr: str, order: bool = False) -> bodies.ConsumeStatsList:
-        return await self.call_body(
+        return await self.instance.broker.call_body(
             bodies.ConsumeStatsList,
             addr,
             RequestCode.GET_BROKER_CONSUME_STATS,
@@ -196,7 +159,7 @@ class MonitoringAdmin:
         )
 
     async def view_broker_stats(self, addr: str, name: str, key: str) -> bodies.BrokerStatsData:
-        return await self.call_body(
+        return await self.instance.broker.call_body(
             bodies.BrokerStatsData,
             addr,
             RequestCode.VIEW_BROKER_STATS_DATA,
@@ -204,6 +167,6 @@ class MonitoringAdmin:
         )
 
     async def all_producer_info(self, addr: str) -> bodies.ProducerTableInfo:
-        return await self.call_body(
+        return await self.instance.broker.call_body(
             bodies.ProducerTableInfo, addr, RequestCode.GET_ALL_PRODUCER_INFO
         )

@@ -43,9 +43,7 @@ from ferrymq.client.push_consumer import PushConsumer
 from ferrymq.client.rebalance import Rebalance
 from ferrymq.message import MessageExt
 from ferrymq.remoting import bodies
-from ferrymq.remoting.codes import RequestCode, ResponseCode
-from ferrymq.remoting.command import RemotingCommand
-from ferrymq.remoting.errors import RemotingError
+from ferrymq.remoting.codes import RequestCode
 
 log = logging.getLogger(__name__)
 
@@ -115,32 +113,23 @@ class QueueLocker:
 
     async def lock(self, mqs: list[MessageQueue]) -> set[MessageQueue]:
         """Lock (or renew) ``mqs``, one request per broker; returns those now held."""
-        by_broker: dict[str, list[MessageQueue]] = {}
-        for mq in mqs:
-            by_broker.setdefault(mq.broker_name, []).append(mq)
         held: set[MessageQueue] = set()
-        for broker_name, queues in by_broker.items():
+        for broker_name, queues in _by_broker(mqs).items():
             body = bodies.LockBatchRequestBody(
                 consumer_group=self.group,
                 client_id=self.instance.client_id,
-                mq_set=[
-                    bodies.MessageQueue(
-                        topic=q.topic, broker_name=q.broker_name, queue_id=q.queue_id
-                    )
-                    for q in queues
-                ],
+                mq_set=_wire_queues(queues),
             )
             try:
                 addr = await self.instance.find_broker_addr(broker_name, queues[0].topic)
-                response = await self.instance.remoting.invoke(
+                answer = await self.instance.broker.call_body(
+                    bodies.LockBatchResponseBody,
                     addr,
-                    RemotingCommand.request(RequestCode.LOCK_BATCH_MQ, None, body.encode()),
-                    self.timeout,
+                    RequestCode.LOCK_BATCH_MQ,
+                    body=body.encode(),
+                    timeout=self.timeout,
                 )
-                if response.code != ResponseCode.SUCCESS:
-                    raise MQClientError(f"lock refused: {response.code} {response.remark}")
-                answer = bodies.LockBatchResponseBody.decode(response.body_bytes())
-            except (MQClientError, RemotingError, bodies.BodyError, ValueError) as exc:
+            except MQClientError as exc:
                 log.info("%s: locking queues on %s failed: %s", self.group, broker_name, exc)
                 continue
             now = self._clock()
@@ -161,30 +150,35 @@ class QueueLocker:
     async def unlock_all(self, mqs: list[MessageQueue]) -> None:
         """Release ``mqs`` (one request per broker); a failure only delays the next owner until
         the broker lets the lock expire (60 s)."""
-        by_broker: dict[str, list[MessageQueue]] = {}
         for mq in mqs:
             self.locked_at.pop(mq, None)
-            by_broker.setdefault(mq.broker_name, []).append(mq)
-        for broker_name, queues in by_broker.items():
+        for broker_name, queues in _by_broker(mqs).items():
             body = bodies.UnlockBatchRequestBody(
                 consumer_group=self.group,
                 client_id=self.instance.client_id,
-                mq_set=[
-                    bodies.MessageQueue(
-                        topic=q.topic, broker_name=q.broker_name, queue_id=q.queue_id
-                    )
-                    for q in queues
-                ],
+                mq_set=_wire_queues(queues),
             )
             try:
                 addr = await self.instance.find_broker_addr(broker_name, queues[0].topic)
-                await self.instance.remoting.invoke(
-                    addr,
-                    RemotingCommand.request(RequestCode.UNLOCK_BATCH_MQ, None, body.encode()),
-                    self.timeout,
+                await self.instance.broker.call(
+                    addr, RequestCode.UNLOCK_BATCH_MQ, body=body.encode(), timeout=self.timeout
                 )
-            except (MQClientError, RemotingError, ValueError) as exc:
+            except MQClientError as exc:
                 log.info("%s: unlocking queues on %s failed: %s", self.group, broker_name, exc)
+
+
+def _by_broker(mqs: list[MessageQueue]) -> dict[str, list[MessageQueue]]:
+    by_broker: dict[str, list[MessageQueue]] = {}
+    for mq in mqs:
+        by_broker.setdefault(mq.broker_name, []).append(mq)
+    return by_broker
+
+
+def _wire_queues(queues: list[MessageQueue]) -> list[bodies.MessageQueue]:
+    return [
+        bodies.MessageQueue(topic=q.topic, broker_name=q.broker_name, queue_id=q.queue_id)
+        for q in queues
+    ]
 
 
 class OrderlyRebalance(Rebalance):

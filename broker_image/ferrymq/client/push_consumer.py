@@ -35,14 +35,14 @@ from ferrymq.client.lifecycle import ClientMember
 from ferrymq.client.offset_store import BrokerOffsetBackend, LocalFileBackend, OffsetStore
 from ferrymq.client.process_queue import FlowLimits, ProcessQueue
 from ferrymq.client.pull_service import PullConfig, PullService
-from ferrymq.client.rebalance import RETRY_GROUP_TOPIC_PREFIX, Rebalance, RebalanceConfig
+from ferrymq.client.rebalance import Rebalance, RebalanceConfig
 from ferrymq.message import MessageExt, java_string_hash
+from ferrymq.mixall import DEFAULT_MAX_RECONSUME_TIMES
 from ferrymq.remoting import bodies
 from ferrymq.remoting.bodies import ConsumeFromWhere, MessageModel
+from ferrymq.topic_validator import RETRY_GROUP_TOPIC_PREFIX
 
 log = logging.getLogger(__name__)
-
-DEFAULT_MAX_RECONSUME_TIMES = 16
 
 
 def build_subscription(

@@ -24,10 +24,9 @@ from ferrymq.client.errors import MQClientError
 from ferrymq.client.offset_store import OffsetStore, ReadOffsetType
 from ferrymq.client.process_queue import ProcessQueue
 from ferrymq.remoting.bodies import ConsumeFromWhere
+from ferrymq.topic_validator import RETRY_GROUP_TOPIC_PREFIX
 
 log = logging.getLogger(__name__)
-
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 
 
 class StartRule(enum.Enum):

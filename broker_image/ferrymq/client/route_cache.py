@@ -16,9 +16,8 @@ import itertools
 from dataclasses import dataclass, field
 
 from ferrymq.client.allocate import MessageQueue
+from ferrymq.mixall import MASTER_ID
 from ferrymq.remoting.bodies import PERM_READ, PERM_WRITE, TopicRouteData
-
-MASTER_ID = 0
 
 
 def publish_queues(topic: str, route: TopicRouteData) -> list[MessageQueue]:

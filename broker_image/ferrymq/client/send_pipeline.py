@@ -17,13 +17,14 @@ reaches into another's privates:
 - ``header`` / ``send_ext``: the SEND_MESSAGE(_V2) request fields; reading the answer is
   ``broker_api.send_result`` (blocking) or ``BrokerApi.send_message_ext`` (asyncio);
 - ``send``: the asyncio retry loop (``Producer``, ``TransactionProducer``); ``SyncProducer``
-  drives the same ``attempts`` loop with blocking I/O.
+  drives the same ``attempts`` loop with blocking I/O in the caller's thread (its reason to be:
+  no event-loop hop per send), and both loops decide what a failure leads to with
+  ``after_failure``.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Callable, Sequence
 from typing import TypedDict
@@ -32,17 +33,17 @@ from ferrymq.client.allocate import MessageQueue
 from ferrymq.client.broker_api import SendResult, v2_ext
 from ferrymq.client.compression import compress_body
 from ferrymq.client.errors import BrokerUnreachableError, MessageValidationError, MQClientError
-from ferrymq.client.instance import DEFAULT_TOPIC, ClientInstance
+from ferrymq.client.instance import ClientInstance
 from ferrymq.client.latency_fault import MQFaultStrategy
 from ferrymq.client.route_cache import TopicPublishInfo
 from ferrymq.client.send_attempts import SendAttempts, client_msg_id, now_ms
 from ferrymq.message import Message, MessageConst, encode_batch, encode_properties
 from ferrymq.remoting import headers
+from ferrymq.topic_validator import AUTO_CREATE_TOPIC_KEY_TOPIC as DEFAULT_TOPIC
+from ferrymq.topic_validator import RETRY_GROUP_TOPIC_PREFIX, TOPIC_MAX_LENGTH, TOPIC_NAME_PATTERN
 
 log = logging.getLogger(__name__)
 
-TOPIC_MAX_LENGTH = 127
-_TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 
 BodyTransform = Callable[[bytes, int], tuple[bytes, int]]
@@ -56,7 +57,7 @@ def check_topic(topic: str) -> None:
         raise MessageValidationError(
             f"the specified topic is longer than topic max length {TOPIC_MAX_LENGTH}"
         )
-    if not _TOPIC_RE.match(topic):
+    if not TOPIC_NAME_PATTERN.match(topic):
         raise MessageValidationError(
             f"the specified topic {topic!r} contains characters other than [%|a-zA-Z0-9_-]"
         )
@@ -167,7 +168,7 @@ class SendPipeline:
             raise MessageValidationError("a batch needs at least one message")
         topic = msgs[0].topic
         check_topic(topic)  # once: every message must carry this very topic
-        if topic.startswith("%RETRY%"):
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             raise MessageValidationError("retry-group messages are not supported in a batch")
         delay = MessageConst.PROPERTY_DELAY_TIME_LEVEL
         uniq = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
@@ -227,6 +228,17 @@ class SendPipeline:
             retry_transport=retry_transport,
             retry_another_broker_when_not_store_ok=self.retry_another_broker_when_not_store_ok,
         )
+
+    @staticmethod
+    def after_failure(
+        tries: SendAttempts, mq: MessageQueue, exc: MQClientError
+    ) -> tuple[bool, bool]:
+        """What a failed attempt on ``mq`` leads to, for both retry loops (``send`` here and
+        ``SyncProducer``'s blocking one): (re-read the topic's route, try again). The route is
+        re-read on a dead broker too, even when the send is not retried: after a failover the
+        NameServer names the new master within seconds, long before the 30 s poll."""
+        refresh = exc.refresh_route or isinstance(exc, BrokerUnreachableError)
+        return refresh, tries.retry_after(mq, exc)
 
     # --- the request ------------------------------------------------------------------------------
     def header(
@@ -313,15 +325,13 @@ class SendPipeline:
                     msg_id=msg_id,
                 )
             except MQClientError as exc:
-                # re-read the route on a dead broker too, even when this send is not retried:
-                # after a failover the NameServer names the new master within seconds, long
-                # before the 30 s poll
-                if exc.refresh_route or isinstance(exc, BrokerUnreachableError):
+                refresh, again = self.after_failure(tries, mq, exc)
+                if refresh:
                     try:
                         await instance.update_route(topic)
                     except MQClientError as refresh_exc:
                         log.info("route refresh of %s failed: %s", topic, refresh_exc)
-                if not tries.retry_after(mq, exc):
+                if not again:
                     raise
                 continue
             if tries.accept(mq, result):

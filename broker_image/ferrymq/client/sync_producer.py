@@ -175,10 +175,11 @@ class SyncProducer:
                 ext = pipeline.send_ext(mq, msgs[0], sys_flag, batch)
                 result = self._invoke(addr, mq, ext, body, batch, remaining, msg_id)
             except MQClientError as exc:
-                if not tries.retry_after(mq, exc):
-                    raise
-                if exc.refresh_route:
+                refresh, again = pipeline.after_failure(tries, mq, exc)
+                if refresh:
                     self._refresh_route(topic, remaining)
+                if not again:
+                    raise
                 continue
             if tries.accept(mq, result):
                 return result

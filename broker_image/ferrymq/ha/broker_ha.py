@@ -29,6 +29,7 @@ from ferrymq.ha.store_adapter import CommitLogReplication
 from ferrymq.remoting import fastjson
 from ferrymq.remoting.bodies import (
     ConsumerOffsetSerializeWrapper,
+    DataVersion,
     SubscriptionGroupWrapper,
     TopicConfigSerializeWrapper,
 )
@@ -79,24 +80,46 @@ class ManagerSyncTargets:
     def replace_topic_configs(self, wrapper: TopicConfigSerializeWrapper) -> None:
         # Upstream clears and copies: a topic deleted on the master goes from the slave too.
         removed = sorted(set(self._topics.table) - set(wrapper.topic_config_table))
+        previous = self._topics.data_version
         self._topics.table.clear()
         self._topics.table.update(wrapper.topic_config_table)
         self._topics.data_version = wrapper.data_version
         if removed:
-            # The slave serves topics from its ConsumeQueues even before their config arrives,
-            # so a deleted topic's queues must go too (the master deleted its own), or the slave
-            # would keep serving it; its offsets go as on the master.
-            for topic in removed:
-                self._offsets.remove_topic(topic)
-            deleted = self.store.delete_topics(removed) if self.store is not None else 0
-            log.warning(
-                "topics deleted on the master, deleted here (%d with queues): %s",
-                deleted,
+            self._topics_removed(removed, previous, wrapper.data_version)
+        self._on_topics_changed()
+
+    def _topics_removed(
+        self, removed: list[str], previous: DataVersion, current: DataVersion
+    ) -> None:
+        if current == previous:
+            # the same version: nothing was deleted on the master; these are topics only this
+            # broker's own settings add (a trace topic, TBW102...), of which it has no copies
+            log.debug("topics of this broker's settings only: %s", ", ".join(removed))
+            return
+        if current.counter < previous.counter:
+            # A master whose topic config does not continue the one this slave copied last
+            # (its counter went back: topics.json lost or replaced) has not *deleted* these
+            # topics: keep their queues, still served read-only, which may be the only copy.
+            log.error(
+                "the master's topic config does not continue the one copied before (version "
+                "went back): %d topic(s) it lacks keep their ConsumeQueues here: %s",
+                len(removed),
                 ", ".join(removed),
             )
-            if self.on_topics_removed is not None:
-                self.on_topics_removed(removed)
-        self._on_topics_changed()
+            return
+        # The slave serves topics from its ConsumeQueues even before their config arrives, so a
+        # deleted topic's queues must go too (the master deleted its own), or the slave would
+        # keep serving it; its offsets go as on the master.
+        for topic in removed:
+            self._offsets.remove_topic(topic)
+        deleted = self.store.delete_topics(removed) if self.store is not None else 0
+        log.warning(
+            "topics deleted on the master, deleted here (%d with queues): %s",
+            deleted,
+            ", ".join(removed),
+        )
+        if self.on_topics_removed is not None:
+            self.on_topics_removed(removed)
 
     def merge_consumer_offsets(self, wrapper: ConsumerOffsetSerializeWrapper) -> None:
         # putAll, as upstream: the master's progress wins for every queue it knows.

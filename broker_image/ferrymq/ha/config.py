@@ -17,8 +17,6 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
-from ferrymq.properties import build_model, collect_values, load_properties
-
 # upstream defaults (MessageStoreConfig 4.x)
 DEFAULT_HA_LISTEN_PORT = 10912
 DEFAULT_HEARTBEAT_INTERVAL_MS = 5000
@@ -123,12 +121,12 @@ class HASettings(BaseModel):
 
 
 def load_ha_settings(path: Path | None, env: Mapping[str, str] | None = None) -> HASettings:
-    """HASettings from a broker.conf (+ ``FERRYMQ_*`` environment); ConfigError names bad keys."""
-    file_values = load_properties(path) if path is not None else {}
-    values, origins, _ = collect_values(
-        HASettings, file_values, env, source=str(path) if path else "properties"
-    )
-    return build_model(HASettings, values, origins)
+    """The HA part of a broker.conf (+ ``FERRYMQ_*`` environment), read as a whole by
+    :func:`ferrymq.broker.broker_conf.load_broker_conf`; ConfigError names bad keys."""
+    # imported here: broker_conf imports this module
+    from ferrymq.broker.broker_conf import load_broker_conf
+
+    return load_broker_conf(path, env).ha
 
 
 def ha_config_for(

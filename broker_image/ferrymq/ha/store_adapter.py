@@ -8,14 +8,13 @@ store's dispatcher (reput) at the new bytes so ConsumeQueues and the index follo
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 
 from ferrymq.store import record as rec
 from ferrymq.store.commit_log import CommitLog
 from ferrymq.store.message_store import MessageStore
 
-_HEAD = struct.Struct(">iI")  # TOTALSIZE, MAGICCODE
+_HEAD = rec.BLANK_HEAD  # TOTALSIZE, MAGICCODE (the first two fields of every record)
 
 
 class CommitLogReplication:

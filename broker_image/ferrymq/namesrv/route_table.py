@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ferrymq.mixall import MASTER_ID
 from ferrymq.remoting.bodies import (
     PERM_WRITE,
     BrokerData,
@@ -27,8 +28,6 @@ from ferrymq.remoting.bodies import (
     TopicList,
     TopicRouteData,
 )
-
-MASTER_ID = 0
 
 
 @dataclass(slots=True)

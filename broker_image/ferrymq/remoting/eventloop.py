@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 # exit status of a shutdown forced by a second signal or by the grace running out
 FORCED_EXIT_CODE = 3
 DEFAULT_SHUTDOWN_GRACE_SECONDS = 10.0
+# the signals that ask a service to stop (first one: gracefully)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -122,11 +124,15 @@ class GracefulShutdown:
         self._watchdog: threading.Thread | None = None
 
     def install(self) -> None:
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in STOP_SIGNALS:
             self._loop.add_signal_handler(sig, self._on_signal, sig)
+        # A process that re-executed itself (a controller-mode broker cutting its tail) blocks
+        # these across the exec, so that a stop request in between stays pending instead of
+        # killing it without a word: with the handlers in place it is delivered now.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
     def uninstall(self) -> None:
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in STOP_SIGNALS:
             self._loop.remove_signal_handler(sig)
 
     def _on_signal(self, sig: signal.Signals) -> None:

@@ -46,11 +46,19 @@ from ferrymq.snapshot.schema import (
     SubscriptionRow,
 )
 from ferrymq.snapshot.writer import snapshot_id_for, write_snapshot
+from ferrymq.topic_validator import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    DLQ_GROUP_TOPIC_PREFIX,
+    OFFSET_MOVED_EVENT,
+    RETRY_GROUP_TOPIC_PREFIX,
+    RMQ_SYS_TRACE_TOPIC,
+    SCHEDULE_TOPIC,
+)
 
-RETRY_PREFIX = "%RETRY%"
-# Topics no consumer group rebalances over: the default-topic template, delay and trace topics.
-SYSTEM_TOPICS = frozenset(
-    {"TBW102", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRACE_TOPIC", "OFFSET_MOVED_EVENT"}
+# Topics no consumer group rebalances over: the default-topic template, delay and trace topics
+# (narrower than TopicValidator's system set: transaction topics are recorded like any other).
+UNCOLLECTED_TOPICS = frozenset(
+    {AUTO_CREATE_TOPIC_KEY_TOPIC, SCHEDULE_TOPIC, RMQ_SYS_TRACE_TOPIC, OFFSET_MOVED_EVENT}
 )
 PERM_READ = 4
 MAX_CONCURRENCY = 16
@@ -61,13 +69,15 @@ T = TypeVar("T")
 
 def is_collected_topic(topic: str) -> bool:
     """Topics whose queues a snapshot records (retry topics are consumed and rebalanced too)."""
-    return topic not in SYSTEM_TOPICS and not topic.startswith("%DLQ%")
+    return topic not in UNCOLLECTED_TOPICS and not topic.startswith(DLQ_GROUP_TOPIC_PREFIX)
 
 
 def groups_from(offset_keys: Iterable[str], topics: Iterable[str]) -> set[str]:
     """Consumer groups named by ``topic@group`` offset keys and by ``%RETRY%<group>`` topics."""
     groups = {k.rsplit("@", 1)[1] for k in offset_keys if "@" in k}
-    groups |= {t[len(RETRY_PREFIX) :] for t in topics if t.startswith(RETRY_PREFIX)}
+    groups |= {
+        t[len(RETRY_GROUP_TOPIC_PREFIX) :] for t in topics if t.startswith(RETRY_GROUP_TOPIC_PREFIX)
+    }
     return {g for g in groups if g}
 
 
@@ -363,7 +373,7 @@ def _key(row: BaseModel) -> tuple[str, ...]:
 async def group_broker_addrs(admin: AdminClient, group: str) -> list[str]:
     """Masters serving the group's retry topic (every master when it has none yet)."""
     try:
-        route = await admin.topic_route(RETRY_PREFIX + group)
+        route = await admin.topic_route(RETRY_GROUP_TOPIC_PREFIX + group)
         addrs = {bd.broker_addrs[0] for bd in route.broker_datas if 0 in bd.broker_addrs}
     except MQClientError:
         addrs = set()

@@ -31,6 +31,7 @@ from ferrymq.snapshot.schema import (
     SubscriptionRow,
     table_file,
 )
+from ferrymq.store.json_file import fsync_dir
 
 TMP_PREFIX = ".tmp-"
 
@@ -85,14 +86,6 @@ class Snapshot:
         return cast(list[ConsumerViewRow], self.rows("views"))
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_snapshot(
     root: Path, meta: SnapshotMeta, tables: Mapping[str, Sequence[BaseModel]]
 ) -> Path:
@@ -135,9 +128,9 @@ def write_snapshot(
         fh.write(orjson.dumps(meta.model_dump(mode="json"), option=orjson.OPT_INDENT_2))
         fh.flush()
         os.fsync(fh.fileno())
-    _fsync_dir(tmp)
+    fsync_dir(tmp)
     tmp.rename(final)
-    _fsync_dir(root)
+    fsync_dir(root)
     return final
 
 

@@ -30,9 +30,10 @@ from ferrymq.message import (
 from ferrymq.store import record as rec
 from ferrymq.store.commit_log import CommitLog, takes_queue_offset
 from ferrymq.store.consume_queue_store import ConsumeQueueStore
-from ferrymq.store.dispatch_columns import SCHEDULE_TOPIC, DispatchColumns, parse_columns
+from ferrymq.store.dispatch_columns import DispatchColumns, parse_columns
 from ferrymq.store.index_service import IndexService
 from ferrymq.store.mapped_file import DiskFullError, SelectMappedBufferResult
+from ferrymq.topic_validator import SCHEDULE_TOPIC
 
 log = logging.getLogger(__name__)
 

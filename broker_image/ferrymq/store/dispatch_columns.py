@@ -24,6 +24,7 @@ import numpy as np
 from ferrymq.message import MessageConst, property_span, tags_string_to_tags_code
 from ferrymq.store import record as rec
 from ferrymq.store.record_columns import head_dtype, walk_records
+from ferrymq.topic_validator import SCHEDULE_TOPIC
 
 # Below this many records numpy's per-call overhead (~65 us a run) outweighs the scalar
 # parser's per-record loop (~3.4 us a record).
@@ -33,7 +34,6 @@ MAX_ROWS = 4096  # the reput's rounds are at most 2048 records
 # into one rows x width array, which must stay small (the usual tail is about 100 bytes).
 MAX_TAIL = 2048
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 _TAGS = MessageConst.PROPERTY_TAGS
 _KEYS = MessageConst.PROPERTY_KEYS
 _UNIQ_KEY = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX

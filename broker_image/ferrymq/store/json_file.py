@@ -36,7 +36,8 @@ class JsonFileError(OSError):
     """Neither the file nor its backup could be read as JSON."""
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
+    """Make a rename or create in directory ``path`` durable."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -96,7 +97,7 @@ def write_bytes_atomic(path: Path, payload: bytes, *, keep_backup: bool = True) 
         except BaseException:
             tmp.unlink(missing_ok=True)  # a full disk must not also collect temp files
             raise
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
 
 
 async def write_json_async(path: Path, data: Any) -> None:

@@ -58,6 +58,7 @@ from ferrymq.store.record_layout import MESSAGE_MAGIC_CODE as MESSAGE_MAGIC_CODE
 from ferrymq.store.record_layout import MESSAGE_MAGIC_CODE_V2 as MESSAGE_MAGIC_CODE_V2
 from ferrymq.store.record_layout import MESSAGE_MAGIC_CODES as MESSAGE_MAGIC_CODES
 from ferrymq.store.record_layout import head_layout as head_layout
+from ferrymq.store.record_layout import record_size as record_size
 
 try:  # SIMD CRC-32 (same polynomial and values as zlib.crc32); optional for light installs
     from zlib_ng.zlib_ng import crc32 as _crc32
@@ -107,18 +108,6 @@ MAX_TOPIC_BYTES = layout.MAX_TOPIC_BYTES[MESSAGE_MAGIC_CODE]  # what ferrymq wri
 MAX_PROPERTIES_BYTES = layout.MAX_PROPERTIES_BYTES
 
 assert RECORD_HEAD.size == 88 and MIN_RECORD_SIZE == 91  # the upstream constants
-
-
-def record_size(
-    body_len: int,
-    topic_len: int,
-    properties_len: int,
-    sys_flag: int = 0,
-    magic: int = MESSAGE_MAGIC_CODE,
-) -> int:
-    """TOTALSIZE of a record with these field lengths (SYSFLAG's host bits and the magic code
-    choose the head and TOPICLEN widths)."""
-    return layout.record_size(body_len, topic_len, properties_len, sys_flag, magic)
 
 
 def body_crc(body: bytes | bytearray | memoryview) -> int:

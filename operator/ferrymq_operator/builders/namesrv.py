@@ -78,6 +78,15 @@ def client_service(owner: Owner, spec: NameServerSpec) -> dict[str, Any]:
     )
 
 
+def _container_ports(spec: NameServerSpec) -> list[dict[str, Any]]:
+    ports = [{"name": "namesrv", "containerPort": spec.port, "protocol": "TCP"}]
+    # /metrics of the NameServer (namesrv.conf metricsPort, the broker's key), for a PodMonitor
+    metrics = spec.config.get("metricsPort", "").strip()
+    if metrics.isdigit() and int(metrics) > 0:
+        ports.append({"name": "metrics", "containerPort": int(metrics), "protocol": "TCP"})
+    return ports
+
+
 def statefulset(owner: Owner, spec: NameServerSpec) -> dict[str, Any]:
     selector = names.selector_labels(owner, names.COMPONENT_NAMESRV)
     labels = names.common_labels(owner, names.COMPONENT_NAMESRV)
@@ -88,11 +97,7 @@ def statefulset(owner: Owner, spec: NameServerSpec) -> dict[str, Any]:
             "image": spec.image,
             "imagePullPolicy": spec.image_pull_policy,
             **_command(spec),
-            **(
-                {}
-                if spec.host_network
-                else {"ports": [{"name": "namesrv", "containerPort": spec.port, "protocol": "TCP"}]}
-            ),
+            **({} if spec.host_network else {"ports": _container_ports(spec)}),
             "env": pod.downward_env()
             + pod.probe_env()
             + security.env(owner, names.COMPONENT_NAMESRV, spec),

@@ -6,7 +6,7 @@ change (``ferrymq.acl``, ``ferrymq.remoting.tls``). So a rotated Secret reaches 
 without a restart, and the config hash (builders.pod) only covers file *paths*, which never change.
 
 The operator's own account (``admin: true``) lives in a Secret the operator generates once; the
-brokers' probes and own calls sign with it through ``FERRYMQ_ACCESS_KEY``/``FERRYMQ_SECRET_KEY``
+brokers' own calls (NameServer registration) and ``ferrymq probe`` in the pod sign with it through ``FERRYMQ_ACCESS_KEY``/``FERRYMQ_SECRET_KEY``
 (env from a secretKeyRef: a reference, not the value, is in the template).
 """
 
@@ -71,7 +71,18 @@ OPERATOR_ACL_SECRET = "ferrymq-operator-acl"
 
 
 def ca_secret(cr_name: str, component: str) -> str:
+    """The per-component CA of operator versions before the cluster CA: still trusted (in the
+    ca.crt bundle) while it exists, so pods issued from it keep working during the migration."""
     return f"{cr_name}-{component}-ca"
+
+
+def cluster_ca_secret(namesrv_name: str) -> str:
+    """The cluster CA: one per NameServer, signing its certificate and those of every Broker whose
+    spec.nameServerRef names it, so mutual TLS between them needs no user action."""
+    return f"{namesrv_name}-cluster-ca"
+
+
+CLUSTER_CA_COMPONENT = "cluster-ca"
 
 
 def server_cert_secret(cr_name: str, component: str) -> str:
@@ -145,12 +156,13 @@ def _secret_env(name: str, secret: str, key: str) -> dict[str, Any]:
 
 
 def env(owner: Owner, component: str, spec: Secured) -> list[dict[str, Any]]:
-    """Environment for the probes and the broker's own calls (credentials, client TLS).
+    """Environment for the broker's own calls and ``ferrymq probe`` run in the pod (credentials,
+    client TLS). The Kubernetes probes read a serving marker file and need none of it.
 
-    With ``enforcing`` a plaintext probe is refused, so the probe (and the broker's registration
-    with the NameServer) use TLS; they reach 127.0.0.1 and in-cluster names, so the server name is
-    not checked (no trust path). With mutual TLS they present the server certificate, which the
-    operator issues for client use too.
+    With ``enforcing`` a plaintext call is refused, so the broker's registration with the
+    NameServer (and ``ferrymq probe``) use TLS; they reach in-cluster names and 127.0.0.1, so the
+    server name is not checked (no trust path). With mutual TLS they present the pod's
+    certificate, which carries the ``client auth`` usage too.
     """
     out: list[dict[str, Any]] = []
     if spec.acl is not None:

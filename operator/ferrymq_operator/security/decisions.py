@@ -41,6 +41,74 @@ def client_certificate(data: dict[str, str] | None) -> tuple[str, str] | None:
     return data[builders.TLS_CERT_KEY], data[builders.TLS_KEY_KEY]
 
 
+def check_namesrv_registration(
+    ns_name: str, ns: builders.Secured, broker: builders.Secured
+) -> str | None:
+    """Why the Broker's pods could not register with the NameServer ``ns_name`` as the two specs
+    stand (their pods would run, but never appear in any route), or None. Only the cases that
+    surely fail: the NameServer's ACL wants an admin signature (the pods sign only with the
+    Broker's spec.acl), ``enforcing`` refuses the plaintext calls of a Broker without
+    ``enforcing``, and ``needClientAuth: require`` wants a client certificate from a CA the
+    NameServer trusts, which a Broker never presents without its own needClientAuth and never has
+    when one side is issued by the operator's cluster CA and the other is not. (Both from the
+    cluster CA: one CA signs both. Two user Secrets or two issuers: they may share a CA, which
+    the operator cannot tell from the specs.)"""
+    where = f"NameServer {ns_name!r}"
+    if ns.acl is not None and broker.acl is None:
+        return (
+            f"{where} has spec.acl: it admits only broker registrations signed by an admin "
+            f"account; add spec.acl to this Broker (acl: {{}} is enough) so its pods sign with "
+            f"the operator's account"
+        )
+    if ns.tls is None or broker.tls is None or broker.tls.mode != "enforcing":
+        if ns.tls is not None and ns.tls.mode == "enforcing":
+            return (
+                f"{where} has spec.tls.mode enforcing: it refuses plaintext, and this Broker's "
+                f"pods register over TLS only with spec.tls.mode enforcing; set it"
+            )
+        return None
+    if ns.tls.need_client_auth != "require":
+        return None
+    if broker.tls.need_client_auth == "none":
+        return (
+            f"{where} requires client certificates (needClientAuth: require); this Broker's "
+            f"pods present theirs only with spec.tls.needClientAuth optional or require"
+        )
+    ns_source, broker_source = certificate_source(ns.tls), certificate_source(broker.tls)
+    if (ns_source == OPERATOR_ISSUED) != (broker_source == OPERATOR_ISSUED):
+        # one side from the cluster CA, the other from the user's Secret or cert-manager: the
+        # user's CA never signed the cluster CA's certificates, nor the other way round
+        return (
+            f"{where} requires client certificates (needClientAuth: require); its certificate "
+            f"comes from {_describe(ns_source)}, this Broker's from {_describe(broker_source)}, "
+            f"so they are signed by different CAs; let the operator issue both (remove "
+            f"secretName/issuerRef from both) or give both the same spec.tls.secretName or "
+            f"cert-manager issuer (spec.tls.issuerRef)"
+        )
+    return None
+
+
+OPERATOR_ISSUED = ("operator",)
+
+
+def certificate_source(tls: TlsSpec) -> tuple[str, ...]:
+    """Where a component's certificate comes from: the operator's cluster CA, a user's Secret or
+    a cert-manager issuer (with its name)."""
+    if tls.secret_name:
+        return ("secret", tls.secret_name)
+    if tls.issuer_ref is not None:
+        return ("issuer", tls.issuer_ref.kind, tls.issuer_ref.name)
+    return OPERATOR_ISSUED
+
+
+def _describe(source: tuple[str, ...]) -> str:
+    if source == OPERATOR_ISSUED:
+        return "the operator's cluster CA"
+    if source[0] == "secret":
+        return f"Secret {source[1]!r}"
+    return f"cert-manager {source[1]} {source[2]!r}"
+
+
 def plan_operator_acl(existing: Mapping[str, str] | None) -> dict[str, str] | None:
     """The operator's account Secret: made once with a random secretKey, then kept (rewritten
     with the same key if one of its entries went missing)."""
@@ -137,6 +205,21 @@ def plan_ca(
     return ca.new_ca(name, now, days)
 
 
+def trust_bundle(
+    authority: ca.CertPair, legacy: Mapping[str, str] | None, now: datetime.datetime
+) -> str:
+    """The ca.crt the pods trust: the cluster CA, and during a migration the component's former
+    CA (operator versions before the cluster CA) while it is valid, so pods not yet reloaded,
+    which still present a certificate from it, are accepted by those that have."""
+    bundle = authority.cert_pem
+    old = _usable_ca(legacy)
+    if old is None or old.cert_pem == authority.cert_pem:
+        return bundle
+    if ca.info(old.cert_pem).not_after > now:
+        bundle += old.cert_pem if old.cert_pem.endswith("\n") else old.cert_pem + "\n"
+    return bundle
+
+
 def plan_server_cert(
     existing: Mapping[str, str] | None,
     authority: ca.CertPair,
@@ -144,15 +227,18 @@ def plan_server_cert(
     cr_name: str,
     names: list[str],
     now: datetime.datetime,
+    bundle: str | None = None,
 ) -> dict[str, str] | None:
-    """New tls.crt/tls.key/ca.crt when missing, not from ``authority``, lacking a name, or within
-    the renewal window; None to keep the current one."""
+    """New tls.crt/tls.key/ca.crt when missing, not from ``authority``, lacking a name, within
+    the renewal window, or when the trust ``bundle`` (default: the authority alone) changed;
+    None to keep the current one."""
+    bundle = bundle if bundle is not None else authority.cert_pem
     if existing is not None and all(existing.get(k) for k in builders.TLS_KEYS):
         cert = existing[builders.TLS_CERT_KEY]
         try:
             current = ca.info(cert)
             keep = (
-                existing[builders.TLS_CA_KEY] == authority.cert_pem
+                existing[builders.TLS_CA_KEY] == bundle
                 and ca.signed_by(cert, authority.cert_pem)
                 and set(names) <= set(current.names)
                 and not ca.needs_renewal(current.not_after, now, tls.renew_before_days)
@@ -165,7 +251,7 @@ def plan_server_cert(
     return {
         builders.TLS_CERT_KEY: pair.cert_pem,
         builders.TLS_KEY_KEY: pair.key_pem,
-        builders.TLS_CA_KEY: authority.cert_pem,
+        builders.TLS_CA_KEY: bundle,
     }
 
 

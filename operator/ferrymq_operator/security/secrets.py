@@ -8,7 +8,7 @@ import datetime
 from dataclasses import dataclass, field
 from typing import Any
 
-from ferrymq_operator import k8s
+from ferrymq_operator import k8s, models
 from ferrymq_operator.builders.names import Owner
 from ferrymq_operator.models import CertificateStatus, TlsSpec
 from ferrymq_operator.security import builders, ca, decisions
@@ -45,6 +45,38 @@ def _report(secret: str, cert_pem: str, ours: bool) -> decisions.CertificateRepo
     return decisions.CertificateReport(secret, info.subject, info.not_after, ours)
 
 
+async def _cluster_ca(
+    kube: k8s.Kube,
+    ca_owner: Owner,
+    tls: TlsSpec,
+    now: datetime.datetime,
+    outcome: SecurityOutcome,
+) -> ca.CertPair:
+    """The cluster CA of the NameServer ``ca_owner``, created or renewed. Created create-only:
+    the NameServer and its Brokers are reconciled concurrently and must not each write their own
+    random CA. A renewal keeps the key (``plan_ca``), so two passes renewing at once both write
+    certificates of the same CA."""
+    name = builders.cluster_ca_secret(ca_owner.name)
+    current = await _data(kube, ca_owner.namespace, name)
+    planned = decisions.plan_ca(current, tls, ca_owner.name, now)
+    if planned is None:
+        assert current is not None  # plan_ca keeps only a usable CA
+        return ca.CertPair(current[builders.CA_CERT_KEY], current[builders.CA_KEY_KEY])
+    data = {builders.CA_CERT_KEY: planned.cert_pem, builders.CA_KEY_KEY: planned.key_pem}
+    obj = builders.secret_object(ca_owner, builders.CLUSTER_CA_COMPONENT, name, data)
+    if current is None and not await kube.create(obj):
+        again = await _data(kube, ca_owner.namespace, name)  # another pass created it first
+        if decisions.plan_ca(again, tls, ca_owner.name, now) is not None:
+            raise k8s.ApiError(f"Secret {name} exists but holds no usable CA; delete it")
+        assert again is not None
+        return ca.CertPair(again[builders.CA_CERT_KEY], again[builders.CA_KEY_KEY])
+    if current is not None:
+        await kube.apply(obj)
+    why = "created the cluster CA" if current is None else "renewed the cluster CA"
+    outcome.events.append(("Normal", "SecretWritten", f"{why}: Secret {name}"))
+    return planned
+
+
 async def _operator_tls(
     kube: k8s.Kube,
     owner: Owner,
@@ -53,29 +85,23 @@ async def _operator_tls(
     domain: str,
     now: datetime.datetime,
     outcome: SecurityOutcome,
+    ca_owner: Owner,
 ) -> None:
-    ca_name = builders.ca_secret(owner.name, component)
-    ca_data = await _data(kube, owner.namespace, ca_name)
-    new_ca = decisions.plan_ca(ca_data, tls, owner.name, now)
-    if new_ca is not None:
-        data = {builders.CA_CERT_KEY: new_ca.cert_pem, builders.CA_KEY_KEY: new_ca.key_pem}
-        why = "created the cluster CA" if ca_data is None else "renewed the cluster CA"
-        obj = builders.secret_object(owner, component, ca_name, data)
-        await _write(kube, obj, why, outcome)
-        authority = new_ca
-    else:
-        assert ca_data is not None  # plan_ca keeps only a usable CA
-        authority = ca.CertPair(ca_data[builders.CA_CERT_KEY], ca_data[builders.CA_KEY_KEY])
+    authority = await _cluster_ca(kube, ca_owner, tls, now, outcome)
+    # the CA of operator versions before the cluster CA stays trusted while it exists
+    legacy = await _data(kube, owner.namespace, builders.ca_secret(owner.name, component))
+    bundle = decisions.trust_bundle(authority, legacy, now)
     server_name = builders.server_cert_secret(owner.name, component)
     server_data = await _data(kube, owner.namespace, server_name)
     names = builders.server_names(owner, builders.service_names(owner, component), domain)
-    issued = decisions.plan_server_cert(server_data, authority, tls, owner.name, names, now)
+    issued = decisions.plan_server_cert(server_data, authority, tls, owner.name, names, now, bundle)
     if issued is not None:
         why = "issued the server certificate" if server_data is None else "renewed it"
         obj = builders.secret_object(owner, component, server_name, issued, TLS_SECRET_TYPE)
         await _write(kube, obj, why, outcome)
         server_data = issued
     assert server_data is not None
+    ca_name = builders.cluster_ca_secret(ca_owner.name)
     outcome.certificates.append(_report(ca_name, authority.cert_pem, True))
     outcome.certificates.append(_report(server_name, server_data[builders.TLS_CERT_KEY], True))
     outcome.client_cert = decisions.client_certificate(server_data)
@@ -114,6 +140,25 @@ async def _cert_manager_tls(
     outcome.client_cert = decisions.client_certificate(data)
 
 
+async def _namesrv_of(
+    kube: k8s.Kube, namespace: str, spec: builders.Secured
+) -> tuple[Owner, models.NameServerSpec] | None:
+    """The NameServer a Broker references (its owner identity and spec), None when absent or
+    invalid (the reconcile reports NameServerNotFound / NameServerInvalid)."""
+    if not isinstance(spec, models.BrokerSpec):
+        return None
+    ref = spec.name_server_ref.name
+    body = await kube.get(models.API_VERSION, "NameServer", namespace, ref)
+    if body is None:
+        return None
+    try:
+        ns_spec = models.parse_nameserver_spec(body.get("spec") or {})
+    except models.InvalidSpec:
+        return None
+    uid = str((body.get("metadata") or {}).get("uid") or "")
+    return Owner(models.API_VERSION, "NameServer", ref, namespace, uid), ns_spec
+
+
 async def ensure(
     kube: k8s.Kube,
     owner: Owner,
@@ -126,6 +171,21 @@ async def ensure(
     outcome = SecurityOutcome()
     ns = owner.namespace
     try:
+        ca_owner = owner  # a NameServer's cluster CA is its own
+        if isinstance(spec, models.BrokerSpec):
+            found = await _namesrv_of(kube, ns, spec)
+            if found is None:
+                outcome.failure = Failure(
+                    "NameServerNotFound",
+                    f"spec.nameServerRef.name: NameServer {spec.name_server_ref.name!r} is "
+                    f"missing or invalid; its cluster CA and security settings are needed",
+                )
+                return outcome
+            ca_owner, ns_spec = found
+            problem = decisions.check_namesrv_registration(ca_owner.name, ns_spec, spec)
+            if problem:
+                outcome.failure = Failure("NameServerRefusesBroker", problem)
+                return outcome
         if spec.acl is not None:
             if spec.acl.secret_name:
                 problem = decisions.check_user_acl(
@@ -170,7 +230,9 @@ async def ensure(
                 if outcome.failure is not None:
                     return outcome
             else:
-                await _operator_tls(kube, owner, component, spec.tls, domain, now, outcome)
+                await _operator_tls(
+                    kube, owner, component, spec.tls, domain, now, outcome, ca_owner
+                )
     except k8s.ApiError as error:
         outcome.failure = Failure("SecretUnavailable", f"security Secrets: {error}")
         return outcome

@@ -10,7 +10,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 from ferrymq.broker.lag.status import Rules
-from ferrymq.properties import build_model, collect_values, load_properties
 
 
 class LagConfig(BaseModel):
@@ -51,9 +50,9 @@ class LagConfig(BaseModel):
 
 
 def load_lag_config(path: Path | None, env: Mapping[str, str] | None = None) -> LagConfig:
-    """broker.conf and FERRYMQ_* environment -> LagConfig; ConfigError names a bad key."""
-    file_values = load_properties(path) if path is not None else {}
-    values, origins, _unknown = collect_values(
-        LagConfig, file_values, env, source=str(path) if path else "properties"
-    )
-    return build_model(LagConfig, values, origins)
+    """The lag part of a broker.conf (+ ``FERRYMQ_*`` environment), read as a whole by
+    :func:`ferrymq.broker.broker_conf.load_broker_conf`; ConfigError names a bad key."""
+    # imported here: broker_conf imports this module
+    from ferrymq.broker.broker_conf import load_broker_conf
+
+    return load_broker_conf(path, env).lag

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from ferrymq.broker.client_registry import ClientChannelInfo, ConsumerManager, ProducerManager
 from ferrymq.broker.config import BrokerConfig
@@ -60,24 +61,17 @@ def connections(channels: Iterable[ClientChannelInfo]) -> list[Connection]:
     ]
 
 
+@dataclass(slots=True)
 class AdminConsumerProcessor:
-    def __init__(
-        self,
-        config: BrokerConfig,
-        store: MessageStorePort,
-        topics: TopicConfigManager,
-        groups: SubscriptionGroupManager,
-        offsets: ConsumerOffsetManager,
-        consumers: ConsumerManager,
-        producers: ProducerManager,
-    ) -> None:
-        self.config = config
-        self.store = store
-        self.topics = topics
-        self.groups = groups
-        self.offsets = offsets
-        self.consumers = consumers
-        self.producers = producers
+    """The consumer-administration codes of the module docstring, over the broker's managers."""
+
+    config: BrokerConfig
+    store: MessageStorePort
+    topics: TopicConfigManager
+    groups: SubscriptionGroupManager
+    offsets: ConsumerOffsetManager
+    consumers: ConsumerManager
+    producers: ProducerManager
 
     def register_to(self, server: RemotingServer) -> None:
         table = {

@@ -15,6 +15,7 @@ server-side reset) so lag reflects the reset before the consumers' next commit; 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from ferrymq.broker.client_registry import ConsumerManager
 from ferrymq.broker.config import BrokerConfig
@@ -59,22 +60,16 @@ def reset_target(*, consumer_offset: int, found_offset: int, is_force: bool) -> 
     return found if is_force or found < consumer_offset else consumer_offset
 
 
+@dataclass(slots=True)
 class AdminOffsetProcessor:
-    def __init__(
-        self,
-        config: BrokerConfig,
-        store: MessageStorePort,
-        topics: TopicConfigManager,
-        groups: SubscriptionGroupManager,
-        offsets: ConsumerOffsetManager,
-        consumers: ConsumerManager,
-    ) -> None:
-        self.config = config
-        self.store = store
-        self.topics = topics
-        self.groups = groups
-        self.offsets = offsets
-        self.consumers = consumers
+    """The offset-administration codes of the module docstring, over the broker's managers."""
+
+    config: BrokerConfig
+    store: MessageStorePort
+    topics: TopicConfigManager
+    groups: SubscriptionGroupManager
+    offsets: ConsumerOffsetManager
+    consumers: ConsumerManager
 
     def register_to(self, server: RemotingServer) -> None:
         server.register(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, guarded_async(self.reset_offset))

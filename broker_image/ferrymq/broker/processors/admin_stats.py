@@ -42,23 +42,9 @@ from ferrymq.remoting.headers import (
     ViewBrokerStatsDataRequestHeader,
 )
 from ferrymq.remoting.server import RemotingServer
+from ferrymq.topic_validator import SYSTEM_TOPIC_SET
 
 log = logging.getLogger(__name__)
-
-# upstream TopicValidator.getSystemTopicSet()
-SYSTEM_TOPIC_SET = frozenset(
-    {
-        "TBW102",
-        "SCHEDULE_TOPIC_XXXX",
-        "BenchmarkTest",
-        "RMQ_SYS_TRANS_HALF_TOPIC",
-        "RMQ_SYS_TRACE_TOPIC",
-        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-        "TRANS_CHECK_MAX_TIME_TOPIC",
-        "SELF_TEST_TOPIC",
-        "OFFSET_MOVED_EVENT",
-    }
-)
 
 
 class ConsumeQueueAccess(Protocol):

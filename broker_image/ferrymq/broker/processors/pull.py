@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ferrymq.broker.client_registry import ConsumerManager
-from ferrymq.broker.config import MASTER_ID, BrokerConfig
+from ferrymq.broker.config import BrokerConfig
 from ferrymq.broker.consumer_offsets import ConsumerOffsetManager
 from ferrymq.broker.long_polling import PullRequestHoldService
 from ferrymq.broker.processors.common import guarded_async
@@ -28,6 +28,7 @@ from ferrymq.filter import (
     TagMessageFilter,
     build_message_filter,
 )
+from ferrymq.mixall import MASTER_ID
 from ferrymq.remoting.bodies import PERM_READ, MessageModel
 from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.codes import RequestCode, ResponseCode

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ferrymq.broker.config import BrokerConfig
 from ferrymq.broker.processors.common import BAD_INPUT, bad_input
-from ferrymq.broker.store_port import MessageStorePort
+from ferrymq.broker.store_port import MessagePuts
 from ferrymq.broker.subscription_groups import SubscriptionGroupManager
 from ferrymq.broker.topic_config import (
     DLQ_GROUP_TOPIC_PREFIX,
@@ -31,6 +31,7 @@ from ferrymq.message import (
     decode_properties,
     tags_string_to_tags_code,
 )
+from ferrymq.mixall import DEFAULT_MAX_RECONSUME_TIMES
 from ferrymq.remoting.bodies import PERM_READ, PERM_WRITE, TopicConfig
 from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.codes import RequestCode, ResponseCode
@@ -42,7 +43,6 @@ from ferrymq.store.results import PutMessageResult, PutMessageStatus
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_RECONSUME_TIMES = 16
 _PUT_OK = PutMessageStatus.PUT_OK
 _SUCCESS = int(ResponseCode.SUCCESS)
 # topic names already found legal and not reserved (bounded: names come from clients)
@@ -107,7 +107,7 @@ class SendMessageProcessor:
     def __init__(
         self,
         config: BrokerConfig,
-        store: MessageStorePort,
+        store: MessagePuts,
         topics: TopicConfigManager,
         groups: SubscriptionGroupManager,
         *,

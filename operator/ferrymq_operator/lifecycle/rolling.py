@@ -1,15 +1,7 @@
-"""Lifecycle steps of a Broker reconcile: annotations, health-gated roll-out, drained scale-in,
-namesrvAddr pushed to running brokers. The decisions are pure (rollout.py, drain.py, the functions
-here); this module gathers the observations and carries the decisions out through k8s.Kube and the
-broker admin protocol.
-
-Annotations on a NameServer or Broker:
-
-* ``ferrymq.io/pause-reconciliation: "true"``: the operator changes nothing (no apply, no roll, no
-  drain) and sets the condition ``ReconciliationPaused``; removing it resumes.
-* ``ferrymq.io/manual-rolling-restart`` (any value): every broker pod is restarted with the same
-  health gates as an update; the annotation is removed when the restart is done (one-shot).
-"""
+"""Rolling: the health-gated roll-out of broker pods, one pod at a time (decisions in
+ferrymq_operator.rollout), and the one-shot ``ferrymq.io/manual-rolling-restart`` annotation (any
+value): every broker pod is restarted with the same health gates as an update; the annotation is
+removed when the restart is done."""
 
 from __future__ import annotations
 
@@ -19,70 +11,21 @@ import datetime
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from ferrymq_operator import drain, k8s, models, rollout, timeouts
+from ferrymq_operator import k8s, models, rollout, timeouts
 from ferrymq_operator.builders import names
 from ferrymq_operator.builders.names import Owner
+from ferrymq_operator.lifecycle.pausing import annotations_of
+from ferrymq_operator.lifecycle.pods import Events, PortOf, pod_address
 from ferrymq_operator.security import session
-from ferrymq_operator.status import StatusBuilder, WorkloadObservation
+from ferrymq_operator.status import WorkloadObservation
 
-PAUSE_ANNOTATION = "ferrymq.io/pause-reconciliation"
 RESTART_ANNOTATION = "ferrymq.io/manual-rolling-restart"
-RECONCILIATION_PAUSED = "ReconciliationPaused"
-TRUE_VALUES = frozenset({"true", "yes", "1", "on"})
 # asyncio sleeps on the monotonic clock; a little more keeps the wall clock past the full second.
 RESTART_CLOCK_MARGIN_S = 0.05
-
-Events = list[tuple[str, str, str]]
-# (group, brokerId) -> the pod's listenPort (BrokerSpec.pod_ports); None: every pod on the default.
-PortOf = Callable[[int, int], int]
-
-
-def _pod_address(
-    owner: Owner, group: int, broker_id: int, domain: str, port_of: PortOf | None
-) -> str:
-    port = names.BROKER_PORT if port_of is None else port_of(group, broker_id)
-    return names.broker_pod_address(owner.name, owner.namespace, group, broker_id, domain, port)
-
-
-def annotations_of(body: Mapping[str, Any]) -> Mapping[str, str]:
-    return (body.get("metadata") or {}).get("annotations") or {}
-
-
-def is_paused(body: Mapping[str, Any]) -> bool:
-    return str(annotations_of(body).get(PAUSE_ANNOTATION, "")).strip().lower() in TRUE_VALUES
 
 
 def restart_requested(body: Mapping[str, Any]) -> bool:
     return RESTART_ANNOTATION in annotations_of(body)
-
-
-def paused_status(builder: StatusBuilder[Any]) -> None:
-    """The previous status with ReconciliationPaused=True added (nothing else is re-observed)."""
-    builder.from_previous()
-    builder.condition(
-        RECONCILIATION_PAUSED,
-        True,
-        "AnnotationSet",
-        f"{PAUSE_ANNOTATION} is set: the operator changes nothing until it is removed",
-    )
-
-
-def paused_events(previous: models.ClusterStatus) -> Events:
-    already = any(
-        c.type == RECONCILIATION_PAUSED and c.status == "True" for c in previous.conditions
-    )
-    if already:
-        return []
-    return [("Normal", RECONCILIATION_PAUSED, f"{PAUSE_ANNOTATION} set: reconciliation paused")]
-
-
-def resumed_events(previous: models.ClusterStatus) -> Events:
-    if any(c.type == RECONCILIATION_PAUSED and c.status == "True" for c in previous.conditions):
-        return [("Normal", "ReconciliationResumed", f"{PAUSE_ANNOTATION} removed")]
-    return []
-
-
-# --- roll-out ---
 
 
 class RuntimeInfo(Protocol):
@@ -214,7 +157,7 @@ async def with_sync(
     """Add the slaves' replication state (runtime info of every pod, fetched concurrently)."""
 
     async def info(group: int, broker_id: int) -> dict[str, str] | None:
-        addr = _pod_address(owner, group, broker_id, domain, port_of)
+        addr = pod_address(owner, group, broker_id, domain, port_of)
         try:
             return await runtime_info(addr)
         except Exception:  # unreachable or refusing: replication state unknown, roll waits
@@ -332,164 +275,3 @@ async def roll(
     if isinstance(decision, rollout.Stalled):
         kept["message"] = "stalled: " + decision.message
     return RolloutOutcome(decision, kept)
-
-
-# --- drained scale-in ---
-
-
-async def drain_groups(
-    kube: k8s.Kube,
-    owner: Owner,
-    extra: Sequence[int],
-    previous: Sequence[models.DrainStatus],
-    admin: drain.DrainAdmin,
-    namesrv_addr: str,
-    domain: str,
-    delete_claims: bool,
-    events: Events,
-    now: str,
-    port_of: PortOf | None = None,
-    master_of: Mapping[int, int] | None = None,
-) -> list[dict[str, Any]]:
-    """Drain each group above spec.groups; remove the ones that are drained. Returns status.drains
-    for the groups still there. ``master_of``: group -> its elected master's ordinal
-    (spec.failover controller); else ordinal 0."""
-    masters = master_of or {}
-    before = {d.group: d for d in previous}
-    out = []
-    # Drains called off by raising spec.groups again: the group takes writes again.
-    for off in previous:
-        if off.group in extra:
-            continue
-        broker = names.broker_name(owner.name, off.group)
-        addr = _pod_address(owner, off.group, masters.get(off.group, 0), domain, port_of)
-        try:
-            await admin.resume_writes(namesrv_addr, broker, addr)
-        except drain.DrainUnavailable as error:
-            out.append(
-                {
-                    "group": off.group,
-                    "reason": "ResumeWritesPending",
-                    "message": f"{broker}: scale-in called off; {error}; retrying",
-                    "since": off.since or now,
-                }
-            )
-            continue
-        events.append(
-            ("Normal", "DrainCancelled", f"{broker}: scale-in called off, writes back on")
-        )
-    for group in sorted(extra):
-        broker = names.broker_name(owner.name, group)
-        addr = _pod_address(owner, group, masters.get(group, 0), domain, port_of)
-        old = before.get(group)
-        since = old.since if old is not None and old.since else now
-        if old is None:
-            events.append(("Normal", "DrainStarted", f"{broker}: stopping writes before scale-in"))
-        try:
-            await admin.stop_writes(namesrv_addr, broker, addr)
-            result = drain.assess(broker, await admin.lags(namesrv_addr, addr))
-        except drain.DrainUnavailable as error:
-            result = drain.Assessment(
-                False,
-                "DrainUnavailable",
-                f"{broker}: {error}; the group is kept until its messages can be checked",
-            )
-        if result.drained:
-            await remove_group(kube, owner, group, delete_claims, events)
-            events.append(("Normal", "Drained", result.message))
-            continue
-        if old is None or (old.reason, old.message) != (result.reason, result.message):
-            kind = "Warning" if result.reason in ("DrainBlocked", "DrainUnavailable") else "Normal"
-            if old is None or old.reason != result.reason or kind == "Normal":
-                events.append((kind, result.reason, result.message))
-        out.append(
-            {"group": group, "reason": result.reason, "message": result.message, "since": since}
-        )
-    return out
-
-
-async def remove_group(
-    kube: k8s.Kube, owner: Owner, group: int, delete_claims: bool, events: Events
-) -> None:
-    ns = owner.namespace
-    sts = names.broker_statefulset(owner.name, group)
-    if await kube.delete("apps/v1", "StatefulSet", ns, sts):
-        events.append(("Normal", "GroupRemoved", f"deleted StatefulSet {sts} (drained)"))
-    await kube.delete("v1", "ConfigMap", ns, names.broker_configmap(owner.name, group))
-    for api_version in ("policy/v1", "policy/v1beta1"):
-        try:
-            await kube.delete(
-                api_version, "PodDisruptionBudget", ns, names.broker_pdb(owner.name, group)
-            )
-            break
-        except k8s.Rejected:
-            continue  # this server does not serve that version
-    if not delete_claims:
-        return
-    from ferrymq_operator.claims import parse_claim
-
-    selector = ",".join(
-        f"{k}={v}" for k, v in sorted(names.selector_labels(owner, names.COMPONENT_BROKER).items())
-    )
-    for claim in await kube.list("v1", "PersistentVolumeClaim", ns, selector):
-        claim_name = claim["metadata"]["name"]
-        parsed = parse_claim(owner.name, claim_name)
-        if (
-            parsed is not None
-            and parsed[0] == group
-            and await kube.delete("v1", "PersistentVolumeClaim", ns, claim_name)
-        ):
-            events.append(("Normal", "ClaimDeleted", f"deleted PersistentVolumeClaim {claim_name}"))
-
-
-def drain_pending(drains: Sequence[Mapping[str, Any]]) -> str | None:
-    if not drains:
-        return None
-    return "scale-in: " + "; ".join(str(d["message"]) for d in drains)
-
-
-# --- NameServer scaling ---
-
-
-async def push_namesrv_addr(
-    owner: Owner,
-    groups: int,
-    replicas_per_group: int,
-    ready_pods: set[str],
-    namesrv_addr: str,
-    update: Callable[[str, dict[str, str]], Awaitable[None]],
-    domain: str,
-    port_of: PortOf | None = None,
-) -> list[str]:
-    """UPDATE_BROKER_CONFIG namesrvAddr on every ready broker pod (no restart: the broker registers
-    with the new list at its next round). Returns the pods that could not be updated."""
-
-    async def one(group: int, broker_id: int) -> str | None:
-        pod = names.broker_pod(owner.name, group, broker_id)
-        addr = _pod_address(owner, group, broker_id, domain, port_of)
-        try:
-            await update(addr, {"namesrvAddr": namesrv_addr})
-        except Exception as error:  # reported and retried at the next pass
-            return f"{pod}: {error}"
-        return None
-
-    targets = [
-        (g, i)
-        for g in range(groups)
-        for i in range(replicas_per_group)
-        if names.broker_pod(owner.name, g, i) in ready_pods
-    ]
-    failed = await asyncio.gather(*(one(g, i) for g, i in targets))
-    return [f for f in failed if f is not None]
-
-
-def remoting_config_update(
-    namesrv_addr: str, timeout: float
-) -> Callable[[str, dict[str, str]], Awaitable[None]]:
-    async def call(addr: str, properties: dict[str, str]) -> None:
-        from ferrymq.client.admin import AdminClient
-
-        async with AdminClient(namesrv_addr, timeout=timeout, security=session.current()) as admin:
-            await timeouts.within(timeout * 2, admin.update_broker_config(addr, properties))
-
-    return call
