@@ -162,6 +162,9 @@ def kube(cluster: Cluster) -> Iterator[Kube]:
         yield k
     finally:
         # Delete everything: custom resources first (their children go with them), then the chart.
+        # Topics and ConsumerGroups before their Broker, while the operator runs: their finalizer
+        # needs it (left behind, they would keep the namespace Terminating for good).
+        k.ns("delete", "topics,consumergroups", "--all", "--wait=true", timeout=300, check=False)
         k.ns("delete", "brokers,nameservers", "--all", "--wait=true", timeout=600, check=False)
         run(
             [cluster.helm, "uninstall", release, "--kube-context", cluster.context,

@@ -444,7 +444,7 @@ async def push_namesrv(
 
 
 def _port_of(spec: models.BrokerSpec) -> PortOf:
-    # the roll passes the pod ordinal; the ports follow the brokerId, ordinal + 1 in controller
+    # callers pass the pod ordinal; the ports follow the brokerId, ordinal + 1 in controller
     # mode (else the roll asked pod 0 on the port of brokerId 0: "master not reachable")
     shift = 1 if controller_builder.enabled(spec) else 0
 
