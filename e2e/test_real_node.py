@@ -551,6 +551,14 @@ def test_the_audit_cronjob_runs_to_completion_with_default_settings(stack: Kube)
     name = wait_for("an audit Job to succeed", succeeded_job, timeout=600)
     log = stack.ns("logs", f"job/{name}")
     assert "PySpark is not installed" not in log
+    # the reports are on the audit claim: its `local` PersistentVolume is a directory of this host
+    claim = stack.get_json("pvc", f"{BROKER}-audit")
+    volume = stack.get_json("pv", claim["spec"]["volumeName"])
+    reports = Path(volume["spec"]["local"]["path"]) / "reports"
+    for report in ("backlog", "rebalance"):
+        for written in ("report.html", "summary.json"):
+            path = reports / report / written
+            assert path.is_file() and path.stat().st_size > 0, sorted(map(str, reports.rglob("*")))
 
 
 HA_BROKER = "ha"
