@@ -63,6 +63,21 @@ def test_controller_objects_and_broker_keys(broker_owner: Owner) -> None:
             assert c["brokerRole"] == "SYNC_MASTER"
 
 
+def test_controller_mode_acks_by_the_sync_state_set_unless_the_user_says_otherwise(
+    broker_owner: Owner,
+) -> None:
+    objs = objects(broker_owner, failover="controller", replicasPerGroup=2)
+    assert {conf(objs, 0, o)["allAckInSyncStateSet"] for o in range(2)} == {"true"}
+    objs = objects(
+        broker_owner,
+        failover="controller",
+        replicasPerGroup=2,
+        config={"allAckInSyncStateSet": "false"},
+    )
+    assert conf(objs, 0, 0)["allAckInSyncStateSet"] == "false"
+    assert "allAckInSyncStateSet" not in conf(objects(broker_owner, replicasPerGroup=2), 0, 0)
+
+
 def test_controller_conf_is_what_the_controller_reads(broker_owner: Owner) -> None:
     objs = objects(broker_owner, failover="controller")
     text = objs[("ConfigMap", "orders-controller-config")]["data"]["controller.conf"]

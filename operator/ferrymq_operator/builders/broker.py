@@ -51,7 +51,13 @@ def broker_conf(
     """The broker.conf settings of one pod: the user's extras, then the operator-owned keys."""
     role = spec.broker_role if broker_id == 0 else "SLAVE"
     failover: dict[str, str] = {}
+    # Defaults the user's spec.config may override. In controller mode a SYNC_MASTER that waits
+    # for "a slave" answers SLAVE_NOT_AVAILABLE while its only replica restarts (a planned roll of
+    # 1 x 2 failed 132 sends on the real node); waiting for the SyncStateSet instead acknowledges
+    # once the controller has dropped the absent replica, and an elected master holds every ack.
+    defaults: dict[str, str] = {}
     if controller.enabled(spec):
+        defaults["allAckInSyncStateSet"] = "true"
         # the controller picks the master: every pod is a replica with id ordinal + 1 (ids >= 1)
         # and brokerRole says only whether a master waits for its in-sync replicas
         role, broker_id = spec.broker_role, broker_id + 1
@@ -62,6 +68,7 @@ def broker_conf(
     if metrics is not None and spec.per_pod_ports:
         extra["metricsPort"] = str(metrics)
     return {
+        **defaults,
         **extra,
         **security.conf_keys(spec),
         "brokerClusterName": cluster_name(owner, spec),
