@@ -36,9 +36,15 @@ class JsonFileError(OSError):
     """Neither the file nor its backup could be read as JSON."""
 
 
-def fsync_dir(path: Path) -> None:
-    """Make a rename or create in directory ``path`` durable."""
-    fd = os.open(path, os.O_RDONLY)
+def fsync_dir(path: Path | str, *, missing_ok: bool = False) -> None:
+    """Make a rename or create in directory ``path`` durable (``missing_ok``: a directory that
+    cannot be opened is let pass, for callers to which the fsync is only a best effort)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        if missing_ok:
+            return
+        raise
     try:
         os.fsync(fd)
     finally:

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ferrymq.store.json_file import fsync_dir
 from ferrymq.store.mapped_file import MappedFile, SelectMappedBufferResult, offset_file_name
 
 log = logging.getLogger(__name__)
@@ -156,7 +156,7 @@ class MappedFileQueue:
         """
         if self._dir_dirty:
             self._dir_dirty = False
-            self._fsync_dir()
+            fsync_dir(self.store_path, missing_ok=True)
         progressed = False
         for _ in range(len(self._files) + 1):
             mf = self.find_mapped_file_by_offset(self.flushed_where, self.flushed_where == 0)
@@ -175,16 +175,6 @@ class MappedFileQueue:
             if not (mf.is_full() and offset >= mf.file_size):
                 break
         return progressed
-
-    def _fsync_dir(self) -> None:
-        try:
-            fd = os.open(self.store_path, os.O_RDONLY)
-        except OSError:
-            return
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
     # --- truncation and expiry ------------------------------------------------------------
 
