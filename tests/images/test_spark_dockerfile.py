@@ -36,7 +36,11 @@ def test_runs_ferrymq_as_the_operators_non_root_uid() -> None:
     user = final_instruction(SPARK, "USER")
     assert user is not None and user.args == "10001:10001"
     entry = final_instruction(SPARK, "ENTRYPOINT")
-    assert entry is not None and entry.exec_form() == ["ferrymq"]
+    # Spark's pods start the image with `driver ...`/`executor`; anything else is a ferrymq
+    # command line (the operator's audit CronJob), through the image's own entrypoint script
+    assert entry is not None and entry.exec_form() == ["/opt/ferrymq/bin/ferrymq-spark-entrypoint"]
+    script = (SPARK.parent / "entrypoint.sh").read_text()
+    assert 'exec ferrymq "$@"' in script
 
 
 def test_the_wheel_directory_exists_and_its_wheels_stay_out_of_git() -> None:
