@@ -35,6 +35,7 @@ from .failover_helpers import (
     GUARD,
     QUEUES,
     TOPIC,
+    UNCONFIRMED_READS_DEFECT,
     DeathWatch,
     Recorder,
     addr_of,
@@ -258,15 +259,7 @@ async def test_master_killed_five_times_no_acknowledged_message_lost(
     assert len(outages) == 5
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason=(
-        "known defect (issue 17): a master serves pulls of messages its SyncStateSet has not "
-        "confirmed, so after a failover a consumer's offset can pass the new master's end "
-        "('offset 744 ... is illegal (min 0, max 743)') and an acknowledged message is missed; "
-        "upstream 5.x reads only up to the confirm offset (readUnCommitted=false)"
-    ),
-)
+@pytest.mark.xfail(strict=False, reason=UNCONFIRMED_READS_DEFECT)
 async def test_a_consumer_receives_every_ack_across_five_failovers(tmp_path: Path) -> None:
     with failover_cluster(tmp_path / "cluster") as cluster:
         await run_failovers(cluster, rounds=5, seed=20261124, consume=True)
