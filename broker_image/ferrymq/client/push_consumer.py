@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from ferrymq.client.credentials import ClientSecurity
 from ferrymq.client.errors import ClientStateError, MQClientError
 from ferrymq.client.instance import ClientInstance
 from ferrymq.client.lifecycle import ClientMember
+from ferrymq.client.local_offset_store import default_offsets_dir
 from ferrymq.client.offset_store import BrokerOffsetBackend, LocalFileBackend, OffsetStore
 from ferrymq.client.process_queue import FlowLimits, ProcessQueue
 from ferrymq.client.pull_service import PullConfig, PullService
@@ -197,9 +197,7 @@ class PushConsumer(ClientMember):
             self.offset_store = OffsetStore(BrokerOffsetBackend(self.instance, self.group))
         else:
             # upstream rocketmq.client.localOffsetStoreDir default, overridable for tests and pods
-            directory = self.offsets_dir or Path(
-                os.environ.get("FERRYMQ_OFFSETS_DIR") or Path.home() / ".rocketmq_offsets"
-            )
+            directory = self.offsets_dir or default_offsets_dir()
             self.offset_store = OffsetStore(
                 LocalFileBackend(directory, self.instance.client_id, self.group)
             )
