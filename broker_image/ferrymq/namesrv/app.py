@@ -14,9 +14,8 @@ from ferrymq.namesrv.kv_config import KVConfigManager
 from ferrymq.namesrv.metrics import NamesrvMetrics
 from ferrymq.namesrv.processor import NamesrvProcessor
 from ferrymq.namesrv.route_table import RouteTable
-from ferrymq.remoting.eventloop import GracefulShutdown
+from ferrymq.remoting.eventloop import GracefulShutdown, serve_until_shutdown
 from ferrymq.remoting.server import RemotingServer
-from ferrymq.remoting.serving_marker import ServingMarker
 from ferrymq.remoting.tls import ServerTls, TlsSettings
 
 log = logging.getLogger(__name__)
@@ -123,26 +122,12 @@ async def serve(
     (a second signal or the grace running out forces the exit, see GracefulShutdown)."""
     app = NamesrvApp(config, acl_settings, tls_settings)
     shutdown = GracefulShutdown(config.shutdown_grace_seconds, name="namesrv")
-    shutdown.install()
-    marker: ServingMarker | None = None
-    try:
-        stale = ServingMarker.from_env(config.listen_port)
-        if stale is not None:
-            stale.clear()  # an earlier container's marker must not vouch for this start
-        await app.start()
-        marker = ServingMarker.from_env(app.port)
-        if marker is not None and not shutdown.requested.is_set():
-            marker.start()  # the probes' evidence that the server serves (see serving_marker)
+
+    def serving() -> None:
         if not shutdown.requested.is_set():
             # the line a supervisor (local-cluster, tests) waits for
             print(f"NameServer ready on port {app.port}", flush=True)
         if ready is not None and not ready.done():
             ready.set_result(app)
-        await shutdown.requested.wait()
-    finally:
-        shutdown.request()
-        if marker is not None:
-            await marker.stop()
-        await app.stop()
-        shutdown.done()
-        shutdown.uninstall()
+
+    await serve_until_shutdown(app, config.listen_port, shutdown, serving)

@@ -18,7 +18,9 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
+
+from ferrymq.remoting.serving_marker import ServingMarker
 
 T = TypeVar("T")
 
@@ -187,3 +189,48 @@ class GracefulShutdown:
         sys.stdout.flush()
         sys.stderr.flush()
         self._exit(FORCED_EXIT_CODE)
+
+
+class Service(Protocol):
+    """What :func:`serve_until_shutdown` runs: a server that starts, says its port, and stops."""
+
+    @property
+    def port(self) -> int: ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+async def serve_until_shutdown(
+    service: Service,
+    listen_port: int,
+    shutdown: GracefulShutdown,
+    on_serving: Callable[[], None],
+) -> None:
+    """Run ``service`` from start-up until the shutdown is requested, then stop it within the grace.
+
+    A probe marker an earlier container left for ``listen_port`` is removed before the start; once
+    the service serves, its own marker is kept fresh (see :mod:`ferrymq.remoting.serving_marker`)
+    and ``on_serving`` runs (the ready line a supervisor waits for). A failed start stops within
+    the grace too.
+    """
+    shutdown.install()
+    marker: ServingMarker | None = None
+    try:
+        stale = ServingMarker.from_env(listen_port)
+        if stale is not None:
+            stale.clear()  # an earlier container's marker must not vouch for this start
+        await service.start()
+        marker = ServingMarker.from_env(service.port)
+        if marker is not None and not shutdown.requested.is_set():
+            marker.start()  # the probes' evidence that the server serves (see serving_marker)
+        on_serving()
+        await shutdown.requested.wait()
+    finally:
+        shutdown.request()
+        if marker is not None:
+            await marker.stop()
+        await service.stop()
+        shutdown.done()
+        shutdown.uninstall()
