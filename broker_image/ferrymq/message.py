@@ -28,6 +28,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 __all__ = [
+    "BATCH_ITEM_FIELDS",
+    "BATCH_PROPERTIES_LEN_CODE",
     "NAME_VALUE_SEPARATOR",
     "PROPERTY_SEPARATOR",
     "Message",
@@ -422,12 +424,22 @@ class MessageInner:
 
 # --- batch body codec (SEND_BATCH_MESSAGE) -----------------------------------------------------
 
-# One item of a batch body, upstream MessageDecoder.encodeMessage:
-#   TOTALSIZE i32 | MAGICCODE i32 (0) | BODYCRC i32 (0) | FLAG i32 | BODYLEN i32 + BODY
-#   | PROPERTIESLEN i16 + PROPERTIES (UTF-8)
-_BATCH_ITEM_HEAD = struct.Struct(">iiiii")
-_BATCH_PROPS_LEN = struct.Struct(">h")
-_MAX_PROPERTIES_LEN = 32767  # stored in a signed short
+BATCH_ITEM_FIELDS: tuple[tuple[str, str], ...] = (
+    ("TOTALSIZE", "i"),  # the whole item, this field included
+    ("MAGICCODE", "i"),  # 0 (a client does not set it)
+    ("BODYCRC", "i"),  # 0 (the broker computes the record's)
+    ("FLAG", "i"),  # the application flag
+    ("BODYLEN", "i"),  # then BODY, PROPERTIESLEN (BATCH_PROPERTIES_LEN_CODE), PROPERTIES (UTF-8)
+)
+"""The head of one item of a SEND_BATCH_MESSAGE body (upstream ``MessageDecoder.encodeMessage``),
+as (name, big-endian ``struct`` code) pairs: declared here, the only place; the store's record
+layout (``ferrymq.store.record_layout.BATCH_ITEM``) is built from it."""
+BATCH_PROPERTIES_LEN_CODE = "h"
+"""PROPERTIESLEN of a batch item (a signed short, as upstream)."""
+
+_BATCH_ITEM_HEAD = struct.Struct(">" + "".join(code for _, code in BATCH_ITEM_FIELDS))
+_BATCH_PROPS_LEN = struct.Struct(">" + BATCH_PROPERTIES_LEN_CODE)
+_MAX_PROPERTIES_LEN = (1 << (8 * _BATCH_PROPS_LEN.size - 1)) - 1  # 32767: a signed short
 
 
 def encode_batch(messages: Sequence[Message]) -> bytes:

@@ -20,8 +20,9 @@ SYSFLAG alone.
 
 A file ends with a blank record: TOTALSIZE (the rest of the file) + ``BLANK_MAGIC_CODE``.
 
-The SEND_BATCH_MESSAGE body item (upstream ``MessageDecoder.encodeMessage``) is declared here
-too (:data:`BATCH_ITEM`): the broker turns each item into a record.
+The SEND_BATCH_MESSAGE body item (upstream ``MessageDecoder.encodeMessage``) is laid out here
+too (:data:`BATCH_ITEM`, from the declaration in :mod:`ferrymq.message`, whose codec the client
+uses): the broker turns each item into a record.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ferrymq.message import MessageSysFlag
+from ferrymq.message import BATCH_ITEM_FIELDS, MessageSysFlag
 
 MESSAGE_MAGIC_CODE = 0xDAA320A7
 """MAGICCODE v1 (upstream ``MESSAGE_MAGIC_CODE``, -626843481): TOPICLEN is an i8."""
@@ -88,14 +89,10 @@ PROPERTIES_LEN_CODE = "h"
 BLANK: tuple[Field, ...] = (Field("TOTALSIZE", "i"), Field("MAGICCODE", "I"))
 """The end-of-file blank record (TOTALSIZE = the rest of the file); a writer keeps room for it."""
 
-BATCH_ITEM: tuple[Field, ...] = (
-    Field("TOTALSIZE", "i"),
-    Field("MAGICCODE", "i"),
-    Field("BODYCRC", "i"),
-    Field("FLAG", "i"),
-    Field("BODYLEN", "i"),  # then BODY, PROPERTIESLEN (PROPERTIES_LEN_CODE), PROPERTIES
-)
-"""One item of a SEND_BATCH_MESSAGE body (upstream ``MessageDecoder.encodeMessage``)."""
+BATCH_ITEM: tuple[Field, ...] = tuple(Field(name, code) for name, code in BATCH_ITEM_FIELDS)
+"""One item of a SEND_BATCH_MESSAGE body (upstream ``MessageDecoder.encodeMessage``), then BODY,
+PROPERTIESLEN (``BATCH_PROPERTIES_LEN_CODE``), PROPERTIES: a wire body, declared with its codec in
+:mod:`ferrymq.message` (the client encodes it there) and laid out here for the broker's batch put."""
 
 _NUMPY_TYPES = {"b": "i1", "h": ">i2", "i": ">i4", "I": ">u4", "q": ">i8"}
 
