@@ -12,32 +12,36 @@ that already exists is not written again, so recovery may re-dispatch freely (no
 from __future__ import annotations
 
 import logging
-import struct
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 
+from ferrymq.store.config import CQ_STORE_UNIT_SIZE as CQ_STORE_UNIT_SIZE
 from ferrymq.store.mapped_file import MappedFile, SelectMappedBufferResult
 from ferrymq.store.mapped_file_queue import MappedFileQueue
+from ferrymq.store.record_layout import Field, Layout
 
 log = logging.getLogger(__name__)
 
-CQ_UNIT = struct.Struct(
-    ">"
-    "q"  # commitLogOffset
-    "i"  # size
-    "q"  # tagsCode
+CQ_UNIT_LAYOUT = Layout(
+    (
+        Field("COMMITLOGOFFSET", "q"),
+        Field("SIZE", "i"),
+        Field("TAGSCODE", "q"),
+    )
 )
-CQ_STORE_UNIT_SIZE = CQ_UNIT.size
+CQ_UNIT = CQ_UNIT_LAYOUT.struct
 BLANK_UNIT_SIZE = 0x7FFFFFFF  # upstream fillPreBlank writes Integer.MAX_VALUE
 _BLANK_UNIT = CQ_UNIT.pack(0, BLANK_UNIT_SIZE, 0)
 
-assert CQ_STORE_UNIT_SIZE == 20
+# the unit size the store's settings round file sizes to (config.CQ_STORE_UNIT_SIZE) is this one
+assert CQ_UNIT.size == CQ_STORE_UNIT_SIZE
 
 # CQ_UNIT as a numpy record (big-endian, unpadded): a run of units is written at once
-UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])
-assert UNIT_DTYPE.itemsize == CQ_STORE_UNIT_SIZE
+UNIT_DTYPE = CQ_UNIT_LAYOUT.numpy_dtype(
+    {"COMMITLOGOFFSET": "offset", "SIZE": "size", "TAGSCODE": "tags"}
+)
 # below this many units, one pack_into per unit is cheaper than numpy's per-call overhead
 VECTOR_MIN_UNITS = 8
 # Largest gap of queue offsets that dispatch fills with blank units (in units; at least a file):

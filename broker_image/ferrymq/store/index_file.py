@@ -22,6 +22,7 @@ import numpy as np
 
 from ferrymq.message import java_string_hash
 from ferrymq.store.mapped_file import MappedFile
+from ferrymq.store.record_layout import Field, Layout
 
 INDEX_HEADER = struct.Struct(
     ">"
@@ -35,21 +36,24 @@ INDEX_HEADER = struct.Struct(
 INDEX_HEADER_SIZE = INDEX_HEADER.size
 HASH_SLOT = struct.Struct(">i")
 HASH_SLOT_SIZE = HASH_SLOT.size
-INDEX_ENTRY = struct.Struct(
-    ">"
-    "i"  # keyHash
-    "q"  # phyOffset
-    "i"  # timeDiff (seconds)
-    "i"  # prevIndex
+INDEX_ENTRY_LAYOUT = Layout(
+    (
+        Field("KEYHASH", "i"),
+        Field("PHYOFFSET", "q"),
+        Field("TIMEDIFF", "i"),  # seconds since beginTimestamp
+        Field("PREVINDEX", "i"),
+    )
 )
+INDEX_ENTRY = INDEX_ENTRY_LAYOUT.struct
 INDEX_SIZE = INDEX_ENTRY.size
 INVALID_INDEX = 0
 
 assert INDEX_HEADER_SIZE == 40 and INDEX_SIZE == 20
 
 # INDEX_ENTRY as a numpy record (big-endian, unpadded): a round's entries are written at once
-ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("prev", ">i4")])
-assert ENTRY_DTYPE.itemsize == INDEX_SIZE
+ENTRY_DTYPE = INDEX_ENTRY_LAYOUT.numpy_dtype(
+    {"KEYHASH": "hash", "PHYOFFSET": "phy", "TIMEDIFF": "diff", "PREVINDEX": "prev"}
+)
 # below this many keys, put_key per key is cheaper than numpy's per-call overhead
 VECTOR_MIN_KEYS = 8
 
