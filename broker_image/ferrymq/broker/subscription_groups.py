@@ -8,6 +8,7 @@ import time
 
 import orjson
 
+from ferrymq.mixall import TOOLS_CONSUMER_GROUP
 from ferrymq.remoting.bodies import (
     BodyError,
     DataVersion,
@@ -19,7 +20,7 @@ log = logging.getLogger(__name__)
 
 # groups upstream creates at start-up (tools, filter servers, self test)
 SYSTEM_GROUPS = (
-    "TOOLS_CONSUMER",
+    TOOLS_CONSUMER_GROUP,
     "FILTERSRV_CONSUMER",
     "SELF_TEST_C_GROUP",
     "CID_ONS-HTTP-PROXY",

@@ -19,12 +19,9 @@ from ferrymq.client.lifecycle import InstanceUser
 from ferrymq.client.monitoring_admin import MonitoringAdmin
 from ferrymq.client.route_cache import publish_queues, subscribe_queues
 from ferrymq.message import MessageExt, decode_message_id
-from ferrymq.mixall import MASTER_ID
+from ferrymq.mixall import MASTER_ID, TOOLS_CONSUMER_GROUP
 from ferrymq.remoting import bodies, headers
 from ferrymq.topic_validator import RETRY_GROUP_TOPIC_PREFIX
-
-# The group upstream's admin tools pull with (MixAll.TOOLS_CONSUMER_GROUP); it never commits.
-TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,7 @@ from ferrymq.broker.topic_config import (
     TopicConfigManager,
     is_system_topic,
 )
+from ferrymq.mixall import CID_RMQ_SYS_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +94,9 @@ class LagSnapshot:
 
 def is_system(group: str, topic: str) -> bool:
     return (
-        is_system_topic(topic) or topic.startswith("RMQ_SYS_") or group.startswith("CID_RMQ_SYS_")
+        is_system_topic(topic)
+        or topic.startswith("RMQ_SYS_")
+        or group.startswith(CID_RMQ_SYS_PREFIX)
     )
 
 
