@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from ferrymq.broker.local_cluster import LocalCluster
+from ferrymq.client.allocate import MessageQueue
 from ferrymq.client.broker_api import BrokerApi, PullStatus, send_request, v2_ext
 from ferrymq.message import MessageConst, encode_properties
 from ferrymq.remoting import headers
@@ -186,6 +187,14 @@ async def run_fills(tmp_path: Path, rounds: int, seed: int, disk_mb: int = DISK_
             reply = await send(client, addr, 0, b"first-s000000-" + bytes(100))
             assert reply.code == ResponseCode.SUCCESS, reply.remark
             acked[(0, 0)] = b"first-s000000-" + bytes(100)
+            # its dispatch (queue 0's ConsumeQueue file, the index file) is done before the disk
+            # fills: the reput follows the ack asynchronously, and on a busy machine it could
+            # otherwise find the disk full already and stop the store before the send below
+            queue0 = MessageQueue(TOPIC, "", 0)
+            deadline = time.monotonic() + 30
+            while await BrokerApi(client).get_max_offset(addr, queue0) < 1:
+                assert time.monotonic() < deadline, "the first message was never dispatched"
+                await asyncio.sleep(0.05)  # polling dispatch with a deadline
             fill_to(filler, disk, 0)
             reply = await send(client, addr, 1, b"zero-s000000-" + bytes(100))
             assert reply.code == ResponseCode.SUCCESS, reply.remark
