@@ -617,7 +617,17 @@ class MessageStore:
 
     @property
     def confirm_offset(self) -> int:
-        return self.commit_log.max_offset
+        """Upstream ``getConfirmOffset``: the CommitLog offset up to which records reach the
+        ConsumeQueues, and so consumers (the pull, the queue offsets it reports, the long-poll
+        wake-up). The CommitLog end unless a source is set (controller mode)."""
+        return self.reput.reput_end_offset()
+
+    def set_confirm_offset_source(self, source: Callable[[], int] | None) -> None:
+        """Read only up to ``source()`` (capped at the CommitLog end) from now on (upstream
+        readUnCommitted=false), or, with None, everything written. Records already dispatched
+        stay; dispatch is woken, since a raised or removed limit may let it go on."""
+        self.reput.end_offset = source
+        self.reput.wakeup()
 
     @property
     def flushed_offset(self) -> int:
@@ -790,6 +800,7 @@ class MessageStore:
             ratio = -1.0
         info = {
             "commitLogMaxOffset": str(self.commit_log.max_offset),
+            "confirmOffset": str(self.confirm_offset),
             "commitLogMinOffset": str(self.min_phy_offset),
             "commitLogFlushedOffset": str(mfq.flushed_where),
             "commitLogDiskRatio": f"{ratio:.4f}",
