@@ -650,13 +650,18 @@ class MessageStore:
         """Up to ``max_msg_nums`` messages from queue offset ``offset`` (upstream getMessage),
         as raw record slices; call ``release()`` on the result once they are sent."""
         del group  # kept for the upstream signature (per-group statistics live in the broker)
+        config = self.config
+        # upstream nextOffsetCorrection: a slave never moves a consumer's offset
+        correct = config.broker_role is not BrokerRole.SLAVE or config.offset_check_in_slave
         cq = self.consume_queues.find(topic, queue_id)
         if cq is None:
             self._get_miss_total += 1
-            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, next_begin_offset=0)
+            return GetMessageResult(
+                GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, next_begin_offset=0 if correct else offset
+            )
         min_offset = cq.min_offset_in_queue
         max_offset = cq.max_offset_in_queue
-        refused = offset_status(offset, min_offset, max_offset)
+        refused = offset_status(offset, min_offset, max_offset, correct=correct)
         if refused is not None:
             self._get_miss_total += 1
             status, next_begin = refused
