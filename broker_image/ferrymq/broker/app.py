@@ -329,6 +329,7 @@ class BrokerApp:
             self.offsets,
             self.hold,
             is_master=lambda: not self.is_slave,
+            offset_check_in_slave=self.store_config.offset_check_in_slave,
         )
         self.pull.register_to(self.server)
         self.client_manage = client_manage = ClientManageProcessor(
