@@ -7,6 +7,7 @@ The cluster runs in the test's event loop, so every blocking call runs in a work
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -154,7 +155,7 @@ async def test_threads_with_fault_tolerance_when_a_broker_stops_mid_run(
     producer = SyncProducer("sync-pg-ft", cluster.namesrv_addr, send_latency_fault_enable=True)
     await blocking(producer.start)
     threads_n, cap, after_stop_n = 8, 400, 15
-    deadline = time.monotonic() + 60.0
+    deadline = time.monotonic() + 120.0
     stopped = threading.Event()
     lock = threading.Lock()
     # (thread, index, started after the stop, result or error)
@@ -163,9 +164,13 @@ async def test_threads_with_fault_tolerance_when_a_broker_stops_mid_run(
 
     def worker(w: int) -> None:
         after = 0
-        for i in range(cap):
+        for i in itertools.count():
             if after >= after_stop_n or time.monotonic() > deadline:
                 return
+            if i >= cap:
+                # enough sends before the stop: wait for it (bounded by the deadline) so that
+                # every thread also sends after it, however fast its first sends went
+                stopped.wait(timeout=max(0.0, deadline - time.monotonic()))
             late = stopped.is_set()
             after += late
             outcome: SendResult | MQClientError

@@ -131,9 +131,14 @@ def test_pause_and_manual_restart_take_effect_within_10_seconds(
         timeout=ANNOTATION_S,
     )
     # kopf handled the change as an update (its diff includes ferrymq.io/ annotations): the
-    # configuration it recorded has the annotation, so no resync was needed
-    handled = json.loads(annotations(cluster, "brokers", "orders")[LAST_HANDLED])
-    assert handled["metadata"]["annotations"][PAUSE] == "true"
+    # configuration it records has the annotation, so no resync was needed. kopf writes that
+    # record after the handler's status patch, so wait for it rather than read it at once.
+
+    def recorded_pause() -> bool | None:
+        handled = json.loads(annotations(cluster, "brokers", "orders").get(LAST_HANDLED, "{}"))
+        return handled.get("metadata", {}).get("annotations", {}).get(PAUSE) == "true" or None
+
+    wait_for("kopf's record of the paused configuration", recorded_pause, timeout=ANNOTATION_S)
 
     annotate(cluster, "brokers", "orders", {PAUSE: None})
     wait_for(
