@@ -319,13 +319,3 @@ def outage_summary(outages: list[float]) -> str:
         f"{len(outages)} failovers: write outage p50 {statistics.median(outages):.2f}s, "
         f"max {max(outages):.2f}s"
     )
-
-
-# Issue 17's open defect, the reason of the consumer checks marked xfail until it is fixed.
-UNCONFIRMED_READS_DEFECT = (
-    "known defect (issue 17): a master serves pulls of messages its SyncStateSet has not "
-    "confirmed, so after a failover a consumer's position can pass a message the new master "
-    "stored at a truncated offset (or its end: 'offset 744 ... is illegal (min 0, max 743)') and "
-    "an acknowledged message is missed; upstream 5.x reads only up to the confirm offset "
-    "(readUnCommitted=false)"
-)

@@ -11,14 +11,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import pytest
 from ferrymq.client import ConsumeFromWhere, PushConsumer
 from ferrymq.message import MessageExt
 from ferrymq.remoting.client import RemotingClient
 
 from .failover_helpers import (
     TOPIC,
-    UNCONFIRMED_READS_DEFECT,
     Recorder,
     failover_cluster,
     group_state,
@@ -29,7 +27,6 @@ from .failover_helpers import (
 from .test_failover_chaos import prepare
 
 
-@pytest.mark.xfail(strict=False, reason=UNCONFIRMED_READS_DEFECT)
 async def test_consumer_and_producer_follow_the_new_master(tmp_path: Path) -> None:
     with failover_cluster(tmp_path / "cluster") as cluster:
         client = RemotingClient()

@@ -389,7 +389,9 @@ class ControllerMode:
         store = self._store()
         sent = time.monotonic()
         epoch = self.master_epoch if self.is_master else self.epoch_file.last_epoch
-        ha_addr = self.app._ha_server_addr() if self.is_master else ""
+        # mid-promotion the new HA listener may not be up: publish none rather than a guess
+        ha = self.app.ha
+        ha_addr = (ha.ha_server_addr() or "") if self.is_master and ha is not None else ""
         args = {
             "epoch": epoch,
             "max_offset": store.max_phy_offset,

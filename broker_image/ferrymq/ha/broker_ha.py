@@ -216,8 +216,10 @@ class BrokerHA:
         await self.service.shutdown()
 
     def ha_server_addr(self) -> str | None:
-        """What a master registers as haServerAddr (slaves register none)."""
-        if not self.config.role.is_master:
+        """What a master registers as haServerAddr (slaves, and a master whose listener is not
+        up yet, e.g. in the middle of a promotion, register none)."""
+        master = self.service.master
+        if not self.config.role.is_master or master is None or not master.listening:
             return None
         return f"{self._advertised_ip}:{self.service.listen_port}"
 

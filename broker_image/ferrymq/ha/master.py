@@ -322,6 +322,10 @@ class HAMaster:
         )
 
     @property
+    def listening(self) -> bool:
+        return self._server is not None and bool(self._server.sockets)
+
+    @property
     def port(self) -> int:
         if self._server is None or not self._server.sockets:
             raise RuntimeError("HA listener is not started")
