@@ -196,3 +196,21 @@ def test_silent_clients_expire_after_channel_expired_timeout() -> None:
     assert consumers.get("G").client_ids() == ["new"]  # type: ignore[union-attr]
     assert producers.scan_not_active(120_001) == ["old"]
     assert consumers.scan_not_active(300_000) == ["new"] and consumers.get("G") is None
+
+
+@pytest.mark.parametrize(
+    ("status", "code"),
+    [
+        # behind its master: held like a pull at the queue's end, the offset kept
+        (GetMessageStatus.OFFSET_OVERFLOW_BADLY, ResponseCode.PULL_NOT_FOUND),
+        (GetMessageStatus.NO_MESSAGE_IN_QUEUE, ResponseCode.PULL_NOT_FOUND),
+        (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, ResponseCode.PULL_NOT_FOUND),
+        (GetMessageStatus.OFFSET_TOO_SMALL, ResponseCode.PULL_RETRY_IMMEDIATELY),
+        (GetMessageStatus.OFFSET_OVERFLOW_ONE, ResponseCode.PULL_NOT_FOUND),
+        (GetMessageStatus.FOUND, ResponseCode.SUCCESS),
+    ],
+)
+def test_a_slave_never_moves_a_consumer_offset(
+    status: GetMessageStatus, code: ResponseCode
+) -> None:
+    assert pull_response_code(status, 744, offset_check=False) is code

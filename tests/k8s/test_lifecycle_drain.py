@@ -50,7 +50,7 @@ class LocalDrainAdmin:
     async def stop_writes(self, namesrv_addr: str, broker_name: str, broker_addr: str) -> None:
         await self.real.stop_writes(namesrv_addr, broker_name, self.table[broker_addr])
 
-    async def lags(self, namesrv_addr: str, broker_addr: str) -> list[drain.GroupLag]:
+    async def lags(self, namesrv_addr: str, broker_addr: str) -> drain.Backlog:
         return await self.real.lags(namesrv_addr, self.table[broker_addr])
 
     async def resume_writes(self, namesrv_addr: str, broker_name: str, broker_addr: str) -> None:

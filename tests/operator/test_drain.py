@@ -14,10 +14,13 @@ from ferrymq.client.producer import Producer
 from ferrymq.message import Message
 from ferrymq.remoting.bodies import PERM_WRITE
 from ferrymq_operator.drain import (
+    Backlog,
     DrainUnavailable,
     GroupLag,
     RemotingDrainAdmin,
+    UnreadTopic,
     assess,
+    backlog_of,
     consumer_groups_of,
 )
 
@@ -57,6 +60,35 @@ def test_consumer_groups_from_offset_keys() -> None:
     assert consumer_groups_of(keys) == ["audit", "billing"]
 
 
+def test_a_reader_of_the_topic_elsewhere_has_read_nothing_here() -> None:
+    # the scale 2 -> 3 -> 2 of the real-node suite: "g-host" read node-host on groups 0 and 1,
+    # group 2 (new) got 40 messages and no offsets at all; the drain saw no consumer group there
+    queues = {"node-host": {0: (0, 10), 1: (0, 10), 2: (0, 10), 3: (0, 10)}}
+    lags, unread = backlog_of(queues, {}, {"node-host": ["g-host"]})
+    assert lags == {"g-host": 40} and unread == []
+    result = assess("orders-broker-2", [GroupLag("g-host", 40, False)], unread)
+    assert not result.drained and result.reason == "DrainBlocked" and "g-host" in result.message
+
+
+def test_offsets_here_count_from_the_committed_offset_and_the_queue_minimum() -> None:
+    queues = {"t": {0: (5, 10), 1: (0, 4)}}
+    offsets = {"t@a": {0: 7}, "t@b": {0: 10, 1: 4}}
+    lags, unread = backlog_of(queues, offsets, {"t": ["a", "c"]})
+    # a: queue 0 from 7 (3), queue 1 never read (4); b: read everything; c: read nothing here
+    assert lags == {"a": 7, "b": 0, "c": 9} and unread == []
+
+
+def test_a_topic_nobody_reads_blocks_and_is_named() -> None:
+    queues = {"orders": {0: (0, 3)}, "%RETRY%billing": {0: (0, 2)}, "%DLQ%billing": {0: (0, 9)}}
+    lags, unread = backlog_of(queues, {}, {})
+    # a retry topic is read by its group; dead letters are not waited for
+    assert lags == {"billing": 2}
+    assert unread == [UnreadTopic("orders", 3)]
+    result = assess("orders-broker-2", [GroupLag("billing", 0, True)], unread)
+    assert result.reason == "DrainBlocked" and "orders (3)" in result.message
+    assert assess("b", [GroupLag("billing", 0, True)], [UnreadTopic("orders", 0)]).drained
+
+
 # --- real brokers ---
 
 
@@ -65,7 +97,7 @@ async def poll_lags(
 ) -> list[GroupLag]:
     deadline = asyncio.get_running_loop().time() + 15
     while True:
-        lags = await drain.lags(namesrv, addr)
+        lags = (await drain.lags(namesrv, addr)).groups
         if lags == expected or asyncio.get_running_loop().time() > deadline:
             return lags
         await asyncio.sleep(0.1)
@@ -135,7 +167,7 @@ async def test_drain_against_real_brokers(cluster: LocalCluster) -> None:
             for mq in [MessageQueue(topic, name, q) for q in range(2)]:
                 top = await admin.instance.broker.get_max_offset(draining, mq)
                 await admin.instance.broker.update_consumer_offset(draining, "reports", mq, top)
-        lags = await drain.lags(cluster.namesrv_addr, draining)
+        lags = (await drain.lags(cluster.namesrv_addr, draining)).groups
         assert lags == [GroupLag("reports", 0, False)]
         assert assess(name, lags).drained
 
@@ -156,3 +188,62 @@ async def test_unreachable_broker_is_reported_not_raised_raw(cluster: LocalClust
         await asyncio.wait_for(drain.lags(cluster.namesrv_addr, "127.0.0.1:1"), 30)
     with pytest.raises(DrainUnavailable, match="cannot stop writes"):
         await asyncio.wait_for(drain.stop_writes(cluster.namesrv_addr, "x", "127.0.0.1:1"), 30)
+
+
+async def test_scale_in_waits_for_a_group_that_read_the_topic_only_elsewhere(
+    cluster: LocalCluster,
+) -> None:
+    """The real-node suite's scale 2 -> 3 -> 2: a consumer group read the topic on the other
+    group, the draining group got messages after that and was never pulled from. Its messages
+    are unread by that group (before: no offsets there, so "all 0 consumer groups have consumed
+    every message", the group and its claims were removed, 40 acknowledged messages lost)."""
+    keep, draining = cluster.broker_addrs
+    keep_name, name = cluster.group_name(0), cluster.group_name(1)
+    topic, orphan = "drain-elsewhere", "drain-orphan"
+    async with AdminClient(cluster.namesrv_addr) as admin:
+        for addr in (keep, draining):
+            await admin.create_topic(topic, broker_addr=addr, read_queue_nums=2, write_queue_nums=2)
+        await admin.create_topic(
+            orphan, broker_addr=draining, read_queue_nums=1, write_queue_nums=1
+        )
+        # "host-readers" read the topic on the group that stays (offsets there only)
+        for q in range(2):
+            await admin.instance.broker.update_consumer_offset(
+                keep, "host-readers", MessageQueue(topic, keep_name, q), 0
+            )
+        deadline = asyncio.get_running_loop().time() + 30
+        while True:
+            route = await admin.topic_route(topic)
+            orphan_routed = {qd.broker_name for qd in (await admin.topic_route(orphan)).queue_datas}
+            if {qd.broker_name for qd in route.queue_datas} >= {name, keep_name} and orphan_routed:
+                break
+            assert asyncio.get_running_loop().time() < deadline, "routes never complete"
+            await asyncio.sleep(0.1)
+
+    producer = Producer("drain-elsewhere", cluster.namesrv_addr)
+    await producer.start()
+    try:
+        on_draining = 0
+        for i in range(20):
+            result = await producer.send(Message(topic, f"e{i}".encode()))
+            on_draining += result.queue.broker_name == name
+        for i in range(3):
+            await producer.send(Message(orphan, f"o{i}".encode()))
+    finally:
+        await producer.shutdown()
+    assert on_draining > 0
+
+    drain = RemotingDrainAdmin(timeout_seconds=5)
+    deadline = asyncio.get_running_loop().time() + 15
+    while True:  # the consume queues are dispatched from the commit log asynchronously
+        backlog = await drain.lags(cluster.namesrv_addr, draining)
+        lag = {g.consumer_group: g.lag for g in backlog.groups}.get("host-readers")
+        if (lag == on_draining and backlog.unread) or asyncio.get_running_loop().time() > deadline:
+            break
+        await asyncio.sleep(0.1)
+    assert GroupLag("host-readers", on_draining, False) in backlog.groups
+    assert UnreadTopic(orphan, 3) in backlog.unread
+    result = assess(name, backlog.groups, backlog.unread)
+    assert not result.drained and result.reason == "DrainBlocked"
+    assert "host-readers" in result.message and orphan in result.message
+    assert isinstance(backlog, Backlog)

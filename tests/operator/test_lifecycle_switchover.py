@@ -205,7 +205,7 @@ async def test_drain_asks_the_elected_master() -> None:
             asked.append(broker_addr)
             raise drain.DrainUnavailable("not reachable in this test")
 
-        async def lags(self, namesrv_addr: str, broker_addr: str) -> list[drain.GroupLag]:
+        async def lags(self, namesrv_addr: str, broker_addr: str) -> drain.Backlog:
             raise AssertionError("not reached")
 
         async def resume_writes(

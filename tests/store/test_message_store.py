@@ -524,6 +524,10 @@ def test_offset_status_table() -> None:
     assert offset_status(99, 5, 10) == (s.OFFSET_OVERFLOW_BADLY, 10)
     assert offset_status(99, 0, 10) == (s.OFFSET_OVERFLOW_BADLY, 0)
     assert offset_status(7, 5, 10) is None
+    # a slave (upstream nextOffsetCorrection without offsetCheckInSlave) keeps the offset asked
+    assert offset_status(744, 0, 743, correct=False) == (s.OFFSET_OVERFLOW_BADLY, 744)
+    assert offset_status(3, 5, 10, correct=False) == (s.OFFSET_TOO_SMALL, 3)
+    assert offset_status(4, 0, 0, correct=False) == (s.NO_MESSAGE_IN_QUEUE, 4)
 
 
 async def test_failing_replica_waiter_means_stored_not_replicated(tmp_path: Path) -> None:

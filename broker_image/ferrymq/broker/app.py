@@ -170,6 +170,7 @@ class BrokerApp:
             ha_server_addr=self._ha_server_addr,
             on_result=self._on_register_result,
             broker_role=store_config.broker_role.value,
+            wants_master=self._wants_master,
         )
         self.store: MessageStore | None = None
         self.metrics: MetricsServer | None = None
@@ -210,6 +211,15 @@ class BrokerApp:
         if ha_port is None:
             return None
         return f"{self.config.broker_ip1}:{ha_port}"
+
+    def _wants_master(self) -> bool:
+        """A slave that no NameServer has named a master to yet (controller mode: the
+        controller names it)."""
+        return (
+            self.controller_mode is None
+            and self.store_config.broker_role is BrokerRole.SLAVE
+            and self.master_addr is None
+        )
 
     def _on_register_result(self, outcome: RegisterOutcome) -> None:
         if self.controller_mode is not None:
@@ -329,6 +339,7 @@ class BrokerApp:
             self.offsets,
             self.hold,
             is_master=lambda: not self.is_slave,
+            offset_check_in_slave=self.store_config.offset_check_in_slave,
         )
         self.pull.register_to(self.server)
         self.client_manage = client_manage = ClientManageProcessor(

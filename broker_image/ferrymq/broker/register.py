@@ -4,6 +4,12 @@ A registration carries the broker's whole topic config; it is sent to all NameSe
 start-up, every registerNameServerPeriod (30 s), and at once after a topic change. A NameServer that
 does not answer is logged and retried next round; the others are unaffected. The answer of the
 master's entry (haServerAddr, masterAddr) is handed to ``on_result`` (slaves use it to find the master).
+
+A slave that does not know its master yet (it started before the master registered, as pods of one
+group started in parallel do) registers again after 1 s, doubling up to 5 s, instead of
+waiting a whole period: under SYNC_MASTER its master answers every send SLAVE_NOT_AVAILABLE until
+the slave connects, so on the real node a new group took every write for 30 s after it was routed
+and Ready, and none succeeded (upstream waits the period).
 """
 
 from __future__ import annotations
@@ -29,6 +35,21 @@ from ferrymq.remoting.headers import (
 )
 
 log = logging.getLogger(__name__)
+
+
+# the first quick retry of a slave that has no master yet (seconds; doubles up to MASTER_RETRY_MAX_S)
+MASTER_RETRY_S = 1.0
+MASTER_RETRY_MAX_S = 5.0
+
+
+def next_wait(period: float, retry: float, wants_master: bool) -> tuple[float, float]:
+    """(seconds until the next round, the retry after that): a slave without a master retries
+    quickly, doubling up to 5 s (a master starting late is found within 5 s of its registration);
+    everyone else waits the period."""
+    if not wants_master:
+        return period, MASTER_RETRY_S
+    wait = min(retry, period)
+    return wait, min(retry * 2, MASTER_RETRY_MAX_S, period)
 
 
 @dataclass(slots=True)
@@ -70,8 +91,10 @@ class BrokerRegistration:
         ha_server_addr: Callable[[], str | None] = lambda: None,
         on_result: Callable[[RegisterOutcome], None] = lambda outcome: None,
         broker_role: str | None = None,
+        wants_master: Callable[[], bool] = lambda: False,
     ) -> None:
         self.broker_role = broker_role
+        self.wants_master = wants_master
         self.config = config
         self.client = client
         self.wrapper = wrapper
@@ -154,12 +177,14 @@ class BrokerRegistration:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
+        retry = MASTER_RETRY_S
         while True:
             try:
                 await self.register_all()
             except Exception:
                 log.exception("registration round failed")
             period = max(10_000, min(60_000, self.config.register_name_server_period)) / 1000
+            period, retry = next_wait(period, retry, self.wants_master())
             # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancel that
             # arrives as the kick fires (a topic created just before shutdown), and stop() hung
             # for a whole period

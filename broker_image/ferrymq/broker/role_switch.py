@@ -13,6 +13,15 @@ Role changes, one at a time (``_lock``):
   client, follow the new master; when this broker holds data the new master lacks it re-executes
   itself (same PID, same command line) so that start-up cuts the tail before the store opens.
 
+Reads (upstream readUnCommitted=false): a master's store dispatches, and so serves to consumers,
+only up to its confirm offset (what every SyncStateSet member holds, with
+``allAckInSyncStateSet``); a slave's up to the confirm offset its master sends over the HA stream
+(:class:`SlaveConfirmOffset`). A consumer's position therefore never passes a queue offset that a
+new master may give to another message after a failover. A replica changing role reads its whole
+log only where that log is the group's: while it is promoted (the controller made it the whole
+SyncStateSet), and, after a switch of masters, once its log proved to be a prefix of the new
+master's.
+
 Fencing: a master acknowledges a write only while ``now < send time of its last successful
 heartbeat + lease``, the lease being shorter than the controller's timeout
 (:func:`~ferrymq.controller.decisions.broker_lease_ms`): by the time the controller may elect a
@@ -79,6 +88,30 @@ def torn_record_at(store: MessageStore, offset: int) -> bool:
     return kind is rec.RecordKind.INVALID
 
 
+class SlaveConfirmOffset:
+    """A slave's confirm offset: what its master said the SyncStateSet holds (upstream
+    ``AutoSwitchHAClient`` sets ``min(confirmOffset, maxPhyOffset)``; the store caps it at the
+    CommitLog end). It starts where dispatch already is: nothing more is read until the master
+    says so."""
+
+    def __init__(self, store: MessageStore, start: int) -> None:
+        self.store = store
+        self.offset = start
+        self.read_uncommitted = False
+
+    def get(self) -> int:
+        return self.store.max_phy_offset if self.read_uncommitted else self.offset
+
+    def update(self, offset: int | None) -> None:
+        """From the HA client: the master's value, or None for a master that sends none."""
+        if offset is None:
+            self.read_uncommitted = True
+        else:
+            self.read_uncommitted = False
+            self.offset = max(self.offset, offset)
+        self.store.reput.wakeup()
+
+
 class ControllerRefusedError(RuntimeError):
     """The controller refused this broker's registration (bad config, wrong group, stale epoch)."""
 
@@ -109,6 +142,7 @@ class ControllerMode:
         self.known: ReplicaInfo | None = None
         self.following: str | None = None
         self.tracker: SyncStateTracker | None = None
+        self.slave_confirm: SlaveConfirmOffset | None = None
         self.role_changes = 0
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
@@ -242,6 +276,14 @@ class ControllerMode:
         if self.is_master:
             accepted = self.known.sync_state_set if self.known else frozenset()
             entries = self.epoch_file.entries
+            self.slave_confirm = None
+            master = ha.service.master
+
+            def confirm_moved() -> None:
+                store.reput.wakeup()
+                if master is not None:
+                    master.wakeup_writers()
+
             self.tracker = SyncStateTracker(
                 ha.service,
                 master_id=self.replica_id,
@@ -250,7 +292,12 @@ class ControllerMode:
                 epoch_start_offset=entries[-1].start_offset if entries else 0,
                 accepted=accepted,
                 timeout_s=ha.config.sync_flush_timeout_s,
+                all_ack=self.settings.all_ack_in_sync_state_set,
+                on_confirm_moved=confirm_moved,
             )
+            store.set_confirm_offset_source(self.tracker.confirm_offset)
+            if master is not None:
+                master.confirm_offset_source = self.tracker.confirm_offset
             inner = (
                 self.tracker.wait_all
                 if self.settings.all_ack_in_sync_state_set
@@ -259,8 +306,11 @@ class ControllerMode:
             store.set_replica_waiter(fenced_waiter(inner, lambda: self.may_ack))
             return
         self.tracker = None
+        self.slave_confirm = SlaveConfirmOffset(store, store.reput.reput_from_offset)
+        store.set_confirm_offset_source(self.slave_confirm.get)
         if ha.service.client is not None:
             ha.service.client.handshake_broker_id = self.replica_id
+            ha.service.client.confirm_listener = self.slave_confirm.update
         if ha.slave_sync is not None:
             # consumer offsets (and topics) reach a replica every heartbeat interval, not every
             # 10 s: a consumer moved to an elected replica re-reads at most that much
@@ -444,6 +494,9 @@ class ControllerMode:
         ha, app.ha = app.ha, None  # registrations in between publish no HA address
         if ha is not None:
             await ha.shutdown()  # no more bytes from the old master from here on
+        # elected: the controller made this replica the whole SyncStateSet, its log is the
+        # group's (dispatch must reach its end before the queues continue from it)
+        self._store().set_confirm_offset_source(None)
         await self._take_queue_offsets()
         start = self._store().max_phy_offset
         await self._begin_term(info, sent, start)
@@ -511,7 +564,6 @@ class ControllerMode:
         ha = app.ha
         if ha is not None:
             ha.service.update_master_address(None)  # stop taking bytes while comparing
-        await self._settle_replicated_tail()
         try:
             cache = await fetch_epoch_cache(app.client, info.master_addr)
         except ControllerCallError as exc:
@@ -525,6 +577,14 @@ class ControllerMode:
                 f"holding CommitLog data up to {local_max} that master {info.master_addr} "
                 f"(epoch {info.master_epoch}) lacks beyond {cut}"
             )
+        # what this replica holds is a prefix of the new master's log, which its election made
+        # the group's: dispatch it all, cut a torn last record, then read confirmed data only
+        confirm = self.slave_confirm
+        store.set_confirm_offset_source(None)
+        await self._settle_replicated_tail()
+        if confirm is not None:
+            confirm.offset = max(confirm.offset, store.reput.reput_from_offset)
+            store.set_confirm_offset_source(confirm.get)
         await asyncio.to_thread(self.epoch_file.adopt, cache.entries)
         self.known = info
         self.following = info.master_addr

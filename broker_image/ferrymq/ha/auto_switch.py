@@ -7,6 +7,11 @@ sync, waiting for all of them (``allAckInSyncStateSet``), and fencing.
 - The set a send waits for is the controller-accepted set *plus* any members being added: a
   replica counts as soon as it is proposed, and is dropped only once the controller accepted the
   smaller set, so an election never picks a replica that missed an acknowledged message.
+- The confirm offset (upstream ``computeConfirmOffset``, :func:`compute_confirm_offset`): with
+  ``allAckInSyncStateSet`` the master dispatches, and so serves to consumers, only what every
+  member of that set holds; slaves learn it from the HA stream. A consumer therefore never reads
+  a message that an election could lose, and its offset never passes a queue offset a new master
+  may give to another message.
 - :func:`fenced_waiter` wraps whatever replica wait the master uses: after the wait, a master
   that may no longer acknowledge (lease lost, superseded) answers SERVICE_NOT_AVAILABLE instead
   of PUT_OK, however long it was frozen in between.
@@ -17,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Set
 
 from ferrymq.controller.decisions import in_sync_replicas
 from ferrymq.ha.service import HAService
@@ -26,6 +31,34 @@ from ferrymq.store.results import PutMessageStatus
 log = logging.getLogger(__name__)
 
 ReplicaWait = Callable[[int], Awaitable[PutMessageStatus]]
+
+
+def compute_confirm_offset(
+    *,
+    master_id: int,
+    master_max_offset: int,
+    sync_state_set: Set[int],
+    ack_offsets: Mapping[int, int],
+    all_ack: bool,
+    previous: int,
+) -> int:
+    """The master's confirm offset (upstream ``AutoSwitchHAService#computeConfirmOffset`` with
+    ``CommitLog#getConfirmOffset``): up to where consumers may read.
+
+    - without ``all_ack``, or with the master alone in the set: its CommitLog end (as upstream:
+      only allAckInSyncStateSet makes every acknowledged message hold on every electable replica);
+    - otherwise the smallest ack of the other members, at most the master's end;
+    - a member without an ack (no HA connection, or none reported yet) holds the value where it
+      was (upstream issue 6662: the set and the connections may disagree for a moment);
+    - it never goes back within a term (``previous``): what consumers were given stays given.
+    """
+    others = set(sync_state_set) - {master_id}
+    if not all_ack or not others:
+        return master_max_offset
+    acks = [ack_offsets.get(b, -1) for b in others]
+    if min(acks) < 0:
+        return min(previous, master_max_offset)
+    return max(min(previous, master_max_offset), min(master_max_offset, *acks))
 
 
 class SyncStateTracker:
@@ -41,6 +74,8 @@ class SyncStateTracker:
         epoch_start_offset: int,
         accepted: frozenset[int],
         timeout_s: float,
+        all_ack: bool = True,
+        on_confirm_moved: Callable[[], None] | None = None,
     ) -> None:
         self.service = service
         self.master_id = master_id
@@ -53,11 +88,35 @@ class SyncStateTracker:
         self.timeout_s = timeout_s
         self._progress = asyncio.Event()
         self.timeouts = 0
+        self.all_ack = all_ack
+        # what the term started with was the whole log of an elected master (its set was itself)
+        self._confirm = epoch_start_offset
+        self._on_confirm_moved = on_confirm_moved
         service.report_listeners.append(self._on_report)
 
     def _on_report(self, offset: int) -> None:
         event, self._progress = self._progress, asyncio.Event()
         event.set()
+        self._note_confirm()
+
+    def confirm_offset(self) -> int:
+        """Up to where this master's store dispatches (and slaves serve) right now."""
+        self._confirm = compute_confirm_offset(
+            master_id=self.master_id,
+            master_max_offset=self._max_offset(),
+            sync_state_set=self.accepted | (self.proposed or frozenset()),
+            ack_offsets=self.ack_offsets(),
+            all_ack=self.all_ack,
+            previous=self._confirm,
+        )
+        return self._confirm
+
+    def _note_confirm(self) -> None:
+        """A report or a set change may move the confirm offset: let dispatch and the HA
+        writers (which tell the slaves) look again."""
+        before = self._confirm
+        if self.confirm_offset() != before and self._on_confirm_moved is not None:
+            self._on_confirm_moved()
 
     def ack_offsets(self) -> dict[int, int]:
         """brokerId -> highest ack of its connection (controller-mode replicas only)."""
@@ -78,13 +137,20 @@ class SyncStateTracker:
         return members - {self.master_id}
 
     def proposal(self) -> frozenset[int] | None:
-        """The set to send to the controller, or None when it is the accepted one."""
+        """The set to send to the controller, or None when it is the accepted one.
+
+        With all-ack a replica joins only once it holds the confirm offset too (upstream
+        ``isSlaveCaughtUp``): consumers may have read up to there, and an elected joiner must
+        not lack what they read."""
+        watermark = self.acked_watermark
+        if self.all_ack:
+            watermark = max(watermark, self.confirm_offset())
         wanted = in_sync_replicas(
             self.master_id,
             self._max_offset(),
             self.ack_offsets(),
             max_gap=self.max_gap,
-            acked_watermark=self.acked_watermark,
+            acked_watermark=watermark,
             epoch_start_offset=self.epoch_start_offset,
             current=self.accepted,
         )
@@ -92,11 +158,13 @@ class SyncStateTracker:
 
     def propose(self, members: frozenset[int]) -> None:
         self.proposed = members
+        self._note_confirm()
 
     def settle(self, accepted: frozenset[int]) -> None:
         """The controller's answer (or a heartbeat answer) names the accepted set."""
         self.accepted = accepted | {self.master_id}
         self.proposed = None
+        self._note_confirm()
 
     def _all_have(self, end_offset: int) -> bool:
         acks = self.ack_offsets()

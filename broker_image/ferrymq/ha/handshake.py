@@ -28,6 +28,9 @@ HANDSHAKE_MAGIC = -0x4645_5252_594D_51  # "FERRYMQ", negated
 FEATURES_MAGIC = -0x4645_5252_594D_46  # "FERRYMF", negated
 # the slave reads metadata notices (protocol.METADATA_NOTICE) between transfer frames
 FEATURE_METADATA_NOTICE = 1
+# the slave reads confirm offset notices (protocol.CONFIRM_OFFSET_NOTICE): a controller-mode
+# replica serves only what its master's SyncStateSet confirmed
+FEATURE_CONFIRM_OFFSET = 2
 
 
 def encode_handshake(broker_id: int) -> bytes:

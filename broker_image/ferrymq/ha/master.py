@@ -13,6 +13,10 @@ A slave that asked for metadata notices in its handshake also gets one when it c
 whenever the broker's metadata versions move (checked by the writer on every round, at least every
 100 ms), so a topic config change reaches it at once instead of with its next periodic sync.
 
+A controller-mode slave that asked for it (``FEATURE_CONFIRM_OFFSET``) gets the master's confirm
+offset before the first frame and whenever it moves (:attr:`HAMaster.confirm_offset_source`), so
+it serves only what the SyncStateSet holds.
+
 A slave whose first report cannot continue the master's CommitLog (ahead of it, before its oldest
 file, or in the middle of a record) has diverged: it is refused, the connection is closed and the
 reason is logged and kept in :attr:`HAMaster.refusals`, rather than fed bytes that would corrupt it.
@@ -29,11 +33,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ferrymq.ha.config import HAConfig
-from ferrymq.ha.handshake import FEATURE_METADATA_NOTICE, read_handshake
+from ferrymq.ha.handshake import FEATURE_CONFIRM_OFFSET, FEATURE_METADATA_NOTICE, read_handshake
 from ferrymq.ha.protocol import (
     HAProtocolError,
     MetadataVersions,
     ReportReader,
+    encode_confirm_offset,
     encode_frame_header,
     encode_metadata_notice,
     first_transfer_offset,
@@ -120,6 +125,7 @@ class HAConnection:
         on_report: Callable[[int], None],
         on_refuse: Callable[[Refusal], None],
         metadata_versions: Callable[[], MetadataVersions] | None = None,
+        confirm_offset: Callable[[], int | None] | None = None,
     ) -> None:
         self._reader = reader
         self._writer = writer
@@ -140,6 +146,8 @@ class HAConnection:
         self._metadata_versions = metadata_versions
         self.sent_versions: MetadataVersions | None = None
         self.notices_sent = 0
+        self._confirm_offset = confirm_offset
+        self.sent_confirm_offset = -1
         self.close_reason = ""
         self._first_report = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -234,6 +242,7 @@ class HAConnection:
         last_write = time.monotonic()
         while True:
             self._send_notice_if_moved(writer)
+            self._send_confirm_if_moved(writer)
             data = source.read(self.next_transfer_from, config.transfer_batch_size)
             if data:
                 # one write per frame: one send on the socket, no header-only segment
@@ -259,6 +268,15 @@ class HAConnection:
                 WRITER_IDLE_WAIT_S, config.heartbeat_interval_s - (time.monotonic() - last_write)
             )
             await self._notify.wait(max(wait, 0.001))
+
+    def _send_confirm_if_moved(self, writer: asyncio.StreamWriter) -> None:
+        """Tell a controller-mode slave the master's confirm offset when it moved."""
+        if self._confirm_offset is None or not self.slave_features & FEATURE_CONFIRM_OFFSET:
+            return
+        offset = self._confirm_offset()
+        if offset is not None and offset != self.sent_confirm_offset:
+            writer.write(encode_confirm_offset(offset))
+            self.sent_confirm_offset = offset
 
     def _send_notice_if_moved(self, writer: asyncio.StreamWriter) -> None:
         """Tell a slave that asked for it that the master's metadata moved (protocol.py)."""
@@ -287,6 +305,8 @@ class HAMaster:
         self._on_report = on_report
         self._metadata_versions = metadata_versions
         self.notify = WaitNotify()
+        # controller mode: the master's confirm offset, told to slaves that ask (ha/auto_switch)
+        self.confirm_offset_source: Callable[[], int] | None = None
         self.connections: list[HAConnection] = []
         self.refusals: deque[Refusal] = deque(maxlen=32)
         self._server: asyncio.Server | None = None
@@ -324,6 +344,7 @@ class HAMaster:
             on_report=self._on_report,
             on_refuse=self.refusals.append,
             metadata_versions=self._metadata_versions,
+            confirm_offset=self._current_confirm_offset,
         )
         log.info("HA: slave connected from %s", conn.peer)
         self.connections.append(conn)
@@ -335,6 +356,10 @@ class HAMaster:
             self.connections.remove(conn)
             self._handlers.discard(done)
             done.set_result(None)
+
+    def _current_confirm_offset(self) -> int | None:
+        source = self.confirm_offset_source
+        return None if source is None else source()
 
     async def shutdown(self) -> None:
         if self._server is not None:

@@ -28,6 +28,18 @@ The master sends one when the slave connects and again whenever a version moves 
 writer round, at most 100 ms apart); the slave fetches what moved over the remoting port at once
 instead of waiting for its haSlaveSyncInterval round (upstream has only that round).
 
+Confirm offset notices, master -> slave, only to a slave that announced ``FEATURE_CONFIRM_OFFSET``
+(a controller-mode replica)::
+
+    int64 -2               CONFIRM_OFFSET_NOTICE_OFFSET
+    int32 bodySize         >= 8 (a reader skips fields appended later)
+    int64 confirmOffset    the master's confirm offset: what every SyncStateSet member holds
+
+Upstream carries the same value in every transfer header of its controller-mode stream
+(``AutoSwitchHAConnection``); here it is a notice sent before the first frame and whenever the
+value moves, so the plain 4.x frames stay as they are. A slave dispatches (serves) only up to
+``min(confirmOffset, its own end)``.
+
 Nothing here touches a socket; ``master.py`` and ``slave.py`` feed bytes in and act on the result.
 """
 
@@ -46,6 +58,10 @@ METADATA_NOTICE_OFFSET = -1
 METADATA_NOTICE = struct.Struct(">qqq")
 # a notice body beyond this is a broken stream (24 bytes today; room for fields added later)
 MAX_NOTICE_BODY = 4096
+
+# master -> slave confirm offset notice: its frame offset, and the body
+CONFIRM_OFFSET_NOTICE_OFFSET = -2
+CONFIRM_OFFSET_NOTICE = struct.Struct(">q")
 
 # A frame body larger than this is a broken stream, not a big batch: the master never sends more
 # than haTransferBatchSize (32 KiB by default) and a CommitLog file is at most 2 GiB.
@@ -84,6 +100,22 @@ def encode_metadata_notice(versions: MetadataVersions) -> bytes:
     return FRAME_HEADER.pack(METADATA_NOTICE_OFFSET, METADATA_NOTICE.size) + METADATA_NOTICE.pack(
         versions.topic_config, versions.subscription_group, versions.consumer_offset
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ConfirmOffset:
+    """The master's confirm offset (upstream ``AutoSwitchHAService#computeConfirmOffset``)."""
+
+    offset: int
+
+
+def encode_confirm_offset(offset: int) -> bytes:
+    """One whole confirm offset notice frame (header and body)."""
+    if offset < 0:
+        raise ValueError(f"a confirm offset must be >= 0, got {offset}")
+    return FRAME_HEADER.pack(
+        CONFIRM_OFFSET_NOTICE_OFFSET, CONFIRM_OFFSET_NOTICE.size
+    ) + CONFIRM_OFFSET_NOTICE.pack(offset)
 
 
 def transfer_size(available: int, batch_size: int) -> int:
@@ -143,37 +175,55 @@ class TransferFrame:
         return self.offset + len(self.body)
 
 
+Frame = TransferFrame | MetadataVersions | ConfirmOffset
+
+
 class FrameReader:
     """Slave side: feed bytes from the master, get complete transfer frames (and, when
-    ``accept_notices``, the metadata notices between them, in stream order).
+    ``accept_notices`` / ``accept_confirm``, the metadata / confirm offset notices between
+    them, in stream order).
 
     Consumed bytes are dropped once per feed, so a slow drip of bytes stays linear.
     """
 
-    __slots__ = ("_buf", "accept_notices", "max_body")
+    __slots__ = ("_buf", "accept_confirm", "accept_notices", "max_body")
 
-    def __init__(self, max_body: int = MAX_FRAME_BODY, *, accept_notices: bool = False) -> None:
+    def __init__(
+        self,
+        max_body: int = MAX_FRAME_BODY,
+        *,
+        accept_notices: bool = False,
+        accept_confirm: bool = False,
+    ) -> None:
         self._buf = bytearray()
         self.max_body = max_body
         self.accept_notices = accept_notices
+        self.accept_confirm = accept_confirm
 
-    def feed(self, data: bytes | bytearray | memoryview) -> list[TransferFrame | MetadataVersions]:
+    def feed(self, data: bytes | bytearray | memoryview) -> list[Frame]:
         buf = self._buf
         buf += data
-        frames: list[TransferFrame | MetadataVersions] = []
+        frames: list[Frame] = []
         pos = 0
         end = len(buf)
         head = FRAME_HEADER.size
         while end - pos >= head:
             offset, size = FRAME_HEADER.unpack_from(buf, pos)
             notice = offset == METADATA_NOTICE_OFFSET and self.accept_notices
+            confirm = offset == CONFIRM_OFFSET_NOTICE_OFFSET and self.accept_confirm
             if notice and not METADATA_NOTICE.size <= size <= MAX_NOTICE_BODY:
                 self._buf = bytearray()
                 raise HAProtocolError(
                     f"bad metadata notice: size={size} (must be "
                     f"{METADATA_NOTICE.size}..{MAX_NOTICE_BODY}): stream out of sync"
                 )
-            if not notice and (offset < 0 or size < 0 or size > self.max_body):
+            if confirm and not CONFIRM_OFFSET_NOTICE.size <= size <= MAX_NOTICE_BODY:
+                self._buf = bytearray()
+                raise HAProtocolError(
+                    f"bad confirm offset notice: size={size} (must be "
+                    f"{CONFIRM_OFFSET_NOTICE.size}..{MAX_NOTICE_BODY}): stream out of sync"
+                )
+            if not (notice or confirm) and (offset < 0 or size < 0 or size > self.max_body):
                 self._buf = bytearray()
                 raise HAProtocolError(
                     f"bad transfer frame header: offset={offset} size={size} "
@@ -183,6 +233,12 @@ class FrameReader:
                 break
             if notice:
                 frames.append(MetadataVersions(*METADATA_NOTICE.unpack_from(buf, pos + head)))
+            elif confirm:
+                (value,) = CONFIRM_OFFSET_NOTICE.unpack_from(buf, pos + head)
+                if value < 0:
+                    self._buf = bytearray()
+                    raise HAProtocolError(f"negative confirm offset {value}")
+                frames.append(ConfirmOffset(int(value)))
             else:
                 with memoryview(buf) as view:  # one copy out of the buffer, not two
                     body = bytes(view[pos + head : pos + head + size])

@@ -11,6 +11,11 @@ client disconnects and says why (:attr:`HAClient.last_error`) instead of writing
 wrong place. The client asks for metadata notices in its handshake and hands each one to
 :attr:`HAClient.metadata_listener` (the slave's metadata sync); a master too old to know the
 handshake closes the connection at once, and the next connection goes without it. A master silent for haHousekeepingInterval is dropped; reconnects wait 5 s.
+
+A controller-mode replica also asks for the master's confirm offset and hands each value to
+:attr:`HAClient.confirm_listener` (the store then dispatches only that far). A master that sends
+CommitLog bytes before any confirm offset does not know the feature: the listener gets None for
+that session (everything replicated is readable, as before).
 """
 
 from __future__ import annotations
@@ -22,8 +27,14 @@ import time
 from collections.abc import Callable
 
 from ferrymq.ha.config import HAConfig
-from ferrymq.ha.handshake import FEATURE_METADATA_NOTICE, encode_features, encode_handshake
+from ferrymq.ha.handshake import (
+    FEATURE_CONFIRM_OFFSET,
+    FEATURE_METADATA_NOTICE,
+    encode_features,
+    encode_handshake,
+)
 from ferrymq.ha.protocol import (
+    ConfirmOffset,
     FrameReader,
     HAProtocolError,
     MetadataVersions,
@@ -75,6 +86,10 @@ class HAClient:
         # ask the master for metadata notices (ha/protocol.py) and hand them to this listener
         self.metadata_listener: Callable[[MetadataVersions], None] | None = None
         self.notices_received = 0
+        # controller mode: ask for the master's confirm offset and hand each to this listener
+        # (None: this session's master sends none)
+        self.confirm_listener: Callable[[int | None], None] | None = None
+        self.master_confirm_offset: int | None = None
         # the last master closed on our features block before sending anything: leave it out once
         self._skip_features_once = False
         self.features_fallbacks = 0
@@ -150,14 +165,22 @@ class HAClient:
         self.connects += 1
         log.info("HA client: connected to master %s", address)
         config = self._config
-        features = self.metadata_listener is not None and not self._skip_features_once
+        bits = (FEATURE_METADATA_NOTICE if self.metadata_listener is not None else 0) | (
+            FEATURE_CONFIRM_OFFSET if self.confirm_listener is not None else 0
+        )
+        features = bits != 0 and not self._skip_features_once
         self._skip_features_once = False
-        frames = FrameReader(accept_notices=features)
+        frames = FrameReader(
+            accept_notices=features and bool(bits & FEATURE_METADATA_NOTICE),
+            accept_confirm=features and bool(bits & FEATURE_CONFIRM_OFFSET),
+        )
+        # a master that knows the feature sends its confirm offset before any CommitLog bytes
+        confirm_pending = frames.accept_confirm
         sink = self._sink
         got_data = False
         try:
             if features:
-                writer.write(encode_features(FEATURE_METADATA_NOTICE))
+                writer.write(encode_features(bits))
             if self.handshake_broker_id is not None:
                 writer.write(encode_handshake(self.handshake_broker_id))
             self._report(writer, sink.max_offset())
@@ -185,7 +208,13 @@ class HAClient:
                     for frame in frames.feed(data):
                         if isinstance(frame, MetadataVersions):
                             self._notice(frame)
+                        elif isinstance(frame, ConfirmOffset):
+                            confirm_pending = False
+                            self._confirm(frame.offset)
                         else:
+                            if confirm_pending and frame.body:
+                                confirm_pending = False
+                                self._confirm(None)
                             self._apply(frame)
                     current = sink.max_offset()
                     if current > self.current_reported_offset:
@@ -223,6 +252,17 @@ class HAClient:
         listener = self.metadata_listener
         if listener is not None:
             listener(versions)
+
+    def _confirm(self, offset: int | None) -> None:
+        if offset is None:
+            log.warning(
+                "HA client: master %s sends no confirm offset: serving all it replicates",
+                self.master_address,
+            )
+        self.master_confirm_offset = offset
+        listener = self.confirm_listener
+        if listener is not None:
+            listener(offset)
 
     def _apply(self, frame: TransferFrame) -> None:
         reason = check_frame_offset(self._sink.max_offset(), frame)

@@ -111,6 +111,9 @@ class MessageStoreConfig(BaseModel):
     max_transfer_bytes_on_message_in_memory: int = Field(default=256 * 1024, ge=1)
     max_transfer_count_on_message_in_memory: int = Field(default=32, ge=1)
     access_message_in_memory_max_ratio: int = Field(default=40, ge=0, le=100)
+    # upstream: a SLAVE leaves a consumer's offset alone when it is outside its queue (its queue
+    # may only be behind the master's); true lets it correct the offset as a master does
+    offset_check_in_slave: bool = False
 
     check_crc_on_recover: bool = Field(default=True, alias="checkCRCOnRecover")
     message_delay_level: str = DEFAULT_DELAY_LEVELS

@@ -487,6 +487,16 @@ class BuildIndex:
             )
 
 
+def _beyond_end_offset(sel: SelectMappedBufferResult, pos: int) -> rec.RecordKind | None:
+    """What the record at ``pos`` is in all the written data of ``sel``: None for a whole
+    message (dispatch waits for the end offset to pass it), BLANK (the file's filler: roll on),
+    INVALID when it is damaged however far the data goes."""
+    kind = rec.parse_for_dispatch(sel.buffer, pos, sel.size)[0]
+    if kind is rec.RecordKind.MESSAGE or kind is rec.RecordKind.END:
+        return None
+    return kind
+
+
 class ReputService:
     """Follows the CommitLog tail and dispatches every new record, in order."""
 
@@ -502,6 +512,10 @@ class ReputService:
         self.round_listeners: list[DispatchRoundListener] = []
         self.delay_levels_ms = delay_levels_ms
         self.reput_from_offset = 0
+        # Upstream getReputEndOffset: records are dispatched (so readable by consumers) only up
+        # to this CommitLog offset. None: up to the CommitLog end (readUnCommitted, the classic
+        # broker); controller mode sets the confirm offset (MessageStore.set_confirm_offset_source).
+        self.end_offset: Callable[[], int] | None = None
         self.dispatched_messages = 0
         self._tags_cache: dict[str, int] = {}
         # A wake-up is a flag plus, while the task sleeps, a future to resolve: cheaper per
@@ -523,7 +537,14 @@ class ReputService:
         self._stuck_at = -1  # offset of an undecodable record already logged
 
     def behind(self) -> int:
+        """CommitLog bytes not dispatched yet (confirmed or not)."""
         return self.commit_log.max_offset - self.reput_from_offset
+
+    def reput_end_offset(self) -> int:
+        """Where dispatch stops: the CommitLog end, or the confirm offset when one is set."""
+        end = self.commit_log.max_offset
+        source = self.end_offset
+        return end if source is None else min(end, source())
 
     def wakeup(self) -> None:
         self._woken = True
@@ -545,7 +566,8 @@ class ReputService:
         cl = self.commit_log
         delays = self.delay_levels_ms
         tags_cache = self._tags_cache
-        while self.reput_from_offset < cl.max_offset:
+        end = self.reput_end_offset()
+        while self.reput_from_offset < end:
             if self.reput_from_offset < cl.min_offset:
                 self.reput_from_offset = cl.min_offset  # expired under us
             sel = cl.get_data(self.reput_from_offset)
@@ -553,7 +575,8 @@ class ReputService:
                 break
             try:
                 left = -1 if max_records is None else max_records - done
-                parts, n, pos, stop = parse_parts(sel.buffer, 0, sel.size, left, delays, tags_cache)
+                size = min(sel.size, end - sel.start_offset)
+                parts, n, pos, stop = parse_parts(sel.buffer, 0, size, left, delays, tags_cache)
                 left -= n
                 if n:
                     try:
@@ -567,6 +590,12 @@ class ReputService:
                     self.reput_from_offset = sel.start_offset + pos
                     done += n
                     self.dispatched_messages += n
+                if stop is rec.RecordKind.INVALID and size < sel.size:
+                    # the confirm offset may end inside a record (replicas ack raw bytes): a
+                    # record that is whole in the written data waits for it, it is not damaged
+                    stop = _beyond_end_offset(sel, pos)
+                    if stop is None:
+                        return done
                 if stop is rec.RecordKind.BLANK:
                     self.reput_from_offset = cl.roll_next_file(self.reput_from_offset)
                 elif stop is rec.RecordKind.INVALID:

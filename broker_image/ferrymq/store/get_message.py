@@ -39,19 +39,26 @@ class PullLimits:
 
 
 def offset_status(
-    offset: int, min_offset: int, max_offset: int
+    offset: int, min_offset: int, max_offset: int, *, correct: bool = True
 ) -> tuple[GetMessageStatus, int] | None:
-    """``(status, nextBeginOffset)`` for an offset that cannot be read, None when it can."""
+    """``(status, nextBeginOffset)`` for an offset that cannot be read, None when it can.
+
+    ``correct=False`` (a SLAVE without offsetCheckInSlave, upstream ``nextOffsetCorrection``):
+    the next offset stays the one asked for; a slave's queue may just be behind the master's,
+    and moving a consumer to its end (or to 0) would make it skip or re-read messages."""
     if max_offset == 0:
-        return GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0
-    if offset < min_offset:
-        return GetMessageStatus.OFFSET_TOO_SMALL, min_offset
-    if offset == max_offset:
+        status, next_begin = GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0
+    elif offset < min_offset:
+        status, next_begin = GetMessageStatus.OFFSET_TOO_SMALL, min_offset
+    elif offset == max_offset:
         return GetMessageStatus.OFFSET_OVERFLOW_ONE, offset
-    if offset > max_offset:
+    elif offset > max_offset:
         # Upstream: back to the start of an intact queue, else to its end.
-        return GetMessageStatus.OFFSET_OVERFLOW_BADLY, min_offset if min_offset == 0 else max_offset
-    return None
+        status = GetMessageStatus.OFFSET_OVERFLOW_BADLY
+        next_begin = min_offset if min_offset == 0 else max_offset
+    else:
+        return None
+    return status, next_begin if correct else offset
 
 
 def _record_properties(view: memoryview) -> dict[str, str]:

@@ -617,7 +617,17 @@ class MessageStore:
 
     @property
     def confirm_offset(self) -> int:
-        return self.commit_log.max_offset
+        """Upstream ``getConfirmOffset``: the CommitLog offset up to which records reach the
+        ConsumeQueues, and so consumers (the pull, the queue offsets it reports, the long-poll
+        wake-up). The CommitLog end unless a source is set (controller mode)."""
+        return self.reput.reput_end_offset()
+
+    def set_confirm_offset_source(self, source: Callable[[], int] | None) -> None:
+        """Read only up to ``source()`` (capped at the CommitLog end) from now on (upstream
+        readUnCommitted=false), or, with None, everything written. Records already dispatched
+        stay; dispatch is woken, since a raised or removed limit may let it go on."""
+        self.reput.end_offset = source
+        self.reput.wakeup()
 
     @property
     def flushed_offset(self) -> int:
@@ -640,13 +650,18 @@ class MessageStore:
         """Up to ``max_msg_nums`` messages from queue offset ``offset`` (upstream getMessage),
         as raw record slices; call ``release()`` on the result once they are sent."""
         del group  # kept for the upstream signature (per-group statistics live in the broker)
+        config = self.config
+        # upstream nextOffsetCorrection: a slave never moves a consumer's offset
+        correct = config.broker_role is not BrokerRole.SLAVE or config.offset_check_in_slave
         cq = self.consume_queues.find(topic, queue_id)
         if cq is None:
             self._get_miss_total += 1
-            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, next_begin_offset=0)
+            return GetMessageResult(
+                GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, next_begin_offset=0 if correct else offset
+            )
         min_offset = cq.min_offset_in_queue
         max_offset = cq.max_offset_in_queue
-        refused = offset_status(offset, min_offset, max_offset)
+        refused = offset_status(offset, min_offset, max_offset, correct=correct)
         if refused is not None:
             self._get_miss_total += 1
             status, next_begin = refused
@@ -790,6 +805,7 @@ class MessageStore:
             ratio = -1.0
         info = {
             "commitLogMaxOffset": str(self.commit_log.max_offset),
+            "confirmOffset": str(self.confirm_offset),
             "commitLogMinOffset": str(self.min_phy_offset),
             "commitLogFlushedOffset": str(mfq.flushed_where),
             "commitLogDiskRatio": f"{ratio:.4f}",

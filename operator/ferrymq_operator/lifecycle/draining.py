@@ -62,7 +62,8 @@ async def drain_groups(
             events.append(("Normal", "DrainStarted", f"{broker}: stopping writes before scale-in"))
         try:
             await admin.stop_writes(namesrv_addr, broker, addr)
-            result = drain.assess(broker, await admin.lags(namesrv_addr, addr))
+            backlog = await admin.lags(namesrv_addr, addr)
+            result = drain.assess(broker, backlog.groups, backlog.unread)
         except drain.DrainUnavailable as error:
             result = drain.Assessment(
                 False,

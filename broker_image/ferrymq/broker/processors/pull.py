@@ -49,10 +49,31 @@ log = logging.getLogger(__name__)
 _FILTER_CACHE_MAX = 1024
 
 
-def pull_response_code(status: GetMessageStatus, requested_offset: int) -> ResponseCode:
-    """Pure: the store's read status -> the pull response code (upstream composeResponseHeader)."""
+# what a slave's queue may lack only because it is behind its master: it waits (long poll)
+_SLAVE_BEHIND = (
+    GetMessageStatus.OFFSET_OVERFLOW_BADLY,
+    GetMessageStatus.NO_MESSAGE_IN_QUEUE,
+    GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
+)
+
+
+def pull_response_code(
+    status: GetMessageStatus, requested_offset: int, *, offset_check: bool = True
+) -> ResponseCode:
+    """Pure: the store's read status -> the pull response code (upstream composeResponseHeader).
+
+    ``offset_check=False`` is a SLAVE without offsetCheckInSlave: it never answers
+    PULL_OFFSET_MOVED (upstream answers PULL_RETRY_IMMEDIATELY, suggesting the master, and keeps
+    the consumer's offset). An offset beyond a slave's queue is held like one at its end instead
+    of retried at once: the slave's queue is behind the master's (replication, or a confirm
+    offset not yet passed on), and a consumer moved to its end or start would skip or re-read."""
     if status is GetMessageStatus.FOUND:
         return ResponseCode.SUCCESS
+    if not offset_check:
+        if status in _SLAVE_BEHIND:
+            return ResponseCode.PULL_NOT_FOUND
+        if status is GetMessageStatus.OFFSET_TOO_SMALL:
+            return ResponseCode.PULL_RETRY_IMMEDIATELY
     if status in (GetMessageStatus.MESSAGE_WAS_REMOVING, GetMessageStatus.NO_MATCHED_MESSAGE):
         return ResponseCode.PULL_RETRY_IMMEDIATELY
     if status in (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE):
@@ -91,8 +112,10 @@ class PullMessageProcessor:
         hold: PullRequestHoldService,
         *,
         is_master: Callable[[], bool] = lambda: True,
+        offset_check_in_slave: bool = False,
     ) -> None:
         self.config = config
+        self.offset_check_in_slave = offset_check_in_slave
         self.store = store
         self.topics = topics
         self.groups = groups
@@ -196,7 +219,11 @@ class PullMessageProcessor:
                 h.max_msg_nums,
                 message_filter,
             )
-            code = pull_response_code(result.status, h.queue_offset)
+            code = pull_response_code(
+                result.status,
+                h.queue_offset,
+                offset_check=self.offset_check_in_slave or self.is_master(),
+            )
             remaining = deadline - loop.time()
             if code != ResponseCode.PULL_NOT_FOUND or not suspend or remaining <= 0:
                 break
