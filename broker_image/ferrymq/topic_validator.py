@@ -13,6 +13,7 @@ __all__ = [
     "DLQ_GROUP_TOPIC_PREFIX",
     "OFFSET_MOVED_EVENT",
     "RETRY_GROUP_TOPIC_PREFIX",
+    "RMQ_SYS_NAME_PREFIX",
     "RMQ_SYS_TRACE_TOPIC",
     "RMQ_SYS_TRANS_HALF_TOPIC",
     "RMQ_SYS_TRANS_OP_HALF_TOPIC",
@@ -58,6 +59,11 @@ SYSTEM_TOPIC_SET = frozenset(
         OFFSET_MOVED_EVENT,
     }
 )
+
+# Not an upstream constant: the spelling upstream's own system topics share (RMQ_SYS_TRANS_HALF_TOPIC,
+# RMQ_SYS_TRACE_TOPIC, ...); upstream reserves only ``rmq_sys_`` as a prefix, while ferrymq's
+# operator (and its lag sampler) also treat every ``RMQ_SYS_`` name as the broker's.
+RMQ_SYS_NAME_PREFIX = "RMQ_SYS_"
 
 # the topic name is stored in a record with a signed one-byte length
 TOPIC_MAX_LENGTH = 127

@@ -19,6 +19,15 @@ def test_managed_name_defaults_to_metadata_name_and_refuses_what_brokers_refuse(
         plan.managed_name(None, "a.b", "consumer group")
 
 
+@pytest.mark.parametrize(
+    "name", ["%RETRY%g", "%DLQ%g", "rmq_sys_x", "RMQ_SYS_TRACE_TOPIC", "RMQ_SYS_x", "TBW102"]
+)
+@pytest.mark.parametrize("kind", ["topic", "consumer group"])
+def test_managed_name_refuses_the_brokers_system_names(name: str, kind: str) -> None:
+    with pytest.raises(ValueError, match="reserved"):
+        plan.managed_name(name, "x", kind)
+
+
 def claim(resource: str, created: str, name: str = "orders", broker: str = "b") -> plan.Claim:
     return plan.Claim(resource, broker, name, created)
 

@@ -94,3 +94,50 @@ async def _write(config: MessageStoreConfig, plan: list[tuple[str, int, int]]) -
 def write_store(root: Path, plan: list[tuple[str, int, int]], **config: Any) -> list[Put]:
     """Put ``(topic, queueId, bodySize)`` messages in order, shut down, return what was stored."""
     return asyncio.run(_write(store_config(root, **config), plan))
+
+
+def write_mixed_layout_commit_log(root: Path, count: int, file_size: int = 64 * 1024) -> list[int]:
+    """One CommitLog file of ``count`` records cycling through magic codes v1 and v2 and IPv4 and
+    IPv6 hosts (ferrymq itself writes only v1; upstream writes v2 for long topic names), ended by
+    a blank record, encoded with the store's own codec. Returns the records' positions."""
+    from ferrymq.message import encode_properties, pack_host
+    from ferrymq.store import record
+
+    layouts = [
+        (record.MESSAGE_MAGIC_CODE, "10.1.2.3"),
+        (record.MESSAGE_MAGIC_CODE_V2, "10.1.2.3"),
+        (record.MESSAGE_MAGIC_CODE_V2, "2001:db8::17"),
+        (record.MESSAGE_MAGIC_CODE, "2001:db8::17"),
+    ]
+    buf = bytearray(file_size)
+    positions: list[int] = []
+    pos = 0
+    for i in range(count):
+        magic, host = layouts[i % len(layouts)]
+        positions.append(pos)
+        pos += record.encode_record_into(
+            buf,
+            pos,
+            queue_id=0,
+            flag=0,
+            queue_offset=i,
+            physical_offset=pos,
+            sys_flag=0,
+            born_timestamp=1_700_000_000_000 + i,
+            born_ip=pack_host(host),
+            born_port=40000,
+            store_timestamp=1_700_000_000_500 + i,
+            store_ip=pack_host(host),
+            store_port=10911,
+            reconsume_times=0,
+            prepared_transaction_offset=0,
+            body=bytes([i % 251]) * (100 + (i * 37) % 900),
+            topic=b"MixedT",
+            properties=encode_properties({"UNIQ_KEY": f"U{i:08d}"}).encode(),
+            magic=magic,
+        )
+    record.encode_blank_into(buf, pos, file_size - pos)
+    commit_log = root / "commitlog"
+    commit_log.mkdir(parents=True)
+    (commit_log / f"{0:020d}").write_bytes(buf)
+    return positions

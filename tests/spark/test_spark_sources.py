@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from spark_store_factory import Put, write_store
+from spark_store_factory import Put, write_mixed_layout_commit_log, write_store
 
 pytestmark = pytest.mark.spark
 
@@ -72,6 +72,27 @@ def test_record_boundaries_are_record_starts(store) -> None:  # type: ignore[no-
         assert cuts[0] == 0 and cuts == sorted(cuts)
         assert f == files[-1] or len(cuts) > 4  # full 64 KiB files cut about every 4 KiB
         assert all(int(f.name) + c in starts for c in cuts)
+
+
+def test_record_boundaries_and_splits_cross_v2_records(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Records of magic code v2 (and IPv6 hosts) are record starts too: the split-point search
+    walks past them instead of ending the file's cuts at the first one."""
+    from ferrymq_spark.sources.commit_log import record_boundaries
+
+    starts = write_mixed_layout_commit_log(tmp_path, 60)
+    path = tmp_path / "commitlog" / f"{0:020d}"
+    want, next_cut = [0], 4096
+    for pos in starts:
+        if pos >= next_cut:
+            want.append(pos)
+            next_cut = pos + 4096
+    assert len(want) > 8
+    assert record_boundaries(str(path), 4096) == want
+    df = spark.read.format("ferrymq-commitlog").option("splitSize", "4096").load(str(tmp_path))
+    assert df.rdd.getNumPartitions() == len(want)
+    rows = df.select("physicalOffset", "queueOffset", "uniqKey").collect()
+    got = sorted((r.physicalOffset, r.queueOffset, r.uniqKey) for r in rows)
+    assert got == [(pos, i, f"U{i:08d}") for i, pos in enumerate(starts)]
 
 
 def test_commitlog_with_crc_check_and_sql(spark, store) -> None:  # type: ignore[no-untyped-def]

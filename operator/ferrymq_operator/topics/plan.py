@@ -14,12 +14,28 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ferrymq.broker.topic_config import check_topic_name
+from ferrymq.topic_validator import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    RMQ_SYS_NAME_PREFIX,
+    SYSTEM_TOPIC_PREFIX,
+    check_topic_name,
+)
 from pydantic.alias_generators import to_camel
 
 from ferrymq_operator.topics import models
 
 MAX_LISTED = 5
+
+# Names a Topic or ConsumerGroup resource may not manage: the broker's retry and DLQ topics, both
+# system prefixes and TBW102 (the rest of upstream's system-topic set is not refused here).
+RESERVED_PREFIXES = (
+    RETRY_GROUP_TOPIC_PREFIX,
+    DLQ_GROUP_TOPIC_PREFIX,
+    SYSTEM_TOPIC_PREFIX,
+    RMQ_SYS_NAME_PREFIX,
+)
 
 
 # --- names and duplicates ---
@@ -39,7 +55,7 @@ def managed_name(spec_name: str | None, metadata_name: str, kind: str) -> str:
             f"metadata.name {metadata_name!r} is not a valid RocketMQ {kind} name ({reason}); "
             f"set spec.name"
         )
-    if name.startswith(("%RETRY%", "%DLQ%", "rmq_sys_", "RMQ_SYS_")) or name == "TBW102":
+    if name.startswith(RESERVED_PREFIXES) or name == AUTO_CREATE_TOPIC_KEY_TOPIC:
         raise ValueError(
             f"{kind} name {name!r} is reserved for the broker's system {kind}s; choose another"
         )

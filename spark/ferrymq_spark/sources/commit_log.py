@@ -88,9 +88,11 @@ def record_boundaries(path: str, split_size: int) -> list[int]:
     """Positions of records at or just after every ``split_size`` bytes of ``path`` (plus 0).
 
     Walks the TOTALSIZE chain with the codec's own header struct (8 bytes per record, no
-    decoding), stopping at the blank end record, zeros, or anything that is not a message header.
+    decoding), stopping at the blank end record, zeros, or anything that is not a message header
+    (a record of either magic code, v1 or v2, is one). ``MIN_RECORD_SIZE`` is v1's, the smaller.
     """
-    from ferrymq.store.record import BLANK_HEAD, MESSAGE_MAGIC_CODE, MIN_RECORD_SIZE
+    from ferrymq.store.record import BLANK_HEAD, MIN_RECORD_SIZE
+    from ferrymq.store.record_layout import MESSAGE_MAGIC_CODES
 
     cuts = [0]
     with open(path, "rb") as fh:
@@ -103,7 +105,7 @@ def record_boundaries(path: str, split_size: int) -> list[int]:
         next_cut = split_size
         while pos + BLANK_HEAD.size <= limit:
             total, magic = unpack(mm, pos)
-            if magic != MESSAGE_MAGIC_CODE or total < MIN_RECORD_SIZE:
+            if magic not in MESSAGE_MAGIC_CODES or total < MIN_RECORD_SIZE:
                 break
             if pos >= next_cut:  # a message starts here: a valid cut
                 cuts.append(pos)
