@@ -75,6 +75,8 @@ class HAClient:
         self.master_address: str | None = config.master_ha_address
         self._address_changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # set by shutdown(): the loop ends even if the cancel itself is lost (below)
+        self._stopped = False
         self._writer: asyncio.StreamWriter | None = None
         self.connected = False
         self.current_reported_offset = 0
@@ -107,17 +109,26 @@ class HAClient:
 
     def start(self) -> None:
         if self._task is None:
+            self._stopped = False
             self._task = asyncio.create_task(self._run(), name="ha-client")
 
     async def shutdown(self) -> None:
+        """Stop the loop and wait for it. The flag, not the cancel alone, ends it: on Python 3.11
+        ``asyncio.wait_for`` returns the inner result (or raises its error) when the cancel
+        arrives as the inner operation completes, so a cancel landing as the master closed the
+        connection became an ordinary "connection lost", the loop went on reconnecting for good
+        and this await never returned (a controller-mode promotion hung here on the real node:
+        the elected broker stayed a slave of the old master's closed port)."""
         task, self._task = self._task, None
+        self._stopped = True
+        self._address_changed.set()  # cut the reconnect wait short
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopped:
             address = self.master_address
             if address:
                 try:
@@ -129,6 +140,8 @@ class HAClient:
                 finally:
                     self.connected = False
                     self._writer = None
+            if self._stopped:
+                return
             if address and self.master_address != address:
                 continue  # pointed at a new master while connected: go there now
             # Upstream waits 5 s before the next connect; a new master address cuts it short.
