@@ -8,6 +8,13 @@ from typing import Any
 
 import pytest
 import uvloop
+from hypothesis import settings
+
+# No per-example deadline: hypothesis' default 200 ms is a timed assertion, and on a shared 2-core
+# machine a pure function's example took 289 ms (test_spark_rules, 2026-11-28). Speed is measured
+# in bench/, not in tests.
+settings.register_profile("ferrymq", deadline=None)
+settings.load_profile("ferrymq")
 
 
 def pytest_asyncio_loop_factories(
