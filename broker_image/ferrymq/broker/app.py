@@ -254,8 +254,12 @@ class BrokerApp:
             # port 0 (tests, local-cluster): publish the port the OS picked
             self.config.listen_port = self.server.port
         await asyncio.to_thread(self._load_metadata)
+        cm = self.controller_mode
         self.store = MessageStore(
-            self.store_config, (self.config.broker_ip1, self.config.listen_port)
+            self.store_config,
+            (self.config.broker_ip1, self.config.listen_port),
+            # reads only up to the saved confirm offset until the role is known
+            hold_unconfirmed=cm is not None and cm.settings.all_ack_in_sync_state_set,
         )
         await self.store.start()
         if self.controller_mode is not None:

@@ -255,7 +255,9 @@ class ControllerMode:
         )
         await store.shutdown()
         await asyncio.to_thread(truncate_commit_log, self.app.store_config, cut)
-        fresh = MessageStore(store.config, store.store_host)
+        fresh = MessageStore(
+            store.config, store.store_host, hold_unconfirmed=store.hold_unconfirmed
+        )
         await fresh.start()
         return fresh
 

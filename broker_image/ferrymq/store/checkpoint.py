@@ -6,7 +6,13 @@ Layout (big-endian, rest of the page zero)::
     logicsMsgTimestamp   i64  same for the ConsumeQueues
     indexMsgTimestamp    i64  same for the index files
     masterFlushedOffset  i64  (upstream field, kept for layout compatibility)
-    confirmPhyOffset     i64  (upstream field)
+    confirmPhyOffset     i64  the confirm offset (controller mode): dispatch stops there at
+                              the next start until the HA layer moves it
+
+A page shorter than the struct (a file from before a field existed) loads the fields it holds;
+the others read 0. Every page this code wrote is 4 KiB, so a file from before the confirm offset
+was saved reads confirmPhyOffset 0: nothing past what the queues already hold is dispatched until
+the broker learns its role (safe, never more than was confirmed).
 
 Setters only change memory; :meth:`StoreCheckpoint.flush` writes the page and fsyncs (blocking:
 run it in a thread) and raises on failure rather than swallowing it.
@@ -54,8 +60,9 @@ class StoreCheckpoint:
                 data = path.read_bytes()
             except OSError as exc:
                 raise CheckpointError(f"{path}: cannot read: {exc.strerror}") from exc
-            if len(data) >= CHECKPOINT.size:
-                self.values = CheckpointValues(*CHECKPOINT.unpack_from(data, 0))
+            fields = min(len(data), CHECKPOINT.size) // 8
+            if fields:
+                self.values = CheckpointValues(*struct.unpack_from(f">{fields}q", data, 0))
 
     @property
     def physic_msg_timestamp(self) -> int:
@@ -80,6 +87,14 @@ class StoreCheckpoint:
     @index_msg_timestamp.setter
     def index_msg_timestamp(self, value: int) -> None:
         self.values.index_msg_timestamp = value
+
+    @property
+    def confirm_phy_offset(self) -> int:
+        return self.values.confirm_phy_offset
+
+    @confirm_phy_offset.setter
+    def confirm_phy_offset(self, value: int) -> None:
+        self.values.confirm_phy_offset = value
 
     def min_timestamp(self, include_index: bool = False) -> int:
         """The time before which everything is known durable, minus the safety margin."""

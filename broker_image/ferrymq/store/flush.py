@@ -193,10 +193,13 @@ class FlushConsumeQueueService(_PeriodicFlushService):
         interval_ms: int,
         least_pages: int,
         thorough_interval_ms: int,
+        confirm_offset: Callable[[], int] | None = None,
     ) -> None:
         super().__init__(interval_ms, least_pages, thorough_interval_ms)
         self.flush_all = flush_all
         self.checkpoint = checkpoint
+        # read on the event loop (the HA layer's source is not thread-safe), then saved
+        self.confirm_offset = confirm_offset
         self.errors = 0
 
     async def flush_once(self, least_pages: int) -> None:
@@ -206,6 +209,8 @@ class FlushConsumeQueueService(_PeriodicFlushService):
                 self.checkpoint.logics_msg_timestamp = logics_ts
             if least_pages == 0 and index_ts > 0:
                 self.checkpoint.index_msg_timestamp = index_ts
+            if self.confirm_offset is not None:
+                self.checkpoint.confirm_phy_offset = self.confirm_offset()
             # Every round, as the CommitLog timestamp moves with each of its flushes.
             await asyncio.to_thread(self.checkpoint.flush)
         except OSError as exc:

@@ -94,9 +94,14 @@ class MessageStore:
         store_host: tuple[str, int],
         *,
         disk_usage: DiskUsage = disk_used_ratio,
+        hold_unconfirmed: bool = False,
     ) -> None:
         self.config = config
         self.store_host = store_host
+        # Controller mode with allAckInSyncStateSet (upstream readUnCommitted=false): from the
+        # start, dispatch only up to the confirm offset saved in the checkpoint (capped at the
+        # recovered CommitLog end) until the HA layer sets the live one.
+        self.hold_unconfirmed = hold_unconfirmed
         self.commit_log = CommitLog(
             config.commit_log_dir,
             config.mapped_file_size_commit_log,
@@ -170,6 +175,7 @@ class MessageStore:
             cfg.flush_interval_consume_queue,
             cfg.flush_consume_queue_least_pages,
             cfg.flush_consume_queue_thorough_interval,
+            self._confirm_offset_to_save,
         )
         self._flush_cq.start()
         self.reput.start()
@@ -228,6 +234,12 @@ class MessageStore:
             self.index_service.resume_offset() if cfg.message_index_enable else None,
             abnormal_start,
         )
+        if self.hold_unconfirmed:
+            # within what the CommitLog holds (as upstream's recovery): never above the
+            # recovered end (an unflushed tail the crash lost), never below expired files
+            saved = min(max(commit_min, self.checkpoint.confirm_phy_offset), end)
+            self.checkpoint.confirm_phy_offset = saved
+            self.reput.end_offset = lambda: saved
         if rebuild_from is not None:
             reput_from = max(commit_min, min(reput_from, rebuild_from))
         if 0 <= queue_check.rebuild_from < reput_from:
@@ -258,6 +270,9 @@ class MessageStore:
             "recoverDamagedUnitsBlanked": str(blanked),
             "consumeQueuesRebuilt": str(self.consume_queues_rebuilt),
             "reputFromOffset": str(reput_from),
+            "savedConfirmOffset": (
+                str(self.checkpoint.confirm_phy_offset) if self.hold_unconfirmed else ""
+            ),
             "redispatchedMessages": str(redispatched),
             "recoverTimeMs": str(int((time.monotonic() - started) * 1000)),
         }
@@ -345,6 +360,7 @@ class MessageStore:
             await self._flush_cq.stop()
         clean = self._running
         self._running = False
+        self.checkpoint.confirm_phy_offset = self._confirm_offset_to_save()
         if clean and self.reput.behind() == 0:
             try:
                 await asyncio.to_thread(self._final_sync)
@@ -353,6 +369,13 @@ class MessageStore:
                 log.error("final flush at shutdown failed: %s", exc)
             else:
                 self.config.abort_path.unlink(missing_ok=True)
+        elif clean:
+            # dispatch held back (unconfirmed bytes): recovery runs as after a crash, but the
+            # confirm offset is saved (the timestamps in memory were each true when set)
+            try:
+                await asyncio.to_thread(self.checkpoint.flush)
+            except OSError as exc:
+                log.error("checkpoint write at shutdown failed: %s", exc)
         self.commit_log.mapped_file_queue.shutdown()
         self.consume_queues.shutdown()
         self.index_service.shutdown()
@@ -621,6 +644,10 @@ class MessageStore:
         ConsumeQueues, and so consumers (the pull, the queue offsets it reports, the long-poll
         wake-up). The CommitLog end unless a source is set (controller mode)."""
         return self.reput.reput_end_offset()
+
+    def _confirm_offset_to_save(self) -> int:
+        """What the checkpoint keeps as ``confirmPhyOffset`` (upstream setConfirmPhyOffset)."""
+        return self.confirm_offset
 
     def set_confirm_offset_source(self, source: Callable[[], int] | None) -> None:
         """Read only up to ``source()`` (capped at the CommitLog end) from now on (upstream
