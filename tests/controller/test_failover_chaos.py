@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -203,10 +204,16 @@ async def _run_failovers(
     verifier = Verifier()
     await prepare(client, cluster)
     received: Counter[bytes] = Counter()
+    received_lock = threading.Lock()  # the listener runs on the consumer's threads
 
     def listener(msgs: list[MessageExt], context: object) -> None:
-        for m in msgs:
-            received[m.body] += 1
+        with received_lock:
+            for m in msgs:
+                received[m.body] += 1
+
+    def redelivered_so_far() -> int:
+        with received_lock:
+            return sum(k - 1 for k in received.values())
 
     consumer = PushConsumer(
         "failover_consumer",
@@ -258,7 +265,7 @@ async def _run_failovers(
             assert info["controllerIsMaster"] == "false", info
             await verify_round(client, api, cluster, dict(rec.acks), verifier)
             assert not rec.clashes, f"round {n}: two acks for one queue offset: {rec.clashes[:3]}"
-            again = sum(k - 1 for k in received.values())
+            again = redelivered_so_far()
             truncated = sum(len(led.truncations) for led in verifier.ledgers.values())
             print(
                 f"round {n}: master {master} killed, outage {outages[-1]:.2f}s, "
@@ -275,7 +282,8 @@ async def _run_failovers(
         print(f"full check from offset 0: {time.monotonic() - started:.1f}s")
 
         async def consumed_all() -> bool:
-            return all(body in received for body in rec.acks.values())
+            with received_lock:
+                return all(body in received for body in rec.acks.values())
 
         if consume:
             await wait_until("every acknowledged message consumed", consumed_all, 120)
@@ -286,7 +294,7 @@ async def _run_failovers(
         with contextlib.suppress(Exception):
             await consumer.shutdown()
     await client.close()
-    redelivered = sum(n - 1 for n in received.values())
+    redelivered = redelivered_so_far()
     print(
         f"\n{outage_summary(outages)}; {len(rec.acks)} acknowledged of {rec.tried} sends "
         f"({rec.failures} not acknowledged); consumer re-delivered {redelivered}"
