@@ -4,11 +4,15 @@ controller's view, a recording producer, and checks on what every replica serves
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextvars
+import hashlib
+import itertools
 import random
 import statistics
 import time
-from collections.abc import Callable, Iterable
+from array import array
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +20,7 @@ from typing import Any
 import orjson
 from ferrymq.broker.controller_cluster import ControllerLocalCluster
 from ferrymq.broker.local_cluster import Child, LocalCluster
+from ferrymq.client.allocate import MessageQueue
 from ferrymq.client.broker_api import BrokerApi, PullStatus, SendStatus
 from ferrymq.client.errors import MQClientError
 from ferrymq.client.producer import Producer
@@ -187,10 +192,12 @@ async def has_topic(client: RemotingClient, addr: str) -> bool:
     return TOPIC in wrapper.topic_config_table
 
 
-async def pull_queue(api: BrokerApi, addr: str, queue_id: int) -> list[MessageExt]:
+async def pull_queue(
+    api: BrokerApi, addr: str, queue_id: int, offset: int = 0, *, limit: int | None = None
+) -> list[MessageExt]:
+    """Queue ``queue_id`` from ``offset`` to its end (or ``limit`` messages)."""
     out: list[MessageExt] = []
-    offset = 0
-    while True:
+    while limit is None or len(out) < limit:
         header = headers.PullMessageRequestHeader(
             consumer_group="failover_checker",
             topic=TOPIC,
@@ -206,6 +213,7 @@ async def pull_queue(api: BrokerApi, addr: str, queue_id: int) -> list[MessageEx
             return out
         out.extend(result.messages)
         offset = result.next_begin_offset
+    return out[:limit]
 
 
 @dataclass
@@ -218,6 +226,8 @@ class Recorder:
     writers: list[tuple[float, str, int]] = field(default_factory=list)
     failures: int = 0
     tried: int = 0
+    # ((queue, offset), first body, second body): two acks for one queue offset (one is lost)
+    clashes: list[tuple[tuple[int, int], bytes, bytes]] = field(default_factory=list)
 
     def first_ack_after(self, moment: float, not_stored_by: str | None = None) -> float | None:
         """When the first ack after ``moment`` came; with ``not_stored_by`` (a broker's
@@ -247,7 +257,11 @@ async def produce(namesrv: str, rec: Recorder, stop: asyncio.Event, seed: int) -
                 await asyncio.sleep(0.02)
                 continue
             if result.status is SendStatus.SEND_OK:
-                rec.acks[(result.queue.queue_id, result.queue_offset)] = body
+                key = (result.queue.queue_id, result.queue_offset)
+                if key in rec.acks:
+                    rec.clashes.append((key, rec.acks[key], body))
+                else:
+                    rec.acks[key] = body
                 now = time.monotonic()
                 rec.ack_times.append(now)
                 ip, port, offset = decode_message_id(result.offset_msg_id)
@@ -319,3 +333,221 @@ def outage_summary(outages: list[float]) -> str:
         f"{len(outages)} failovers: write outage p50 {statistics.median(outages):.2f}s, "
         f"max {max(outages):.2f}s"
     )
+
+
+# --- incremental verification: what every round checks, reading only what was appended ---
+
+
+def body_id(body: bytes) -> int:
+    """A message's identity in the ledgers: a 64-bit hash of the whole body (bodies are unique;
+    a changed byte is a changed message). Kept instead of the bodies: 100 rounds store ~400k."""
+    return int.from_bytes(hashlib.blake2b(body, digest_size=8).digest(), "little")
+
+
+@dataclass(frozen=True)
+class Stored:
+    """What a ledger keeps of one message read from a replica."""
+
+    queue_offset: int
+    id: int
+    commit_log_offset: int
+    host: str
+
+
+def stored(m: MessageExt) -> Stored:
+    return Stored(
+        m.queue_offset,
+        body_id(m.body),
+        m.commit_log_offset,
+        f"{m.store_host[0]!s}:{m.store_host[1]}",
+    )
+
+
+@dataclass
+class AckIndex:
+    """The acknowledged sends, in arrival order (queue, offset, body id), and per queue the
+    sorted acked offsets. Fed from ``Recorder.acks`` (insertion-ordered) with ``update``."""
+
+    order: list[tuple[int, int, int]] = field(default_factory=list)
+    offsets: dict[int, list[int]] = field(default_factory=dict)
+    ids: dict[tuple[int, int], int] = field(default_factory=dict)
+
+    def update(self, acks: dict[tuple[int, int], bytes]) -> None:
+        if len(acks) < len(self.order):
+            raise ValueError("acks only grow")
+        for (q, o), body in itertools.islice(acks.items(), len(self.order), None):
+            self.add(q, o, body_id(body))
+
+    def add(self, q: int, o: int, ident: int) -> None:
+        if (q, o) in self.ids:
+            raise ValueError(f"queue {q} offset {o} acknowledged twice")
+        self.order.append((q, o, ident))
+        self.ids[(q, o)] = ident
+        bisect.insort(self.offsets.setdefault(q, []), o)
+
+    def tail(self, q: int) -> int:
+        """The highest acked offset of queue ``q`` (-1: none)."""
+        offs = self.offsets.get(q)
+        return offs[-1] if offs else -1
+
+
+@dataclass
+class ReplicaLedger:
+    """Everything verified so far of one replica's queues (pure: fed with what was read, no I/O).
+
+    Per queue the message ids at offsets 0..n-1 (``ids``), their CommitLog offsets and storing
+    hosts; the set of ids held (exactly once across all queues of the replica). A read from
+    offset ``start`` (at most n) overlapping the verified messages is compared with them: at the
+    first difference, or where the read ends below n, the queue was truncated: the verified tail
+    from there is dropped and re-verified from what was read. Acks are checked incrementally:
+    ``ack_ok_below[q]`` says every ack of queue q below it matched (lowered by a truncation)."""
+
+    ids: dict[int, array[int]] = field(default_factory=dict)
+    clos: dict[int, array[int]] = field(default_factory=dict)
+    hosts: dict[int, list[str]] = field(default_factory=dict)
+    held: set[int] = field(default_factory=set)
+    truncations: list[tuple[int, int, int]] = field(default_factory=list)  # (queue, from, to)
+    ack_ok_below: dict[int, int] = field(default_factory=dict)
+    acks_seen: int = 0  # how many of AckIndex.order were looked at
+    _writers: dict[int, set[str]] = field(default_factory=dict)
+    _writers_epochs: list[tuple[int, int]] | None = None
+    _writers_below: dict[int, int] = field(default_factory=dict)
+
+    def verified(self, q: int) -> int:
+        return len(self.ids.get(q, ()))
+
+    def resume_offset(self, q: int) -> int:
+        """Where the next read of ``q`` starts: at the last verified message, so that the read
+        shows it unchanged (or the queue truncated)."""
+        return max(0, self.verified(q) - 1)
+
+    def matches(self, q: int, m: Stored) -> bool:
+        ids = self.ids.get(q)
+        return (
+            ids is not None
+            and m.queue_offset < len(ids)
+            and ids[m.queue_offset] == m.id
+            and self.clos[q][m.queue_offset] == m.commit_log_offset
+        )
+
+    def apply(self, q: int, start: int, msgs: Sequence[Stored]) -> list[str]:
+        """Take in ``msgs``: queue ``q`` read from ``start`` to its end. Returns the problems (a
+        gap, offsets not contiguous, an id already held: a duplicate); the ledger keeps only the
+        messages before the first problem."""
+        ids = self.ids.setdefault(q, array("Q"))
+        clos = self.clos.setdefault(q, array("q"))
+        hosts = self.hosts.setdefault(q, [])
+        if start > len(ids):
+            return [f"queue {q}: read from {start}, beyond the {len(ids)} verified"]
+        overlap = min(len(msgs), len(ids) - start)
+        keep = next(
+            (
+                i
+                for i in range(overlap)
+                if not self.matches(q, msgs[i]) or msgs[i].queue_offset != start + i
+            ),
+            overlap,
+        )
+        cut = start + keep
+        if cut < len(ids):
+            self.truncations.append((q, len(ids), cut))
+            self.held.difference_update(ids[cut:])
+            del ids[cut:], clos[cut:], hosts[cut:]
+            self.ack_ok_below[q] = min(self.ack_ok_below.get(q, 0), cut)
+            self._writers_epochs = None  # recount the writers of every epoch
+        for m in msgs[keep:]:
+            if m.queue_offset != len(ids):
+                return [f"queue {q}: offset {m.queue_offset} read where {len(ids)} was due"]
+            if m.id in self.held:
+                return [f"queue {q} offset {m.queue_offset}: a message held twice (id {m.id:x})"]
+            ids.append(m.id)
+            clos.append(m.commit_log_offset)
+            hosts.append(m.host)
+            self.held.add(m.id)
+        return []
+
+    def check_acks(self, acks: AckIndex) -> tuple[list[str], bool]:
+        """(problems: an ack whose offset holds another message; whether every ack is held).
+        Looks only at new acks below an already checked offset, and at offsets verified since
+        the last call (or re-verified after a truncation)."""
+        problems: list[str] = []
+        for q, o, ident in itertools.islice(acks.order, self.acks_seen, None):
+            # acked after its offset was verified here: compare it now (or again below)
+            if o < self.ack_ok_below.get(q, 0) and self.ids[q][o] != ident:
+                self.ack_ok_below[q] = o
+        self.acks_seen = len(acks.order)
+        holds_all = True
+        for q, offs in acks.offsets.items():
+            ids = self.ids.get(q, array("Q"))
+            lo = self.ack_ok_below.get(q, 0)
+            bad = [
+                o
+                for o in offs[bisect.bisect_left(offs, lo) : bisect.bisect_left(offs, len(ids))]
+                if ids[o] != acks.ids[(q, o)]
+            ]
+            problems += [f"acked message at queue {q} offset {o}: another one read" for o in bad]
+            # a mismatch stays below the checked mark: it is reported again until it is gone
+            self.ack_ok_below[q] = bad[0] if bad else len(ids)
+            if offs[-1] >= len(ids):
+                holds_all = False
+        return problems, holds_all
+
+    def epoch_writers(self, epochs: list[tuple[int, int]]) -> list[str]:
+        """Every message inside one epoch's CommitLog range was stored by one broker: the
+        writers of each epoch, counted incrementally (from scratch when the epochs changed or
+        a queue was truncated)."""
+        if self._writers_epochs != epochs:
+            self._writers, self._writers_below = {}, {}
+            self._writers_epochs = list(epochs)
+        starts = sorted(epochs, key=lambda e: e[1])
+        offsets = [s for _, s in starts]
+        for q, clos in self.clos.items():
+            hosts = self.hosts[q]
+            for i in range(self._writers_below.get(q, 0), len(clos)):
+                at = bisect.bisect_right(offsets, clos[i]) - 1
+                epoch = starts[at][0] if at >= 0 else 0
+                self._writers.setdefault(epoch, set()).add(hosts[i])
+            self._writers_below[q] = len(clos)
+        return [f"epoch {e} written by {sorted(w)}" for e, w in self._writers.items() if len(w) > 1]
+
+    def differs_from(self, other: ReplicaLedger) -> list[int]:
+        """Queues whose common verified prefix differs between the two replicas."""
+        out = []
+        for q, ids in other.ids.items():
+            mine = self.ids.get(q, array("Q"))
+            common = min(len(mine), len(ids))
+            if mine[:common] != ids[:common]:
+                out.append(q)
+        return out
+
+
+async def catch_up(api: BrokerApi, addr: str, ledger: ReplicaLedger, q: int) -> list[str]:
+    """Read queue ``q`` of the replica at ``addr`` from its last verified message on; if that
+    message is gone or changed (the queue was truncated), step back (1, 2, 4, ... messages)
+    to an offset still holding the verified message and re-verify from there."""
+    n = ledger.verified(q)
+    start = ledger.resume_offset(q)
+    msgs = [stored(m) for m in await pull_queue(api, addr, q, start)]
+    if n and not msgs:
+        # nothing served at the last verified offset: truncated only if the queue now ends
+        # below it (a replica not serving yet, or not confirmed that far, is no truncation)
+        end = await api.get_max_offset(addr, MessageQueue(TOPIC, GROUP, q))
+        if end >= n:
+            return [f"queue {q}: nothing read at offset {start} of {end}"]
+    if n and not (msgs and ledger.matches(q, msgs[0])):
+        step = 1
+        while start > 0:
+            start = max(0, start - step)
+            step *= 2
+            probe = [stored(m) for m in await pull_queue(api, addr, q, start, limit=1)]
+            if probe and ledger.matches(q, probe[0]):
+                break
+        msgs = [stored(m) for m in await pull_queue(api, addr, q, start)]
+    return ledger.apply(q, start, msgs)
+
+
+async def catch_up_all(api: BrokerApi, addr: str, ledger: ReplicaLedger) -> list[str]:
+    problems: list[str] = []
+    for q in range(QUEUES):
+        problems += await catch_up(api, addr, ledger, q)
+    return problems

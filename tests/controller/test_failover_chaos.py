@@ -19,9 +19,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -35,9 +37,12 @@ from .failover_helpers import (
     GUARD,
     QUEUES,
     TOPIC,
+    AckIndex,
     DeathWatch,
     Recorder,
+    ReplicaLedger,
     addr_of,
+    catch_up_all,
     check_acks_exactly_once,
     check_one_writer_per_epoch,
     create_topic,
@@ -64,13 +69,31 @@ async def prepare(client: RemotingClient, cluster: ControllerLocalCluster) -> in
     return master
 
 
+@dataclass
+class Verifier:
+    """What the rounds verified so far: every replica's ledger (by broker id) and the acks."""
+
+    acks: AckIndex = field(default_factory=AckIndex)
+    ledgers: dict[int, ReplicaLedger] = field(
+        default_factory=lambda: {bid: ReplicaLedger() for bid in (1, 2, 3)}
+    )
+
+
 async def verify_round(
     client: RemotingClient,
     api: BrokerApi,
     cluster: ControllerLocalCluster,
     acks: dict[tuple[int, int], bytes],
+    verifier: Verifier | None = None,
 ) -> None:
-    """Every replica serves the same queues holding every ack exactly once; one writer/epoch."""
+    """Every replica serves the same queues holding every ack exactly once; one writer/epoch.
+
+    Without ``verifier``: every queue of every replica read from offset 0. With it: each replica
+    read from its last verified offset (re-verified from a truncation point), the whole history
+    checked against the verifier's ledgers."""
+    if verifier is not None:
+        await verify_incremental(client, api, cluster, acks, verifier)
+        return
     state = await wait_healthy(client, cluster)
     master_addr = addr_of(cluster, int(state["masterBrokerId"]))
     info = await runtime_info(client, master_addr)
@@ -97,6 +120,49 @@ async def verify_round(
                 q: max((o for (qq, o) in acks if qq == q), default=-1) for q in master_view
             }
             if any(len(view[q]) <= acked_tail[q] for q in view):
+                return False  # still catching up
+        return True
+
+    await wait_until("replicas in agreement", replicas_agree, 60)
+
+
+async def verify_incremental(
+    client: RemotingClient,
+    api: BrokerApi,
+    cluster: ControllerLocalCluster,
+    acks: dict[tuple[int, int], bytes],
+    verifier: Verifier,
+) -> None:
+    state = await wait_healthy(client, cluster)
+    master = int(state["masterBrokerId"])
+    master_addr = addr_of(cluster, master)
+    info = await runtime_info(client, master_addr)
+    epochs = parse_epochs(info["epochFile"])
+    assert epochs and epochs[-1][0] == state["masterEpoch"], (epochs, state)
+    verifier.acks.update(acks)
+
+    async def replicas_agree() -> bool:
+        ledger = verifier.ledgers[master]
+        problems = await catch_up_all(api, master_addr, ledger)
+        ack_problems, holds_all = ledger.check_acks(verifier.acks)
+        problems += ack_problems
+        if not holds_all:
+            problems.append("the master does not hold every acknowledged message")
+        problems += ledger.epoch_writers(epochs)
+        assert not problems, problems[:5]
+        for bid in (1, 2, 3):
+            if bid == master:
+                continue
+            mine = verifier.ledgers[bid]
+            problems = await catch_up_all(api, addr_of(cluster, bid), mine)
+            ack_problems, caught_up = mine.check_acks(verifier.acks)
+            problems += ack_problems
+            assert not problems, f"replica {bid}: {problems[:5]}"
+            # read one after the other while sends go on: the common prefix is compared
+            differ = mine.differs_from(ledger)
+            if differ:
+                raise AssertionError(f"replica {bid} queues {differ} differ from the master")
+            if not caught_up:
                 return False  # still catching up
         return True
 
@@ -135,12 +201,19 @@ async def _run_failovers(
     rec = Recorder()
     stop = asyncio.Event()
     outages: list[float] = []
+    verifier = Verifier()
     await prepare(client, cluster)
     received: Counter[bytes] = Counter()
+    received_lock = threading.Lock()  # the listener runs on the consumer's threads
 
     def listener(msgs: list[MessageExt], context: object) -> None:
-        for m in msgs:
-            received[m.body] += 1
+        with received_lock:
+            for m in msgs:
+                received[m.body] += 1
+
+    def redelivered_so_far() -> int:
+        with received_lock:
+            return sum(k - 1 for k in received.values())
 
     consumer = PushConsumer(
         "failover_consumer",
@@ -154,6 +227,7 @@ async def _run_failovers(
     producer = asyncio.create_task(produce(cluster.namesrv_addr, rec, stop, seed))
     try:
         for n in range(rounds):
+            round_start = time.monotonic()
             master, epoch = await healthy_before_kill(client, cluster, rec, producer, rng, n)
             victim = cluster.brokers[master - 1]
             watch.expect(victim)
@@ -177,24 +251,39 @@ async def _run_failovers(
 
             first = await wait_until(f"round {n}: a send acknowledged again", acked_after_kill, 30)
             outages.append(first - killed_at)
-            problems = check_acks_exactly_once(acked_before, await read_all(api, new_addr))
+            verifier.acks.update(acked_before)
+            ledger = verifier.ledgers[int(new_state["masterBrokerId"])]
+            problems = await catch_up_all(api, new_addr, ledger)
+            ack_problems, holds_all = ledger.check_acks(verifier.acks)
+            problems += ack_problems
+            if not holds_all:
+                problems.append("not every acknowledged message is there")
             assert not problems, f"round {n}: new master {new_addr}: {problems[:5]}"
             # the killed broker comes back on its data and must rejoin as a slave
             await asyncio.to_thread(cluster.restart_broker, master - 1, kill=True)
             info = await runtime_info(client, addr_of(cluster, master))
             assert info["controllerIsMaster"] == "false", info
-            await verify_round(client, api, cluster, dict(rec.acks))
-            again = sum(k - 1 for k in received.values())
+            await verify_round(client, api, cluster, dict(rec.acks), verifier)
+            assert not rec.clashes, f"round {n}: two acks for one queue offset: {rec.clashes[:3]}"
+            again = redelivered_so_far()
+            truncated = sum(len(led.truncations) for led in verifier.ledgers.values())
             print(
                 f"round {n}: master {master} killed, outage {outages[-1]:.2f}s, "
-                f"{len(rec.acks)} acked, consumer re-delivered {again} so far"
+                f"{len(rec.acks)} acked, consumer re-delivered {again} so far, "
+                f"{truncated} truncations re-verified, round {time.monotonic() - round_start:.1f}s"
             )
         stop.set()
         await asyncio.wait_for(producer, 30)
+        await verify_round(client, api, cluster, dict(rec.acks), verifier)
+        # once at the end: every queue of every replica read again from offset 0
+        started = time.monotonic()
         await verify_round(client, api, cluster, dict(rec.acks))
+        assert not rec.clashes, rec.clashes[:3]
+        print(f"full check from offset 0: {time.monotonic() - started:.1f}s")
 
         async def consumed_all() -> bool:
-            return all(body in received for body in rec.acks.values())
+            with received_lock:
+                return all(body in received for body in rec.acks.values())
 
         if consume:
             await wait_until("every acknowledged message consumed", consumed_all, 120)
@@ -205,7 +294,7 @@ async def _run_failovers(
         with contextlib.suppress(Exception):
             await consumer.shutdown()
     await client.close()
-    redelivered = sum(n - 1 for n in received.values())
+    redelivered = redelivered_so_far()
     print(
         f"\n{outage_summary(outages)}; {len(rec.acks)} acknowledged of {rec.tried} sends "
         f"({rec.failures} not acknowledged); consumer re-delivered {redelivered}"
