@@ -14,6 +14,14 @@ if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2
   echo "setup: installing Prometheus and promtool (Debian package prometheus)"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null
 fi
+# System tools the default test run calls by name, installed here so a fresh machine has them:
+# runc (tests/k8s/test_node_script.py drives the real runc through scripts/k8s-node/runc-clamp).
+missing=()
+command -v runc >/dev/null 2>&1 || [ -x /usr/sbin/runc ] || missing+=(runc)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]} (Debian packages)"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi

@@ -81,7 +81,7 @@ def test_create_rewrites_the_bundle_then_execs_the_real_runc(tmp_path: Path) -> 
     """Through the real runc: the bundle has no rootfs, so runc fails after the wrapper rewrote it."""
     runc = shutil.which("runc") or "/usr/sbin/runc"
     if not os.access(runc, os.X_OK):
-        pytest.skip("runc not installed (apt-get install runc, or run scripts/k8s-node.sh up)")
+        pytest.skip("runc not installed (scripts/setup.sh installs it)")
     bundle = tmp_path / "bundle"
     bundle.mkdir()
     (bundle / "config.json").write_text(json.dumps(config_with(-998)))
