@@ -19,7 +19,7 @@ from ferrymq.acl.service import AclService
 from ferrymq.acl.settings import AclSettings
 from ferrymq.broker.broker_conf import BrokerConf
 from ferrymq.broker.client_registry import ConsumerManager, ProducerManager
-from ferrymq.broker.config import BrokerConfig, config_dir, role_problem
+from ferrymq.broker.config import BrokerConfig, config_dir, kept_broker_conf, role_problem
 from ferrymq.broker.config_file import ConfigFile
 from ferrymq.broker.consumer_offsets import ConsumerOffsetManager
 from ferrymq.broker.controller_mode_config import ControllerModeSettings
@@ -183,6 +183,7 @@ class BrokerApp:
         self._persisting: asyncio.Lock | None = None
         self._stopped = False
         # controller mode (broker/role_switch.py): the controller decides the role at run time
+        self.controller_mode_settings = controller_mode
         self.controller_mode = (
             ControllerMode(self, controller_mode)
             if controller_mode is not None and controller_mode.enable_controller_mode
@@ -365,6 +366,13 @@ class BrokerApp:
             cfg,
             store,
             store_config=self.store_config,
+            other_configs=[
+                self.ha_settings,
+                self.semantics_config,
+                self.lag_config,
+                *([self.controller_mode_settings] if self.controller_mode_settings else []),
+            ],
+            kept_config=kept_broker_conf(cfg.broker_config_path),
             runtime_stats=self._runtime_stats,
             on_config_changed=self._broker_config_changed,
         ).register_to(self.server)
@@ -539,6 +547,8 @@ class BrokerApp:
                 manager.restore(backup)
 
     def _broker_config_changed(self, keys: list[str]) -> None:
+        if any(key.startswith("flush_") for key in keys) and self.store is not None:
+            self.store.apply_flush_settings()
         if "broker_permission" in keys:
             # NameServers re-apply topic perms only on a new data version (upstream does this too)
             self.topics.next_version()

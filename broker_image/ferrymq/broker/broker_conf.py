@@ -42,6 +42,7 @@ from ferrymq.ha.config import HASettings
 from ferrymq.properties import ConfigError, build_model, collect_values, known_keys, load_properties
 from ferrymq.remoting.tls import TlsSettings, add_tls_config_file
 from ferrymq.store.config import MessageStoreConfig
+from ferrymq.upstream_config import BROKER_DEFAULTS
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +121,11 @@ def parse_broker_conf(
             problems.extend(exc.problems)
     unknown_keys = sorted(unknown or ())
     unknown_keys += [f"{key} (command line)" for key in overrides if key not in known_anywhere]
+    # upstream's own keys that ferrymq does not act on are kept and reported (GET_BROKER_CONFIG)
+    kept = [k for k in unknown_keys if k.split(" (")[0] in BROKER_DEFAULTS]
+    unknown_keys = [k for k in unknown_keys if k not in kept]
+    if kept:
+        log.info("keeping upstream configuration keys ferrymq does not act on: %s", ", ".join(kept))
     if unknown_keys:
         log.warning("ignoring unknown configuration keys: %s", ", ".join(unknown_keys))
     if problems:

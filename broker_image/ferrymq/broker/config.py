@@ -153,6 +153,7 @@ __all__ = [
     "PERM_INHERIT",
     "BrokerConfig",
     "config_dir",
+    "kept_broker_conf",
     "load_broker_configs",
     "merge_properties_text",
     "namesrv_list",
@@ -180,6 +181,21 @@ def load_broker_configs(
 
     conf = load_broker_conf(path, env, overrides)
     return conf.broker, conf.store
+
+
+def kept_broker_conf(path: Path | None) -> dict[str, str]:
+    """The keys of broker.conf ``path`` that only upstream has (thread pools, Netty buffers...):
+    accepted, reported by GET_BROKER_CONFIG and kept across updates, not acted on (see
+    :mod:`ferrymq.upstream_config`). Empty without a file."""
+    # imported here: broker_conf imports this module
+    from ferrymq.broker.broker_conf import BrokerConf
+    from ferrymq.upstream_config import BROKER_DEFAULTS, kept_values
+
+    if path is None or not path.is_file():
+        return {}
+    with open(path, encoding="utf-8") as f:
+        values = dict(javaproperties.load(f))
+    return kept_values(BROKER_DEFAULTS, BrokerConf.parts().values(), values)
 
 
 def role_problem(broker_id: int, broker_role: str) -> str | None:

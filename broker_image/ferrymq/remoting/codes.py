@@ -97,6 +97,7 @@ class RequestCode(IntEnum):
     PUSH_REPLY_MESSAGE_TO_CLIENT = 326
     ADD_WRITE_PERM_OF_BROKER = 327
     GET_ALL_PRODUCER_INFO = 328
+    GET_TOPIC_CONFIG = 351
 
 
 class ResponseCode(IntEnum):
