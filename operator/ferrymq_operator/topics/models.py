@@ -15,7 +15,8 @@ from ferrymq.broker.topic_config import TOPIC_MAX_LENGTH
 from pydantic import ConfigDict, Field, StringConstraints, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from ferrymq_operator.models import CamelModel, Condition, DnsLabel, InvalidSpec, explain
+from ferrymq_operator.base_models import CamelModel
+from ferrymq_operator.models import Condition, DnsLabel, InvalidSpec, explain
 
 # Upstream TopicValidator's character rule (ferrymq.broker.topic_config._VALID_TOPIC).
 TOPIC_NAME_PATTERN = r"^[%|a-zA-Z0-9_-]+$"
