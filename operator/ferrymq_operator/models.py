@@ -110,11 +110,19 @@ class ResourceRequirements(CamelModel):
 class Toleration(CamelModel):
     """A Pod toleration (same fields as core/v1 Toleration)."""
 
-    key: str | None = None
-    operator: Literal["Exists", "Equal"] = "Equal"
-    value: str | None = None
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
-    toleration_seconds: int | None = Field(default=None, ge=0)
+    key: str | None = Field(default=None, description="Taint key; empty with Exists: any.")
+    operator: Literal["Exists", "Equal"] = Field(
+        default="Equal", description="Equal: the taint's value must be value; Exists: any value."
+    )
+    value: str | None = Field(default=None, description="Taint value for operator Equal.")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
+        default=None, description="Taint effect to tolerate; empty: all effects."
+    )
+    toleration_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        description="NoExecute only: how long the pod stays on a node after the taint appears.",
+    )
 
 
 # Requests the pods get when spec.resources is not given: enough to make them Burstable rather
@@ -132,14 +140,22 @@ class PodSpecCommon(CamelModel):
     """Image and scheduling fields shared by NameServer and Broker pods."""
 
     image: str = Field(default=DEFAULT_IMAGE, min_length=1, description="Container image.")
-    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
+        default="IfNotPresent", description="imagePullPolicy of the containers."
+    )
     image_pull_secrets: list[DnsLabel] = Field(
         default_factory=list, description="Names of Secrets used to pull the image."
     )
     resources: ResourceRequirements = Field(default_factory=ResourceRequirements)
-    node_selector: dict[str, str] = Field(default_factory=dict)
-    tolerations: list[Toleration] = Field(default_factory=list)
-    priority_class_name: str | None = None
+    node_selector: dict[str, str] = Field(
+        default_factory=dict, description="Node labels the pods must run on."
+    )
+    tolerations: list[Toleration] = Field(
+        default_factory=list, description="Taints the pods tolerate."
+    )
+    priority_class_name: str | None = Field(
+        default=None, description="PriorityClass of the pods (preemption and eviction order)."
+    )
     pod_anti_affinity: Literal["Required", "Preferred"] = Field(
         default="Required",
         description=(
@@ -236,7 +252,10 @@ class IssuerRef(CamelModel):
     """A cert-manager Issuer or ClusterIssuer."""
 
     name: str = Field(min_length=1, description="metadata.name of the issuer.")
-    kind: Literal["Issuer", "ClusterIssuer"] = "Issuer"
+    kind: Literal["Issuer", "ClusterIssuer"] = Field(
+        default="Issuer",
+        description="Issuer (in the resource's namespace) or ClusterIssuer.",
+    )
     group: str = Field(default="cert-manager.io", description="API group of the issuer.")
 
 
@@ -427,7 +446,11 @@ class ExternalAccess(CamelModel):
 
 
 class AuditStorage(CamelModel):
-    storage_class_name: str | None = None
+    """The audit CronJob's claim."""
+
+    storage_class_name: str | None = Field(
+        default=None, description="StorageClass of the claim; the cluster default when unset."
+    )
     size: Quantity = Field(default="5Gi", description="Snapshot history and reports.")
 
 
@@ -447,8 +470,10 @@ class AuditSpec(CamelModel):
         ),
     )
     reports: bool = Field(default=True, description="Run the backlog and rebalance reports too.")
-    suspend: bool = False
-    storage: AuditStorage = Field(default_factory=AuditStorage)
+    suspend: bool = Field(default=False, description="Suspend the CronJob (no new runs).")
+    storage: AuditStorage = Field(
+        default_factory=AuditStorage, description="The claim holding snapshots and reports."
+    )
     resources: ResourceRequirements = Field(default_factory=ResourceRequirements)
 
 
@@ -480,7 +505,13 @@ class BrokerSpec(PodSpecCommon):
     broker_role: Literal["SYNC_MASTER", "ASYNC_MASTER"] = Field(
         default="ASYNC_MASTER", description="Replication mode of every group's master."
     )
-    flush_disk_type: Literal["ASYNC_FLUSH", "SYNC_FLUSH"] = "ASYNC_FLUSH"
+    flush_disk_type: Literal["ASYNC_FLUSH", "SYNC_FLUSH"] = Field(
+        default="ASYNC_FLUSH",
+        description=(
+            "flushDiskType: SYNC_FLUSH acknowledges a send once it is on disk, ASYNC_FLUSH once "
+            "it is in the page cache."
+        ),
+    )
     storage: StorageSpec = Field(default_factory=StorageSpec)
     audit: AuditSpec | None = Field(
         default=None, description="Scheduled snapshot collection and lag/rebalance reports."
