@@ -13,7 +13,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from chart.helm import CHART, by_kind, documents, template  # noqa: E402
+from chart.helm import CHART, by_kind, documents, template
 
 README = CHART / "README.md"
 RELEASE_NAMESPACE = "ferrymq-system"
