@@ -14,7 +14,6 @@ import re
 import socket
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import javaproperties
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -26,6 +25,7 @@ from ferrymq.remoting.bodies import PERM_INHERIT, PERM_READ, PERM_WRITE
 from ferrymq.remoting.settings import ServerSettings
 from ferrymq.store.config import MessageStoreConfig
 from ferrymq.store.json_file import write_bytes_atomic
+from ferrymq.upstream_config import property_value
 
 log = logging.getLogger(__name__)
 
@@ -217,11 +217,6 @@ def role_problem(broker_id: int, broker_role: str) -> str | None:
             "master's id): set brokerId=1 (or higher) for a slave, or a master brokerRole"
         )
     return None
-
-
-def property_value(value: Any) -> str:
-    """A setting as broker.conf spells it (Java booleans are lower-case)."""
-    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _property_line(key: str, value: str) -> str:

@@ -28,7 +28,15 @@ DATA_DIR = Path(__file__).resolve().parent
 # keys whose upstream default depends on the host (its address, name, user.home): ferrymq's models
 # supply them
 HOST_DEPENDENT = frozenset(
-    {"brokerIP1", "brokerIP2", "brokerName", "storePathRootDir", "configStorePath", "kvConfigPath"}
+    {
+        "brokerIP1",
+        "brokerIP2",
+        "brokerName",
+        "storePathRootDir",
+        "configStorePath",
+        "kvConfigPath",
+        "rocketmqHome",
+    }
 )
 
 

@@ -32,6 +32,16 @@ HERE = Path(__file__).resolve().parent
 POMS = {"5.4.0": APACHE_POM, "4.9.8": HERE / "tools-4.9.8" / "pom.xml"}
 
 
+_LOGBACK_TOOLS = """<configuration>
+  <appender name="FILE" class="ch.qos.logback.core.FileAppender">
+    <file>${user.home}/logs/rocketmqlogs/tools.log</file>
+    <encoder><pattern>%d{yyy-MM-dd HH:mm:ss,GMT+8} %p %t - %m%n</pattern></encoder>
+  </appender>
+  <root level="INFO"><appender-ref ref="FILE"/></root>
+</configuration>
+"""
+
+
 class MqadminError(RuntimeError):
     """The driver JVM died or did not answer."""
 
@@ -69,6 +79,10 @@ class Mqadmin:
         self.timeout = timeout
         cp = f"{driver_classes()}{os.pathsep}{resolve_classpath(POMS[release])}"
         home.mkdir(parents=True, exist_ok=True)
+        # 4.x mqadmin configures logback from $ROCKETMQ_HOME/conf/logback_tools.xml and runs
+        # no command without it (the file ships in the binary distribution, not in the jars)
+        (home / "conf").mkdir(exist_ok=True)
+        (home / "conf" / "logback_tools.xml").write_text(_LOGBACK_TOOLS)
         jvm_opts = [
             "-Xms64m",
             "-Xmx256m",
