@@ -82,6 +82,8 @@ class JavaScenarios:
         stdin.write((json.dumps(request) + "\n").encode())
         stdin.flush()
         answer = self._next(timeout_s * 4 + 60)
+        while answer.get("id", request_id) < request_id:  # a late answer to an abandoned request
+            answer = self._next(timeout_s * 4 + 60)
         if answer.get("id") != request_id:
             raise ScenarioError(f"answer {answer} for request {request_id}")
         if "error" in answer:

@@ -221,27 +221,25 @@ final class Scenarios {
                         results.set(i, Obs.send(p.send(msgs.get(i), mqs.get(i % mqs.size()))));
                     }
                     break;
-                case "async": {
-                    CountDownLatch latch = new CountDownLatch(count);
+                case "async":
                     for (int i = 0; i < count; i++) {
+                        // one at a time: the queue offsets are then part of the contract
                         final int n = i;
+                        CountDownLatch done = new CountDownLatch(1);
                         p.send(msgs.get(i), mqs.get(i % mqs.size()), new SendCallback() {
                             public void onSuccess(SendResult r) {
                                 results.set(n, Obs.send(r));
-                                latch.countDown();
+                                done.countDown();
                             }
 
                             public void onException(Throwable e) {
                                 results.set(n, Obs.error(e));
-                                latch.countDown();
+                                done.countDown();
                             }
                         });
-                        // one at a time: the queue offsets are then part of the contract
-                        latch.await(s.timeoutMs(), TimeUnit.MILLISECONDS);
+                        await(done, s);
                     }
-                    await(latch, s);
                     break;
-                }
                 case "oneway":
                     for (int i = 0; i < count; i++) {
                         p.sendOneway(msgs.get(i), mqs.get(i % mqs.size()));
