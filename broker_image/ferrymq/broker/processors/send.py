@@ -301,7 +301,7 @@ class SendMessageProcessor:
                 topic, max(1, group.retry_queue_nums), PERM_READ | PERM_WRITE
             )
         elif topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
-            config = self.topics.create_in_send_back(topic, 1, PERM_WRITE)
+            config = self.topics.create_in_send_back(topic, 1, PERM_READ | PERM_WRITE)
         else:
             created = self.topics.create_in_send(
                 topic, header.default_topic, header.default_topic_queue_nums
@@ -325,7 +325,7 @@ class SendMessageProcessor:
             return None
         topic = dlq_topic(group_name)
         if self.topics.get(topic) is None:
-            self.topics.create_in_send_back(topic, 1, PERM_WRITE)
+            self.topics.create_in_send_back(topic, 1, PERM_READ | PERM_WRITE)
             self.on_topic_created(topic)
         return topic
 
