@@ -18,7 +18,6 @@ from ferrymq.client import (
 )
 from ferrymq.client.admin import AdminClient
 from ferrymq.client.allocate import MessageQueue
-from ferrymq.client.errors import NoPermissionError
 from ferrymq.client.pull_consumer import PullConsumer
 from ferrymq.message import MessageInner
 
@@ -120,10 +119,12 @@ async def test_message_failing_16_times_lands_in_the_dlq_and_nowhere_else(tmp_pa
         assert store is not None
         assert store.get_max_offset_in_queue("%DLQ%fragile-g", 0) == 1
         dlq_config = cluster.broker.topics.get("%DLQ%fragile-g")
-        assert dlq_config is not None and dlq_config.perm == 2  # write-only: no consumer reads it
+        assert (
+            dlq_config is not None and dlq_config.perm == 6
+        )  # as upstream: a consumer can read it
         async with PullConsumer("dlq-reader", cluster.namesrv_addr) as reader:
-            with pytest.raises(NoPermissionError, match="forbidden"):
-                await reader.pull(MessageQueue("%DLQ%fragile-g", "broker-s", 0), "*", 0, 32)
+            pulled = await reader.pull(MessageQueue("%DLQ%fragile-g", "broker-s", 0), "*", 0, 32)
+        assert [m.body for m in pulled.messages] == [b"poison"]
         dead = store.look_message_by_offset(
             store.get_commit_log_offset_in_queue("%DLQ%fragile-g", 0, 0)
         )

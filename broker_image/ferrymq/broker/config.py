@@ -73,6 +73,10 @@ class BrokerConfig(ServerSettings):
     trace_topic_enable: bool = False
     msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
     enable_property_filter: bool = False
+    # upstream regionId / traceOn: the broker writes both into every message it stores (MSG_REGION,
+    # TRACE_ON) and the client's trace records carry the region
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
 
     register_name_server_period: int = Field(default=30_000, ge=1000, description="ms")
     register_broker_timeout_mills: int = Field(default=6_000, ge=100, description="ms")
