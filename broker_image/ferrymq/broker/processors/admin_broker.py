@@ -243,6 +243,10 @@ class AdminBrokerProcessor:
     def get_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         # upstream's brokerIP2 (the HA address) defaults to the host's address, as brokerIP1
         derived = {"brokerIP2": self.config.broker_ip2 or self.config.broker_ip1}
+        commit_log_dir = getattr(self.store_config, "commit_log_dir", None)
+        if commit_log_dir is not None:
+            # upstream reports the CommitLog directory it uses (default: under storePathRootDir)
+            derived["storePathCommitLog"] = str(commit_log_dir)
         body = config_report(self.models, {**derived, **self.kept}).encode("utf-8")
         version = orjson.dumps(self.data_version.to_json_obj()).decode()
         return request.response(ResponseCode.SUCCESS, None, {"version": version}, body)
