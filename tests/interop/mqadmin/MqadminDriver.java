@@ -69,11 +69,38 @@ public final class MqadminDriver {
             String status = "-";
             System.setOut(new PrintStream(out, true, StandardCharsets.UTF_8));
             System.setErr(new PrintStream(err, true, StandardCharsets.UTF_8));
+            // "@stopAfter=<ms>" as first argument: interrupt the command then (clusterRT
+            // repeats until interrupted)
+            long stopAfter = 0;
+            if (args.length > 0 && args[0].startsWith("@stopAfter=")) {
+                stopAfter = Long.parseLong(args[0].substring("@stopAfter=".length()));
+                args = java.util.Arrays.copyOfRange(args, 1, args.length);
+            }
+            final String[] commandArgs = args;
+            final Throwable[] thrown = new Throwable[1];
             try {
                 if (commands != null) {
                     ((List<?>) commands.get(null)).clear();
                 }
-                main.invoke(null, (Object) args);
+                Thread worker = new Thread(() -> {
+                    try {
+                        main.invoke(null, (Object) commandArgs);
+                    } catch (Throwable t) {
+                        thrown[0] = t;
+                    }
+                }, "mqadmin-command");
+                worker.start();
+                worker.join(stopAfter);
+                if (worker.isAlive()) {
+                    worker.interrupt();
+                    worker.join();
+                }
+                if (thrown[0] instanceof InvocationTargetException) {
+                    throw (InvocationTargetException) thrown[0];
+                } else if (thrown[0] != null) {
+                    thrown[0].printStackTrace(System.err);
+                    status = "uncaught";
+                }
             } catch (InvocationTargetException e) {
                 Throwable cause = e.getCause();
                 if (cause instanceof ExitTrapped) {

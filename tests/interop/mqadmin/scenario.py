@@ -84,7 +84,8 @@ class Scenario:
     # --- recording ------------------------------------------------------------------------------
     def run(self, *args: str) -> Result:
         """One mqadmin command; again (3 tries) when the client timed out waiting, which
-        measures the machine's load, not the answer (a loaded JVM took 1.2 s to answer)."""
+        measures the machine's load, not the answer (a loaded JVM took 1.2 s to answer).
+        A first argument ``@stopAfter=<ms>`` is the driver's: interrupt the command then."""
         for _ in range(3):
             result = self.mq.run(*args, "-n", self.ns)
             if "RemotingTimeoutException" not in result.out + result.err:
@@ -283,6 +284,21 @@ class Scenario:
         self.step("deleteKvConfig", "deleteKvConfig", "-s", f"{self.p}_ns", "-k", "k1")
         self.step("wipeWritePerm", "wipeWritePerm", "-b", "broker-a", view=n.perm_count_view)
         self.step("addWritePerm", "addWritePerm", "-b", "broker-a", view=n.perm_count_view)
+        # clusterRT repeats every -i seconds until stopped: one round, then interrupted
+        self.step(
+            "clusterRT",
+            "@stopAfter=15000",
+            "clusterRT",
+            "-a",
+            "3",
+            "-s",
+            "64",
+            "-c",
+            "DefaultCluster",
+            "-i",
+            "600",
+            view=n.without_rates,
+        )
         self.step(
             "sendMsgStatus",
             "sendMsgStatus",

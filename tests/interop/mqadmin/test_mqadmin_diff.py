@@ -65,6 +65,7 @@ STEPS = [
     "deleteKvConfig",
     "wipeWritePerm",
     "addWritePerm",
+    "clusterRT",
     "sendMsgStatus",
     "deleteSubGroup",
     "deleteTopic",
