@@ -46,6 +46,14 @@ def substitute(text: str, addrs: dict[str, str]) -> str:
     return _VERSION.sub("<VERSION>", text)
 
 
+_PROPS = re.compile(r"((?:Properties: |properties=)\{)([^{}]*)(\})")
+
+
+def _sorted_props(match: re.Match[str]) -> str:
+    items = sorted(item.strip() for item in match.group(2).split(","))
+    return match.group(1) + ", ".join(items) + match.group(3)
+
+
 def lines(text: str) -> list[str]:
     """Non-empty lines with runs of blanks as one space (column widths follow value lengths);
     Java stack frames dropped (their depth depends on where a call failed, not on the answer)."""
@@ -53,7 +61,8 @@ def lines(text: str) -> list[str]:
     for line in text.splitlines():
         if _TRACE.match(line) or _FAQ.match(line):
             continue
-        line = _SPACES.sub(" ", line).strip()
+        # message properties print as a Java HashMap: the order follows the map's history
+        line = _PROPS.sub(_sorted_props, _SPACES.sub(" ", line).strip())
         if line:
             out.append(line)
     return out
