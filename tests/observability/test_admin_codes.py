@@ -308,7 +308,8 @@ async def test_monitoring_codes_answer_upstream_fields(
         [[topic_stats]] = mine
         assert set(topic_stats) == {"offsetTable", "consumeTps"}
         for wrapper in topic_stats["offsetTable"].values():
-            assert set(wrapper) == {"brokerOffset", "consumerOffset", "lastTimestamp"}
+            # 5.x OffsetWrapper: pullOffset too
+            assert set(wrapper) == {"brokerOffset", "consumerOffset", "pullOffset", "lastTimestamp"}
         assert all_stats["totalDiff"] == sum(
             w["brokerOffset"] - w["consumerOffset"]
             for item in all_stats["consumeStatsList"]
@@ -465,9 +466,15 @@ async def test_namesrv_admin_codes(obs_cluster: ObsCluster, raw: RemotingClient)
     assert answer.code == ResponseCode.SYSTEM_ERROR and "scanNotActiveBrokerInterval" in (
         answer.remark or ""
     )
-    unknown = RemotingCommand.request(RequestCode.UPDATE_NAMESRV_CONFIG, None, b"noSuchKey=1\n")
+    # as upstream: a key nobody knows is ignored; an upstream-only key is kept and reported
+    unknown = RemotingCommand.request(
+        RequestCode.UPDATE_NAMESRV_CONFIG, None, b"noSuchKey=1\nserverWorkerThreads=3\n"
+    )
     answer = await raw.invoke(ns, unknown, 5.0)
-    assert answer.code == ResponseCode.SYSTEM_ERROR and "noSuchKey" in (answer.remark or "")
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    text = (await ask(raw, ns, RequestCode.GET_NAMESRV_CONFIG)).body_bytes().decode()
+    assert "serverWorkerThreads=3" in text and "noSuchKey" not in text
+    assert "clientRequestThreadPoolNums=" in text and "kvConfigPath=" in text
 
 
 async def test_consume_message_directly_runs_the_listener_once(
