@@ -126,8 +126,8 @@ class SendMessageProcessor:
         self.is_slave = is_slave
         self.stats = SendStats()
         self._legal_names: set[str] = set()
-        self._added = broker_added_properties(config)
-        self._added_text = encode_properties(self._added)
+        self.broker_added = broker_added_properties(config)
+        self._added_text = encode_properties(self.broker_added)
 
     def register_to(self, server: RemotingServer) -> None:
         for code in (
@@ -160,7 +160,7 @@ class SendMessageProcessor:
     ) -> RemotingCommand | Awaitable[RemotingCommand]:
         header = SendMessageRequestHeader.from_ext(request.ext_fields)
         batch = request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch
-        config = self._check(request, header)
+        config = self.check(request, header)
         if isinstance(config, RemotingCommand):
             return config
         body = request.body_bytes()
@@ -178,7 +178,7 @@ class SendMessageProcessor:
         if not batch:
             # a batch's items keep only their own properties, as upstream's batch encoder does
             properties_string = with_broker_properties(
-                properties, properties_string, self._added, self._added_text
+                properties, properties_string, self.broker_added, self._added_text
             )
         topic = header.topic
         reconsume_times = header.reconsume_times or 0
@@ -231,7 +231,7 @@ class SendMessageProcessor:
             return bad_input(channel, request, exc)
         return self._respond(request, result, topic, queue_id, size, properties)
 
-    def _check(
+    def check(
         self, request: RemotingCommand, header: SendMessageRequestHeader
     ) -> RemotingCommand | TopicConfig:
         """The topic's config when the send may go on, else the refusal."""
