@@ -12,6 +12,10 @@ from .java_runner import JavaScenarios
 from .normalise import normalise
 from .reference import Target
 
+# the session fixtures start two clusters and a JVM (minutes on a loaded 2-core machine): room for
+# the first test's setup; a scenario itself is bounded by its own timeouts
+pytestmark = pytest.mark.timeout(900)
+
 
 @pytest.mark.parametrize("java_client", ["4.9.8"], indirect=True)
 def test_a_queue_offset_off_by_one_fails_the_comparison(

@@ -86,7 +86,7 @@ class ReplyMessageProcessor:
             MessageConst.PROPERTY_MSG_REGION: added[MessageConst.PROPERTY_MSG_REGION],
             MessageConst.PROPERTY_TRACE_SWITCH: added[MessageConst.PROPERTY_TRACE_SWITCH],
         }
-        config = self.send.check(request, header)
+        config = self.send.check(request, header, channel.remote_addr)
         if isinstance(config, RemotingCommand):
             return config
         body = request.body_bytes()

@@ -34,7 +34,7 @@ from ferrymq.message import (
     tags_string_to_tags_code,
 )
 from ferrymq.mixall import DEFAULT_MAX_RECONSUME_TIMES
-from ferrymq.remoting.bodies import PERM_READ, PERM_WRITE, TopicConfig
+from ferrymq.remoting.bodies import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicConfig
 from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RESPONSE_FLAG, RemotingCommand
@@ -160,14 +160,16 @@ class SendMessageProcessor:
     ) -> RemotingCommand | Awaitable[RemotingCommand]:
         header = SendMessageRequestHeader.from_ext(request.ext_fields)
         batch = request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch
-        config = self.check(request, header)
+        config = self.check(request, header, channel.remote_addr)
         if isinstance(config, RemotingCommand):
             return config
         body = request.body_bytes()
         if len(body) > self.max_message_size:
+            # upstream's store answers MESSAGE_ILLEGAL with this remark (SendMessageProcessor)
             return request.response(
                 ResponseCode.MESSAGE_ILLEGAL,
-                f"message body size {len(body)} exceeds maxMessageSize {self.max_message_size}",
+                "the message is illegal, maybe msg body or properties length not matched. msg "
+                f"body length limit {self.max_message_size}B, msg properties length limit 32KB.",
             )
         queue_id = header.queue_id
         if queue_id < 0:
@@ -232,9 +234,10 @@ class SendMessageProcessor:
         return self._respond(request, result, topic, queue_id, size, properties)
 
     def check(
-        self, request: RemotingCommand, header: SendMessageRequestHeader
+        self, request: RemotingCommand, header: SendMessageRequestHeader, channel_addr: str = ""
     ) -> RemotingCommand | TopicConfig:
-        """The topic's config when the send may go on, else the refusal."""
+        """The topic's config when the send may go on, else the refusal (``channel_addr``: the
+        producer's address, which upstream's remarks name)."""
         if self.is_slave():
             return request.response(
                 ResponseCode.SERVICE_NOT_AVAILABLE,
@@ -267,9 +270,9 @@ class SendMessageProcessor:
         valid = max(config.write_queue_nums, config.read_queue_nums)
         if header.queue_id >= valid:
             return request.response(
-                ResponseCode.SYSTEM_ERROR,
-                f"request queueId[{header.queue_id}] is illegal, topic {header.topic} has "
-                f"{valid} queues, producer: {request.ext_fields.get('a', '')}",
+                ResponseCode.INVALID_PARAMETER,
+                f"request queueId[{header.queue_id}] is illegal, {topic_config_text(config)} "
+                f"Producer: {channel_addr}",
             )
         return config
 
@@ -375,6 +378,21 @@ class SendMessageProcessor:
             remark,
             serialize_type=request.serialize_type,
         )
+
+
+def topic_config_text(config: TopicConfig) -> str:
+    """Upstream TopicConfig.toString(), which its remarks quote."""
+    perm = "".join(
+        flag if config.perm & bit else "-"
+        for flag, bit in (("R", PERM_READ), ("W", PERM_WRITE), ("X", PERM_INHERIT))
+    )
+    attributes = ", ".join(f"{k}={v}" for k, v in config.attributes.items())
+    return (
+        f"TopicConfig [topicName={config.topic_name}, readQueueNums={config.read_queue_nums}, "
+        f"writeQueueNums={config.write_queue_nums}, perm={perm}, "
+        f"topicFilterType={config.topic_filter_type.name}, topicSysFlag={config.topic_sys_flag}, "
+        f"order={'true' if config.order else 'false'}, attributes={{{attributes}}}]"
+    )
 
 
 def broker_added_properties(config: BrokerConfig) -> dict[str, str]:
