@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 
 from ferrymq.broker.client_registry import ProducerManager, find_producer_channel
 from ferrymq.broker.processors.common import BAD_INPUT, bad_input
@@ -26,33 +25,13 @@ from ferrymq.message import (
 from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
-from ferrymq.remoting.headers import Header, SendMessageRequestHeader
+from ferrymq.remoting.headers import ReplyMessageRequestHeader, SendMessageRequestHeader
 from ferrymq.remoting.server import RemotingServer
 from ferrymq.store.results import PutMessageResult
 
 log = logging.getLogger(__name__)
 
 PUSH_TIMEOUT_S = 3.0
-
-
-@dataclass(slots=True)
-class ReplyMessageRequestHeader(Header):
-    """PUSH_REPLY_MESSAGE_TO_CLIENT's header (upstream ReplyMessageRequestHeader)."""
-
-    producer_group: str
-    topic: str
-    default_topic: str
-    default_topic_queue_nums: int
-    queue_id: int
-    sys_flag: int
-    born_timestamp: int
-    flag: int
-    born_host: str
-    store_host: str
-    store_timestamp: int
-    properties: str | None = None
-    reconsume_times: int | None = None
-    unit_mode: bool = False
 
 
 class ReplyMessageProcessor:
