@@ -71,6 +71,8 @@ _PUT_STATUS: dict[PutMessageStatus, tuple[ResponseCode, str | None]] = {
     ),
     PutMessageStatus.OS_PAGECACHE_BUSY: (ResponseCode.SYSTEM_BUSY, "[PC_SYNCHRONIZED] broker busy"),
     PutMessageStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "unknown store error"),
+    PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL: (ResponseCode.MESSAGE_ILLEGAL, None),
+    PutMessageStatus.WHEEL_TIMER_NOT_ENABLE: (ResponseCode.SYSTEM_ERROR, None),
 }
 
 
@@ -368,6 +370,8 @@ class SendMessageProcessor:
         uniq = properties.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
         if uniq is not None:
             fields["transactionId"] = uniq
+        if result.recall_handle is not None:
+            fields["recallHandle"] = result.recall_handle
         # the SendMessageResponseHeader fields, all strings: built directly (every send pays)
         return RemotingCommand(
             int(code) if code is not ResponseCode.SUCCESS else _SUCCESS,
