@@ -16,7 +16,7 @@ from .reference.tools import build_module
 
 MODULE = Path(__file__).with_name("java")
 MARK = "@@RESULT "
-# client version -> Maven profile of tests/interop/java/pom.xml
+# client version -> Maven profile of tests/interop/java/pom.xml (reference/__main__.py prefetches)
 CLIENTS = {"4.9.8": "client4", "5.4.0": "client5"}
 
 

@@ -77,6 +77,8 @@ class BrokerConfig(ServerSettings):
     # TRACE_ON) and the client's trace records carry the region
     region_id: str = "DefaultRegion"
     trace_on: bool = True
+    # request-reply: replies are also stored in <cluster>_REPLY_TOPIC (upstream default true)
+    store_reply_message_enable: bool = True
 
     register_name_server_period: int = Field(default=30_000, ge=1000, description="ms")
     register_broker_timeout_mills: int = Field(default=6_000, ge=100, description="ms")

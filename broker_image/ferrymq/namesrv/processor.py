@@ -177,7 +177,7 @@ class NamesrvProcessor:
             return request.response(
                 ResponseCode.TOPIC_NOT_EXIST,
                 f"No topic route info in name server for the topic: {header.topic}"
-                # upstream FAQUrl.suggestTodo(APPLY_TOPIC_URL): clients print it as given
+                # upstream appends FAQUrl.suggestTodo(APPLY_TOPIC_URL); clients show it as is
                 "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details.",
             )
         order_conf = self.kv.get(ORDER_TOPIC_CONFIG, header.topic)

@@ -34,7 +34,7 @@ from ferrymq.message import (
     tags_string_to_tags_code,
 )
 from ferrymq.mixall import DEFAULT_MAX_RECONSUME_TIMES
-from ferrymq.remoting.bodies import PERM_READ, PERM_WRITE, TopicConfig
+from ferrymq.remoting.bodies import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicConfig
 from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RESPONSE_FLAG, RemotingCommand
@@ -128,8 +128,8 @@ class SendMessageProcessor:
         self.is_slave = is_slave
         self.stats = SendStats()
         self._legal_names: set[str] = set()
-        self._added = broker_added_properties(config)
-        self._added_text = encode_properties(self._added)
+        self.broker_added = broker_added_properties(config)
+        self._added_text = encode_properties(self.broker_added)
 
     def register_to(self, server: RemotingServer) -> None:
         for code in (
@@ -162,14 +162,16 @@ class SendMessageProcessor:
     ) -> RemotingCommand | Awaitable[RemotingCommand]:
         header = SendMessageRequestHeader.from_ext(request.ext_fields)
         batch = request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch
-        config = self._check(request, header)
+        config = self.check(request, header, channel.remote_addr)
         if isinstance(config, RemotingCommand):
             return config
         body = request.body_bytes()
         if len(body) > self.max_message_size:
+            # upstream's store answers MESSAGE_ILLEGAL with this remark (SendMessageProcessor)
             return request.response(
                 ResponseCode.MESSAGE_ILLEGAL,
-                f"message body size {len(body)} exceeds maxMessageSize {self.max_message_size}",
+                "the message is illegal, maybe msg body or properties length not matched. msg "
+                f"body length limit {self.max_message_size}B, msg properties length limit 32KB.",
             )
         queue_id = header.queue_id
         if queue_id < 0:
@@ -180,7 +182,7 @@ class SendMessageProcessor:
         if not batch:
             # a batch's items keep only their own properties, as upstream's batch encoder does
             properties_string = with_broker_properties(
-                properties, properties_string, self._added, self._added_text
+                properties, properties_string, self.broker_added, self._added_text
             )
         topic = header.topic
         reconsume_times = header.reconsume_times or 0
@@ -233,10 +235,11 @@ class SendMessageProcessor:
             return bad_input(channel, request, exc)
         return self._respond(request, result, topic, queue_id, size, properties)
 
-    def _check(
-        self, request: RemotingCommand, header: SendMessageRequestHeader
+    def check(
+        self, request: RemotingCommand, header: SendMessageRequestHeader, channel_addr: str = ""
     ) -> RemotingCommand | TopicConfig:
-        """The topic's config when the send may go on, else the refusal."""
+        """The topic's config when the send may go on, else the refusal (``channel_addr``: the
+        producer's address, which upstream's remarks name)."""
         if self.is_slave():
             return request.response(
                 ResponseCode.SERVICE_NOT_AVAILABLE,
@@ -269,9 +272,9 @@ class SendMessageProcessor:
         valid = max(config.write_queue_nums, config.read_queue_nums)
         if header.queue_id >= valid:
             return request.response(
-                ResponseCode.SYSTEM_ERROR,
-                f"request queueId[{header.queue_id}] is illegal, topic {header.topic} has "
-                f"{valid} queues, producer: {request.ext_fields.get('a', '')}",
+                ResponseCode.INVALID_PARAMETER,
+                f"request queueId[{header.queue_id}] is illegal, {topic_config_text(config)} "
+                f"Producer: {channel_addr}",
             )
         return config
 
@@ -358,23 +361,42 @@ class SendMessageProcessor:
             per_topic[2] += 1
         offsets = append.record_offsets
         msg_id = f"{append.msg_id_prefix}{offsets[0]:016X}" if len(offsets) == 1 else append.msg_id
-        # the SendMessageResponseHeader fields, all strings: built directly (every send pays)
-        ext = {"msgId": msg_id, "queueId": str(queue_id), "queueOffset": str(append.queue_offset)}
+        fields = {
+            "msgId": msg_id,
+            "queueId": str(queue_id),
+            "queueOffset": str(append.queue_offset),
+        }
         # upstream answers the message's unique id as its transactionId (a batch has none)
         uniq = properties.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
         if uniq is not None:
-            ext["transactionId"] = uniq
+            fields["transactionId"] = uniq
         if result.recall_handle is not None:
-            ext["recallHandle"] = result.recall_handle
+            fields["recallHandle"] = result.recall_handle
+        # the SendMessageResponseHeader fields, all strings: built directly (every send pays)
         return RemotingCommand(
             int(code) if code is not ResponseCode.SUCCESS else _SUCCESS,
-            ext,
+            fields,
             None,
             request.opaque,
             RESPONSE_FLAG,
             remark,
             serialize_type=request.serialize_type,
         )
+
+
+def topic_config_text(config: TopicConfig) -> str:
+    """Upstream TopicConfig.toString(), which its remarks quote."""
+    perm = "".join(
+        flag if config.perm & bit else "-"
+        for flag, bit in (("R", PERM_READ), ("W", PERM_WRITE), ("X", PERM_INHERIT))
+    )
+    attributes = ", ".join(f"{k}={v}" for k, v in config.attributes.items())
+    return (
+        f"TopicConfig [topicName={config.topic_name}, readQueueNums={config.read_queue_nums}, "
+        f"writeQueueNums={config.write_queue_nums}, perm={perm}, "
+        f"topicFilterType={config.topic_filter_type.name}, topicSysFlag={config.topic_sys_flag}, "
+        f"order={'true' if config.order else 'false'}, attributes={{{attributes}}}]"
+    )
 
 
 def broker_added_properties(config: BrokerConfig) -> dict[str, str]:
