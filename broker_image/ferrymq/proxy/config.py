@@ -16,6 +16,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ferrymq.properties import ConfigError, build_model, collect_values, known_keys
+from ferrymq.remoting.tls import TlsMode
 
 DEFAULT_GRPC_PORT = 8081
 
@@ -110,11 +111,14 @@ class ProxyConfig(BaseModel):
         default=False, alias="enableAclRpcHookForClusterMode"
     )
     authentication_enabled: bool = Field(default=False, alias="authenticationEnabled")
-    # TLS of the gRPC port: upstream's tlsTestModeEnable makes a self-signed certificate; ferrymq
-    # serves TLS when both files are named (tls.server.mode enforcing), plaintext otherwise
+    # TLS of the gRPC port (see ferrymq.proxy.grpc.port): with tls.server.mode permissive
+    # (upstream's default) TLS and plaintext share the port; the certificate is tlsCertPath +
+    # tlsKeyPath, else a self-signed one (tlsTestModeEnable, upstream's default); enforcing
+    # refuses plaintext; disabled serves plaintext only
     tls_key_path: Path | None = Field(default=None, alias="tlsKeyPath")
     tls_cert_path: Path | None = Field(default=None, alias="tlsCertPath")
-    tls_test_mode_enable: bool = Field(default=False, alias="tlsTestModeEnable")
+    tls_test_mode_enable: bool = Field(default=True, alias="tlsTestModeEnable")
+    tls_server_mode: TlsMode = Field(default=TlsMode.PERMISSIVE, alias="tls.server.mode")
 
     @model_validator(mode="after")
     def _check(self) -> ProxyConfig:
@@ -134,7 +138,9 @@ class ProxyConfig(BaseModel):
 
     @property
     def tls_enabled(self) -> bool:
-        return self.tls_key_path is not None
+        if self.tls_server_mode is TlsMode.DISABLED:
+            return False
+        return self.tls_key_path is not None or self.tls_test_mode_enable
 
     def namesrv_addrs(self) -> list[str]:
         if not self.namesrv_addr:
