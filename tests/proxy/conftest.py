@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from ferrymq.remoting import bodies, headers
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode
@@ -50,15 +49,24 @@ def dlq_group(ep: Endpoint) -> str:
 
 async def _setup_async(namesrv: str, tags: list[str]) -> None:
     client = RemotingClient(name="setup")
+    deadline = time.monotonic() + 120
     try:
-        response = await client.invoke(
-            namesrv, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO), 10
-        )
-        info = bodies.ClusterInfo.decode(response.body_bytes())
-        masters = [d.broker_addrs[0] for d in info.broker_addr_table.values() if 0 in d.broker_addrs]
-        assert masters, f"no broker master registered with {namesrv}"
+        while True:
+            response = await client.invoke(
+                namesrv, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO), 10
+            )
+            info = bodies.ClusterInfo.decode(response.body_bytes())
+            masters = [
+                d.broker_addrs[0] for d in info.broker_addr_table.values() if 0 in d.broker_addrs
+            ]
+            if masters:
+                break
+            assert time.monotonic() < deadline, f"no broker master registered with {namesrv}"
+            await asyncio.sleep(0.5)  # polling the NameServer's state with a deadline
 
-        async def call(addr: str, code: int, ext: dict[str, str] | None, body: bytes | None) -> None:
+        async def call(
+            addr: str, code: int, ext: dict[str, str] | None, body: bytes | None
+        ) -> None:
             r = await client.invoke(addr, RemotingCommand.request(code, ext, body), 10)
             assert r.code == 0, f"setup request {code} to {addr}: {r.code} {r.remark}"
 
@@ -79,7 +87,6 @@ async def _setup_async(namesrv: str, tags: list[str]) -> None:
                     body = bodies.SubscriptionGroupConfig(group_name=group, **cfg).encode()
                     await call(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, body)
         # the proxy reads routes from the NameServer: wait until it lists every topic
-        deadline = time.monotonic() + 120
         for topic in TOPICS:
             while True:
                 r = await client.invoke(

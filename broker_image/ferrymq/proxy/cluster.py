@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 
 CALL_TIMEOUT_S = 3.0
 MASTER_ID = 0
-_SEND_STATUS = {
+_SEND_STATUS: dict[int, SendStatus] = {
     ResponseCode.SUCCESS: SendStatus.SEND_OK,
     ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
     ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,

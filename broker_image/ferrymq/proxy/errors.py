@@ -69,7 +69,7 @@ class ProxyError(Exception):
 
 
 # upstream ResponseBuilder: every other broker code is INTERNAL_SERVER_ERROR
-_BROKER_CODES = {
+_BROKER_CODES: dict[int, Code] = {
     ResponseCode.SUCCESS: Code.OK,
     ResponseCode.SYSTEM_BUSY: Code.TOO_MANY_REQUESTS,
     ResponseCode.REQUEST_CODE_NOT_SUPPORTED: Code.NOT_IMPLEMENTED,

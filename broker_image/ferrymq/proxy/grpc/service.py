@@ -295,11 +295,11 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             validate_topic(topic.name)
             now = now_ms()
             outgoing = []
-            for m in request.messages:
-                if m.topic != topic:
+            for pm in request.messages:
+                if pm.topic != topic:
                     raise ProxyError(Code.MESSAGE_CORRUPTED, "topic in message is not same")
-                props = converter.build_properties(m, topic.name, self.config, ctx.remote, now)
-                outgoing.append(OutgoingMessage(m.body, props, converter.sys_flag_of(m)))
+                props = converter.build_properties(pm, topic.name, self.config, ctx.remote, now)
+                outgoing.append(OutgoingMessage(pm.body, props, converter.sys_flag_of(pm)))
             results = await self.producer.send(topic.name, outgoing)
             entries = []
             for m, r in zip(outgoing, results, strict=True):
@@ -536,6 +536,34 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         return await self._answer(
             work, lambda s: spb.ForwardMessageToDeadLetterQueueResponse(status=s)
         )
+
+    # --- not served, as upstream's proxy serves them not (its application has no handlers) ---
+    async def _unimplemented(self, context: Ctx, name: str) -> Any:
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"Method not found: {name}")
+
+    async def PullMessage(  # type: ignore[override]
+        self, request: spb.PullMessageRequest, context: Ctx
+    ) -> AsyncIterator[spb.PullMessageResponse]:
+        await self._unimplemented(context, "PullMessage")
+        yield spb.PullMessageResponse()  # never reached: abort raises
+
+    async def UpdateOffset(
+        self, request: spb.UpdateOffsetRequest, context: Ctx
+    ) -> spb.UpdateOffsetResponse:
+        return await self._unimplemented(context, "UpdateOffset")  # type: ignore[no-any-return]
+
+    async def GetOffset(self, request: spb.GetOffsetRequest, context: Ctx) -> spb.GetOffsetResponse:
+        return await self._unimplemented(context, "GetOffset")  # type: ignore[no-any-return]
+
+    async def QueryOffset(
+        self, request: spb.QueryOffsetRequest, context: Ctx
+    ) -> spb.QueryOffsetResponse:
+        return await self._unimplemented(context, "QueryOffset")  # type: ignore[no-any-return]
+
+    async def SyncLiteSubscription(
+        self, request: spb.SyncLiteSubscriptionRequest, context: Ctx
+    ) -> spb.SyncLiteSubscriptionResponse:
+        return await self._unimplemented(context, "SyncLiteSubscription")  # type: ignore[no-any-return]
 
 
 def _timestamp(ms: int) -> timestamp_pb2.Timestamp:

@@ -246,18 +246,40 @@ public final class V5Scenarios {
                 emit("attempt", kv("id", v.getMessageId().toString(), "attempt", String.valueOf(v.getDeliveryAttempt())));
                 return ConsumeResult.FAILURE;
             }).build();
-        try (SimpleConsumer dlq = simple("%DLQ%" + group, dlqGroup)) {
-            while (System.currentTimeMillis() < deadline) {
-                for (MessageView v : dlq.receive(1, Duration.ofSeconds(10))) {
-                    if (!mine(dlq, v)) {
-                        continue;
-                    }
-                    Map<String, String> o = view(v);
-                    o.put("attempts_seen", String.valueOf(attempts.get()));
-                    emit("dlq", o);
-                    dlq.ack(v);
-                    return;
+        try {
+            // the DLQ topic exists once the proxy moved the message there (on the pop after
+            // the last attempt): until then a consumer of it cannot start
+            SimpleConsumer dlq = null;
+            while (dlq == null && System.currentTimeMillis() < deadline) {
+                if (attempts.get() < expectAttempts) {
+                    Thread.sleep(200);
+                    continue;
                 }
+                try {
+                    dlq = simple("%DLQ%" + group, dlqGroup);
+                } catch (Exception e) {
+                    Thread.sleep(1000);
+                }
+            }
+            if (dlq == null) {
+                emit("dlq_missing", kv("attempts_seen", String.valueOf(attempts.get())));
+                return;
+            }
+            try {
+                while (System.currentTimeMillis() < deadline) {
+                    for (MessageView v : dlq.receive(1, Duration.ofSeconds(10))) {
+                        if (!mine(dlq, v)) {
+                            continue;
+                        }
+                        Map<String, String> o = view(v);
+                        o.put("attempts_seen", String.valueOf(attempts.get()));
+                        emit("dlq", o);
+                        dlq.ack(v);
+                        return;
+                    }
+                }
+            } finally {
+                dlq.close();
             }
         } finally {
             push.close();
