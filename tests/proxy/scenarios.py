@@ -5,11 +5,13 @@ and ferrymq's, so a difference between them fails one side."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from proxy.conftest import Endpoint, dlq_group, fifo_group
 from proxy.java5 import by_event, run_scenario
+from proxy.raw_client import RawClient
 
 Events = list[dict[str, Any]]
 
@@ -106,3 +108,48 @@ def bad_input(cp: str, ep: Endpoint, tmp: Path) -> Events:
     (unknown,) = by_event(events, "unknown_topic")
     assert unknown["type"] == "java.lang.IllegalStateException"
     return events
+
+
+SCENARIOS: dict[str, Callable[[str, Endpoint, Path], object]] = {
+    "normal": normal,
+    "fifo": fifo,
+    "delay": delay,
+    "transaction": transaction,
+    "invisible": invisible,
+    "change_invisible": change_invisible,
+    "push_to_dlq": push_to_dlq,
+    "bad_input": bad_input,
+}
+
+
+# --- bad input, as the server answers it (Status in-band) ---------------------------------------
+async def bad_answers(address: str, tag: str) -> dict[str, tuple[int, str]]:
+    """What a proxy answers to each bad request: (code, message) per case."""
+    out: dict[str, tuple[int, str]] = {}
+    group = f"raw_bad_{tag}"
+    client = RawClient(address)
+    try:
+        r = await client.query_route("NoSuchTopicRaw")
+        out["route_unknown_topic"] = (r.status.code, r.status.message.split("\n")[0][:60])
+        s = await client.send("NoSuchTopicRaw")
+        out["send_unknown_topic"] = (s.status.code, s.status.message.split("ProxyException: ")[-1])
+        s = await client.send("V5Normal", group="g1")
+        out["fifo_to_normal"] = (s.status.code, s.status.message.split("ProxyException: ")[-1])
+        await client.consumer_settings(group, "V5Normal")
+        for seconds, case in ((5, "receive_invisible_5s"), (13 * 3600, "receive_invisible_13h")):
+            frames = await client.receive(group, "V5Normal", seconds)
+            kinds = [f.WhichOneof("content") for f in frames]
+            assert kinds == ["status", "delivery_timestamp"], (case, kinds)
+            out[case] = (frames[0].status.code, frames[0].status.message)
+        a = await client.ack(group, "V5Normal", "forged-handle")
+        out["ack_forged"] = (a.status.code, a.status.message)
+        out["ack_forged_entry"] = (a.entries[0].status.code, a.entries[0].status.message[:29])
+        a = await client.ack(group, "V5Normal", "0 1000 1000 0 0 broker-a 0 0 0")
+        out["ack_expired"] = (a.status.code, a.status.message)
+        c = await client.change_invisible(group, "V5Normal", "forged-handle", 30)
+        out["change_forged"] = (c.status.code, c.status.message[:29])
+        c = await client.change_invisible(group, "V5Normal", "forged-handle", 13 * 3600)
+        out["change_13h"] = (c.status.code, c.status.message)
+    finally:
+        await client.close()
+    return out

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from ferrymq.broker.pop.extra_info import build_extra_info
 from ferrymq.message import MessageConst, MessageExt, java_string_hash
 from ferrymq.properties import ConfigError
 from ferrymq.proxy import message_type as mt
@@ -145,7 +146,7 @@ def test_handle_round_trip(
     start: int, pop: int, inv: int, qid: int, topic: str, queue: int, offset: int
 ) -> None:
     text = rh.with_commit_log_offset(
-        rh.build_extra_info(start, pop, inv, qid, topic, "broker-x", queue, offset), 77
+        build_extra_info(start, pop, inv, qid, topic, "broker-x", queue, offset), 77
     )
     h = rh.decode(text)
     assert (h.start_offset, h.retrieve_time, h.invisible_time) == (start, pop, inv)

@@ -105,6 +105,10 @@ class ClusterBackend:
         self.remoting = RemotingClient(processors, name="proxy", rpc_hook=rpc_hook)
         self.client_id = f"{socket.gethostname()}@proxy@{os.getpid()}"
         self._routes: dict[str, tuple[float, bodies.TopicRouteData]] = {}
+        # upstream's metadata caches (topicConfigCacheRefreshSeconds etc., 20 s): every
+        # QueryRoute, Settings and ReceiveMessage needs these, the brokers change them rarely
+        self._topic_types: dict[str, tuple[float, mt.TopicMessageType]] = {}
+        self._groups: dict[str, tuple[float, GroupConfig | None]] = {}
         self._broker_addrs: dict[str, str] = {}
         self._producer_groups: set[str] = set()
         self._listener: TransactionCheckListener | None = None
@@ -177,6 +181,14 @@ class ClusterBackend:
         addr = self._broker_addrs.get(broker_name)
         if addr is not None:
             return addr
+        await self._refresh_brokers()
+        addr = self._broker_addrs.get(broker_name)
+        if addr is None:
+            raise ProxyError(Code.BAD_REQUEST, f"the broker {broker_name} does not exist")
+        return addr
+
+    async def _refresh_brokers(self) -> None:
+        """The master of every broker group, from the NameServer's cluster info."""
         response = await self._namesrv(RequestCode.GET_BROKER_CLUSTER_INFO, None)
         if response.code == ResponseCode.SUCCESS:
             info = bodies.ClusterInfo.decode(response.body_bytes())
@@ -184,10 +196,6 @@ class ClusterBackend:
                 master = data.broker_addrs.get(MASTER_ID)
                 if master:
                     self._broker_addrs[data.broker_name] = master
-        addr = self._broker_addrs.get(broker_name)
-        if addr is None:
-            raise ProxyError(Code.BAD_REQUEST, f"the broker {broker_name} does not exist")
-        return addr
 
     # --- routes and metadata --------------------------------------------------------------------
     async def topic_route(self, topic: str) -> bodies.TopicRouteData:
@@ -226,6 +234,16 @@ class ClusterBackend:
         return None
 
     async def topic_message_type(self, topic: str) -> mt.TopicMessageType:
+        cached = self._topic_types.get(topic)
+        now = time.monotonic()
+        if cached is not None and now - cached[0] < self.route_ttl_s:
+            return cached[1]
+        found = await self._topic_message_type(topic)
+        if found is not mt.TopicMessageType.UNSPECIFIED:
+            self._topic_types[topic] = (now, found)
+        return found
+
+    async def _topic_message_type(self, topic: str) -> mt.TopicMessageType:
         addr = await self._any_master(topic)
         if addr is None:
             return mt.TopicMessageType.UNSPECIFIED
@@ -245,6 +263,15 @@ class ClusterBackend:
         return mt.TopicMessageType.UNSPECIFIED
 
     async def group_config(self, group: str) -> GroupConfig | None:
+        cached = self._groups.get(group)
+        now = time.monotonic()
+        if cached is not None and now - cached[0] < self.route_ttl_s:
+            return cached[1]
+        found = await self._group_config(group)
+        self._groups[group] = (now, found)
+        return found
+
+    async def _group_config(self, group: str) -> GroupConfig | None:
         # upstream reads it from a broker of the cluster (the cluster name is a topic too)
         addr = await self._any_master(self.cluster_name)
         if addr is None and self._broker_addrs:
@@ -391,7 +418,7 @@ class ClusterBackend:
         )
         body = data.encode()
         with suppress(ProxyError):
-            await self.broker_addr("")  # refreshes the broker table from the cluster info
+            await self._refresh_brokers()
         for name, addr in list(self._broker_addrs.items()):
             try:
                 await self._call(addr, RequestCode.HEART_BEAT, None, body)

@@ -16,11 +16,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ferrymq.broker.pop.extra_info import (
+    POP_ORDER_REVIVE_QUEUE,
+    SEPARATOR,
+    ExtraInfoError,
+    build_extra_info,
+    real_topic,
+    retry_type,
+)
 from ferrymq.message import MessageExt
 
-SEPARATOR = " "
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-POP_ORDER_REVIVE_QUEUE = 999
 PROPERTY_POP_CK = "POP_CK"
 PROPERTY_FIRST_POP_TIME = "1ST_POP_TIME"
 
@@ -55,11 +60,10 @@ class ReceiptHandle:
 
     def real_topic(self, topic: str, group: str) -> str:
         """The topic the message was popped from (a retry topic for a redelivered one)."""
-        if self.topic_type == "1":
-            return f"{RETRY_GROUP_TOPIC_PREFIX}{group}_{topic}"
-        if self.topic_type == "2":
-            return f"{RETRY_GROUP_TOPIC_PREFIX}{group}+{topic}"
-        return topic
+        try:
+            return real_topic(topic, group, self.topic_type)
+        except ExtraInfoError:
+            return topic  # upstream's ReceiptHandle.getRealTopic: an unknown type is the topic
 
 
 def decode(text: str) -> ReceiptHandle:
@@ -82,37 +86,6 @@ def decode(text: str) -> ReceiptHandle:
         )
     except ValueError as exc:
         raise ReceiptHandleError(f"Parse failed, {exc}") from None
-
-
-def topic_type_of(topic: str) -> str:
-    """``0``, ``1`` or ``2`` for a message read from ``topic`` (upstream ExtraInfoUtil.getRetry)."""
-    if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-        return "0"
-    return "2" if "+" in topic else "1"
-
-
-def build_extra_info(
-    start_offset: int,
-    pop_time: int,
-    invisible_time: int,
-    revive_qid: int,
-    topic: str,
-    broker_name: str,
-    queue_id: int,
-    queue_offset: int,
-) -> str:
-    return SEPARATOR.join(
-        (
-            str(start_offset),
-            str(pop_time),
-            str(invisible_time),
-            str(revive_qid),
-            topic_type_of(topic),
-            broker_name,
-            str(queue_id),
-            str(queue_offset),
-        )
-    )
 
 
 def with_commit_log_offset(handle: str, commit_log_offset: int) -> str:
@@ -161,13 +134,13 @@ def assign_handles(
     seen: dict[str, list[int]] = {}
     for msg in messages:
         ck = msg.properties.get(PROPERTY_POP_CK)
-        key = f"{decode(ck).topic_type if ck else topic_type_of(msg.topic)}@{msg.queue_id}"
+        key = f"{decode(ck).topic_type if ck else retry_type(msg.topic)}@{msg.queue_id}"
         seen.setdefault(key, []).append(msg.queue_offset)
     for msg in messages:
         props = msg.properties
         ck = props.get(PROPERTY_POP_CK)
         if ck is None:
-            t = topic_type_of(msg.topic)
+            t = retry_type(msg.topic)
             key = f"{t}@{msg.queue_id}"
             if key not in start:
                 raise ReceiptHandleError(f"no startOffsetInfo for {key}")

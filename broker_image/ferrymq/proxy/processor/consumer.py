@@ -14,6 +14,7 @@ import logging
 import time
 from dataclasses import dataclass
 
+from ferrymq.broker.pop.extra_info import build_extra_info
 from ferrymq.message import MessageConst, MessageExt
 from ferrymq.proxy import receipt_handle as rh
 from ferrymq.proxy.backend import Backend, PopOutcome, PopStatus
@@ -154,7 +155,7 @@ class ConsumerProcessor:
                 invisible_time=invisible_ms,
             ),
         )
-        new = rh.build_extra_info(
+        new = build_extra_info(
             handle.offset,
             answer.pop_time,
             answer.invisible_time,
