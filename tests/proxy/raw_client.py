@@ -4,6 +4,9 @@ generated stubs; TLS-less (both proxies serve plaintext on their gRPC port too).
 
 from __future__ import annotations
 
+import datetime
+import hashlib
+import hmac
 import uuid
 from typing import Any
 
@@ -23,7 +26,7 @@ def duration(seconds: float) -> duration_pb2.Duration:
 
 
 class RawClient:
-    def __init__(self, address: str, client_type: Any = pb.SIMPLE_CONSUMER) -> None:
+    def __init__(self, address: str, credentials: tuple[str, str] | None = None) -> None:
         self.address = address
         self.client_id = f"raw-{uuid.uuid4().hex[:12]}"
         self.metadata = [
@@ -32,6 +35,18 @@ class RawClient:
             ("x-mq-client-version", "5.0.8"),
             ("x-mq-protocol", "GRPC_V2"),
         ]
+        if credentials is not None:
+            # what the 5.x clients send (python client util/signature.py, Java Signature)
+            ak, sk = credentials
+            when = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
+            sig = hmac.new(sk.encode(), when.encode(), hashlib.sha1).hexdigest().upper()
+            self.metadata += [
+                ("x-mq-date-time", when),
+                (
+                    "authorization",
+                    f"MQv2-HMAC-SHA1 Credential={ak}, SignedHeaders=x-mq-date-time, Signature={sig}",
+                ),
+            ]
         self.channel = grpc.aio.insecure_channel(address)
         self.stub = sgrpc.MessagingServiceStub(self.channel)
         self._telemetry: Any = None

@@ -8,24 +8,29 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ferrymq.broker.local_cluster import LocalCluster
 from interop.reference import ferrymq_cluster
 
 from proxy import scenarios
 from proxy.conftest import Endpoint, create_topics_and_groups, start_ferrymq_proxy
+from proxy.raw_client import RawClient
 
 
 @pytest.fixture(scope="module")
-def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoint]:
-    data = tmp_path_factory.mktemp("ferrymq-v5")
-    with ferrymq_cluster(data / "cluster") as cluster:
-        ep = Endpoint("ferrymq", "ferrymq", "")
-        create_topics_and_groups(cluster.namesrv_addr, [ep.tag])
-        ours = start_ferrymq_proxy(data / "proxy", cluster.namesrv_addr)
-        port = next(ours).port
-        try:
-            yield Endpoint("ferrymq", "ferrymq", f"127.0.0.1:{port}")
-        finally:
-            ours.close()
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with ferrymq_cluster(tmp_path_factory.mktemp("ferrymq-v5") / "cluster") as running:
+        create_topics_and_groups(running.namesrv_addr, ["ff"])
+        yield running
+
+
+@pytest.fixture(scope="module")
+def endpoint(cluster: LocalCluster) -> Iterator[Endpoint]:
+    ours = start_ferrymq_proxy(cluster.data_dir / "proxy", cluster.namesrv_addr)
+    port = next(ours).port
+    try:
+        yield Endpoint("ferrymq", "ferrymq", f"127.0.0.1:{port}")
+    finally:
+        ours.close()
 
 
 @pytest.mark.parametrize("scenario", list(scenarios.SCENARIOS))
@@ -57,3 +62,46 @@ async def test_bad_input_answers(endpoint: Endpoint) -> None:
     assert got["change_forged"] == (50001, "Parse failed, dataList size 1")
     assert got["change_13h"] == (40011, "the invisibleTime is too large. max is 43200000")
     assert got["route_unknown_topic"][0] == 40402
+
+
+ACL_YML = """
+accounts:
+  - accessKey: rocketmq2
+    secretKey: "12345678"
+    admin: false
+    defaultTopicPerm: DENY
+    defaultGroupPerm: DENY
+    topicPerms: [V5Normal=PUB]
+"""
+
+
+async def test_acl_on_the_grpc_port(cluster: LocalCluster, tmp_path: Path) -> None:
+    """aclEnable: the ``authorization`` metadata is checked against plain_acl.yml accounts."""
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(ACL_YML)
+    proxy = start_ferrymq_proxy(
+        tmp_path / "acl-proxy", cluster.namesrv_addr, aclEnable=True, aclFilePath=str(acl)
+    )
+    address = f"127.0.0.1:{next(proxy).port}"
+    try:
+        anonymous = RawClient(address)
+        signed = RawClient(address, ("rocketmq2", "12345678"))
+        forged = RawClient(address, ("rocketmq2", "wrong"))
+        try:
+            r = await anonymous.query_route("V5Normal")
+            assert r.status.code == 40100 and "no MQv2-HMAC-SHA1 authorization" in r.status.message
+            r = await forged.query_route("V5Normal")
+            assert r.status.code == 40100 and "check signature failed" in r.status.message
+            assert (await signed.query_route("V5Normal")).status.code == 20000
+            assert (await signed.send("V5Normal")).status.code == 20000
+            s = await signed.send("V5Delay")
+            assert s.status.code == 40100
+            assert "no PUB permission on topic 'V5Delay'" in s.status.message
+            frames = await signed.receive("acl_cg", "V5Normal", 15)
+            assert frames[0].status.code == 40100
+            assert "no SUB permission on topic 'V5Normal'" in frames[0].status.message
+        finally:
+            for c in (anonymous, signed, forged):
+                await c.close()
+    finally:
+        proxy.close()

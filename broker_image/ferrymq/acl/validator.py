@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ferrymq.acl.permission import check_permission, needs_admin, perm_name
-from ferrymq.acl.plain_config import AclTable
+from ferrymq.acl.plain_config import Account, AclTable
 from ferrymq.acl.resources import needed_permissions
 from ferrymq.acl.signature import ACCESS_KEY, SIGNATURE, combine_content, verify
 from ferrymq.remoting.command import RemotingCommand
@@ -82,7 +82,14 @@ def decide(table: AclTable, remote_ip: str, request: RemotingCommand) -> Refusal
             f"ACL: request code {request.code} needs admin permission, "
             f"but accessKey {access_key!r} is not admin",
         )
-    needed = needed_permissions(request)
+    return resource_refusal(account, needed_permissions(request))
+
+
+def resource_refusal(account: Account, needed: list[tuple[str, int]]) -> Refusal | None:
+    """None when ``account`` holds every (resource, permission) in ``needed`` (groups as
+    ``%RETRY%<group>``), else the first one missing; an admin account without resource lists
+    holds them all."""
+    access_key = account.access_key
     if not needed or (account.admin and not account.resource_perms):
         return None
     for resource, perm in needed:

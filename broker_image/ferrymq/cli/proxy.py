@@ -16,7 +16,8 @@ from ferrymq.cli.server_common import (
 )
 from ferrymq.properties import ConfigError
 from ferrymq.proxy.app import serve
-from ferrymq.proxy.config import ProxyMode, load_proxy_config
+from ferrymq.acl.plain_config import AclConfigError
+from ferrymq.proxy.config import ProxyMode, load_proxy_acl, load_proxy_config
 
 
 def proxy(
@@ -42,6 +43,7 @@ def proxy(
             }
         )
         cfg, _unknown = load_proxy_config(config, overrides=keys)
+        acl = load_proxy_acl(config)
         if cfg.proxy_mode is ProxyMode.CLUSTER:
             cfg.namesrv_addrs()
-    serve_until_stopped(serve(cfg), "proxy", (ConfigError,))
+    serve_until_stopped(serve(cfg, acl_settings=acl), "proxy", (ConfigError, AclConfigError))

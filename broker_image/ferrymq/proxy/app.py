@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+from ferrymq.acl.service import AclService
+from ferrymq.acl.settings import AclSettings
 from ferrymq.properties import ConfigError
 from ferrymq.proxy.backend import Backend
 from ferrymq.proxy.cluster import ClusterBackend
@@ -24,9 +26,12 @@ SHUTDOWN_GRACE_S = 30.0
 class ProxyApp:
     """One proxy: its gRPC server over ``backend`` (cluster mode: every broker group)."""
 
-    def __init__(self, config: ProxyConfig, backend: Backend) -> None:
+    def __init__(
+        self, config: ProxyConfig, backend: Backend, acl: AclService | None = None
+    ) -> None:
         self.config = config
         self.backend = backend
+        self.acl = acl
         transactions = TransactionDataManager()
         self.settings = ClientSettingsManager(config)
         self.channels = TelemetryChannels()
@@ -39,6 +44,7 @@ class ProxyApp:
             TransactionProcessor(backend, transactions),
             self.settings,
             self.channels,
+            acl,
         )
         backend.set_transaction_check_listener(
             TransactionCheckRelay(self.channels, self.settings, transactions)
@@ -50,6 +56,9 @@ class ProxyApp:
         return self.server.port
 
     async def start(self) -> None:
+        if self.acl is not None:
+            self.acl.load()
+            self.acl.start()
         await self.backend.start()
         await self.server.start()
 
@@ -57,6 +66,8 @@ class ProxyApp:
         self.channels.close_all()
         await self.server.stop()
         await self.backend.shutdown()
+        if self.acl is not None:
+            await self.acl.stop()
 
 
 def cluster_backend(config: ProxyConfig) -> ClusterBackend:
@@ -68,14 +79,25 @@ def cluster_backend(config: ProxyConfig) -> ClusterBackend:
     )
 
 
-async def serve(config: ProxyConfig, ready: asyncio.Future[ProxyApp] | None = None) -> None:
+def acl_service(settings: AclSettings) -> AclService | None:
+    """The ACL of the gRPC port when ``aclEnable`` (plain_acl.yml accounts, reloaded on change)."""
+    if not settings.acl_enable:
+        return None
+    return AclService(settings.files, name="proxy", check_interval=settings.acl_reload_interval)
+
+
+async def serve(
+    config: ProxyConfig,
+    ready: asyncio.Future[ProxyApp] | None = None,
+    acl_settings: AclSettings | None = None,
+) -> None:
     """Run a standalone proxy until SIGTERM or SIGINT."""
     if config.proxy_mode is not ProxyMode.CLUSTER:
         raise ConfigError(
             "proxy mode local runs inside the broker (broker.conf enableGrpcProxy=true); "
             "`ferrymq proxy` is the standalone cluster-mode proxy: use -pm cluster"
         )
-    app = ProxyApp(config, cluster_backend(config))
+    app = ProxyApp(config, cluster_backend(config), acl_service(acl_settings or AclSettings()))
     shutdown = GracefulShutdown(SHUTDOWN_GRACE_S, name="proxy")
 
     def serving() -> None:

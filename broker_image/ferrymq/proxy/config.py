@@ -15,6 +15,7 @@ from pathlib import Path
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ferrymq.acl.settings import AclSettings
 from ferrymq.properties import ConfigError, build_model, collect_values, known_keys
 from ferrymq.remoting.tls import TlsMode
 
@@ -175,11 +176,13 @@ def load_proxy_config(
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, str] | None = None,
 ) -> tuple[ProxyConfig, list[str]]:
-    """(config, unknown keys); raises ConfigError naming each bad key."""
+    """(config, unknown keys); raises ConfigError naming each bad key. The ACL keys
+    (``aclEnable``, ``aclFilePath``, ``rocketmqHome``) are read by :func:`load_proxy_acl`."""
     file_values = read_proxy_json(path) if path is not None else {}
-    values, origins, unknown = collect_values(
-        ProxyConfig, file_values, env, source=str(path) if path else "rmq-proxy.json"
-    )
+    source = str(path) if path else "rmq-proxy.json"
+    values, origins, unknown = collect_values(ProxyConfig, file_values, env, source=source)
+    acl_keys = set(collect_values(AclSettings, file_values, env, source=source)[2])
+    unknown = [key for key in unknown if key in acl_keys]
     keys = known_keys(ProxyConfig)
     for key, value in (overrides or {}).items():
         alias = keys.get(key)
@@ -188,3 +191,12 @@ def load_proxy_config(
         values[alias] = value
         origins[alias] = "command line"
     return build_model(ProxyConfig, values, origins), unknown
+
+
+def load_proxy_acl(path: Path | None, env: Mapping[str, str] | None = None) -> AclSettings:
+    """The ACL keys of ``rmq-proxy.json`` (as broker.conf's: aclEnable, aclFilePath, ...)."""
+    file_values = read_proxy_json(path) if path is not None else {}
+    values, origins, _ = collect_values(
+        AclSettings, file_values, env, source=str(path) if path else "rmq-proxy.json"
+    )
+    return build_model(AclSettings, values, origins)

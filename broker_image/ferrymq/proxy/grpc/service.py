@@ -13,13 +13,14 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf import timestamp_pb2
 
+from ferrymq.acl.service import AclService
 from ferrymq.message import MessageConst
 from ferrymq.proxy import message_type as mt
 from ferrymq.proxy import queue_selector as qs
 from ferrymq.proxy.backend import Backend, PopStatus, SendStatus
 from ferrymq.proxy.config import ProxyConfig
 from ferrymq.proxy.errors import Code, ProxyError
-from ferrymq.proxy.grpc import converter
+from ferrymq.proxy.grpc import auth, converter
 from ferrymq.proxy.grpc.channels import TelemetryChannels
 from ferrymq.proxy.grpc.context import RequestContext, request_context
 from ferrymq.proxy.grpc.settings import ClientSettingsManager, settings_for_request
@@ -75,6 +76,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         transactions: TransactionProcessor,
         settings: ClientSettingsManager,
         channels: TelemetryChannels,
+        acl: AclService | None = None,
     ) -> None:
         self.config = config
         self.backend = backend
@@ -83,6 +85,16 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.transactions = transactions
         self.settings = settings
         self.channels = channels
+        self.acl = acl
+
+    def _authorize(self, ctx: RequestContext, needed: auth.Needed) -> None:
+        """UNAUTHORIZED unless the ACL (when enabled) admits the call (see grpc/auth.py)."""
+        if self.acl is None:
+            return
+        refusal = auth.decide(self.acl.table, ctx.remote, ctx.metadata, needed)
+        if refusal is not None:
+            self.acl.refused[(0, refusal.reason)] += 1
+            raise ProxyError(Code.UNAUTHORIZED, refusal.remark)
 
     async def _answer(
         self, work: Callable[[], Awaitable[R]], failed: Callable[[pb.Status], R]
@@ -109,6 +121,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         async def work() -> spb.QueryRouteResponse:
             topic = request.topic.name
             validate_topic(topic)
+            self._authorize(request_context(context), [])
             route = await self.backend.topic_route(topic)
             topic_type = await self.backend.topic_message_type(topic)
             accept = [converter.message_type_pb(t) for t in mt.accepted(topic_type)]
@@ -132,6 +145,9 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         async def work() -> spb.QueryAssignmentResponse:
             validate_topic(request.topic.name)
             validate_group(request.group.name)
+            self._authorize(
+                request_context(context), auth.subscribe(request.topic.name, request.group.name)
+            )
             route = await self.backend.topic_route(request.topic.name)
             group = await self.backend.group_config(request.group.name)
             fifo = group is not None and group.consume_message_orderly
@@ -168,6 +184,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
     async def Heartbeat(self, request: spb.HeartbeatRequest, context: Ctx) -> spb.HeartbeatResponse:
         async def work() -> spb.HeartbeatResponse:
             ctx = request_context(context)
+            self._authorize(ctx, [])
             raw = self.settings.raw(ctx.client_id)
             if raw is None:
                 if request.client_type in (
@@ -199,6 +216,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
     ) -> spb.NotifyClientTerminationResponse:
         async def work() -> spb.NotifyClientTerminationResponse:
             ctx = request_context(context)
+            self._authorize(ctx, [])
             raw = self.settings.remove(ctx.client_id)
             self.channels.drop(ctx.client_id)
             await self._update_producer_groups()
@@ -232,6 +250,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self, ctx: RequestContext, command: spb.TelemetryCommand
     ) -> spb.TelemetryCommand:
         settings = command.settings
+        self._authorize(ctx, [])
         if settings.HasField("publishing"):
             for topic in settings.publishing.topics:
                 validate_topic(topic.name)
@@ -293,6 +312,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
                 raise ProxyError(Code.MESSAGE_CORRUPTED, "no message to send")
             topic = request.messages[0].topic
             validate_topic(topic.name)
+            self._authorize(ctx, auth.publish(topic.name))
             now = now_ms()
             outgoing = []
             for pm in request.messages:
@@ -337,6 +357,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
     ) -> spb.EndTransactionResponse:
         async def work() -> spb.EndTransactionResponse:
             validate_topic(request.topic.name)
+            self._authorize(request_context(context), auth.publish(request.topic.name))
             if not request.transaction_id:
                 raise ProxyError(Code.INVALID_TRANSACTION_ID, "transaction id cannot be empty")
             if request.resolution not in (pb.COMMIT, pb.ROLLBACK):
@@ -360,6 +381,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             from ferrymq.remoting import headers
 
             validate_topic(request.topic.name)
+            self._authorize(request_context(context), auth.publish(request.topic.name))
             broker = broker_of_handle(request.recall_handle)
             msg_id = await self.backend.recall(
                 broker,
@@ -401,6 +423,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             )
         validate_topic(request.message_queue.topic.name)
         validate_group(group_name)
+        self._authorize(ctx, auth.subscribe(request.message_queue.topic.name, group_name))
         group = await self.backend.group_config(group_name)
         settings = self.settings.merged(raw, group)
         remaining = ctx.remaining_ms
@@ -477,6 +500,9 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         async def work() -> spb.AckMessageResponse:
             validate_topic(request.topic.name)
             validate_group(request.group.name)
+            self._authorize(
+                request_context(context), auth.subscribe(request.topic.name, request.group.name)
+            )
             entries = []
             for entry in request.entries:
                 try:
@@ -511,6 +537,9 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         async def work() -> spb.ChangeInvisibleDurationResponse:
             validate_topic(request.topic.name)
             validate_group(request.group.name)
+            self._authorize(
+                request_context(context), auth.subscribe(request.topic.name, request.group.name)
+            )
             invisible = _ms(request.invisible_duration)
             validate_invisible_time(invisible, 0, self.config.max_invisible_time_mills)
             handle = await self.consumer.change_invisible_time(
@@ -528,6 +557,9 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         async def work() -> spb.ForwardMessageToDeadLetterQueueResponse:
             validate_topic(request.topic.name)
             validate_group(request.group.name)
+            self._authorize(
+                request_context(context), auth.subscribe(request.topic.name, request.group.name)
+            )
             await self.consumer.forward_to_dlq(
                 request.group.name, request.topic.name, request.receipt_handle, request.message_id
             )
