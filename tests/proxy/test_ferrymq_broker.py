@@ -9,16 +9,28 @@ from pathlib import Path
 
 import pytest
 from ferrymq.broker.local_cluster import LocalCluster
-from interop.reference import ferrymq_cluster
+from pod_emulation import free_port
 
 from proxy import scenarios
 from proxy.conftest import Endpoint, create_topics_and_groups, start_ferrymq_proxy
+from proxy.java5 import by_event
+from proxy.python5 import python5, run_python5
 from proxy.raw_client import RawClient
+
+LOCAL_GRPC_PORT = free_port()
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with ferrymq_cluster(tmp_path_factory.mktemp("ferrymq-v5") / "cluster") as running:
+    # the broker also runs the proxy in its own process (local mode) on LOCAL_GRPC_PORT
+    with LocalCluster(
+        tmp_path_factory.mktemp("ferrymq-v5") / "cluster",
+        groups=1,
+        namesrv_port=0,
+        broker_port=0,
+        mapped_file_size_commit_log=8 * 1024 * 1024,
+        extra_conf={"enableGrpcProxy": "true", "grpcServerPort": str(LOCAL_GRPC_PORT)},
+    ) as running:
         create_topics_and_groups(running.namesrv_addr, ["ff"])
         yield running
 
@@ -105,3 +117,50 @@ async def test_acl_on_the_grpc_port(cluster: LocalCluster, tmp_path: Path) -> No
                 await c.close()
     finally:
         proxy.close()
+
+
+def test_python5_client_receives_before_its_settings_arrive(
+    endpoint: Endpoint, tmp_path: Path
+) -> None:
+    """rocketmq-python-client 5.1.2 receives right after startup(), before the server answered
+    its Settings: Apache's proxy fails such a receive (50001, a NullPointerException; most new
+    Python consumers hit it, v5-reference.md); ferrymq's serves it from the request."""
+    python = python5()
+    events = run_python5(python, endpoint.address, "V5Normal", "py5_cg_ff", tmp_path, 120)
+    (sent,) = by_event(events, "sent")
+    (got,) = by_event(events, "received")
+    assert got["id"] == sent["id"]
+    assert (got["tag"], got["keys"], got["props"], got["attempt"]) == (
+        "TagA",
+        ["k1"],
+        {"pk": "pv"},
+        1,
+    )
+    (done,) = by_event(events, "done")
+    assert done["receive_errors"] == 0, by_event(events, "receive_error")
+
+
+async def test_local_mode_proxy_in_the_broker(cluster: LocalCluster) -> None:
+    """enableGrpcProxy=true: the broker process serves the gRPC API on grpcServerPort."""
+    client = RawClient(f"127.0.0.1:{LOCAL_GRPC_PORT}")
+    try:
+        route = await client.query_route("V5Normal")
+        assert route.status.code == 20000 and len(route.message_queues) == 4
+        sent = await client.send("V5Normal", b"local-mode")
+        assert sent.status.code == 20000
+        await client.consumer_settings("local_cg", "V5Normal")
+        got = []
+        for _ in range(10):  # bounded: each receive long-polls 5 s
+            frames = await client.receive("local_cg", "V5Normal", 15)
+            got += [
+                f.message
+                for f in frames
+                if f.HasField("message") and f.message.body == b"local-mode"
+            ]
+            if got:
+                break
+        assert got and got[0].system_properties.message_id == sent.entries[0].message_id
+        ack = await client.ack("local_cg", "V5Normal", got[0].system_properties.receipt_handle)
+        assert ack.status.code == 20000
+    finally:
+        await client.close()

@@ -63,6 +63,10 @@ class BrokerConfig(ServerSettings):
     # ferrymq extension: the interface to bind (upstream binds all)
     bind_address: str = "0.0.0.0"
     namesrv_addr: str | None = None
+    # the RocketMQ 5.x gRPC proxy in this process (upstream's local mode; ferrymq.proxy) on
+    # grpcServerPort; it reaches the brokers of the cluster through namesrvAddr
+    enable_grpc_proxy: bool = False
+    grpc_server_port: int = Field(default=8081, ge=0, le=65535)
 
     broker_permission: int = Field(default=PERM_READ | PERM_WRITE, ge=0, le=15)
     auto_create_topic_enable: bool = True
