@@ -45,7 +45,20 @@ def endpoint(cluster: LocalCluster) -> Iterator[Endpoint]:
         ours.close()
 
 
-@pytest.mark.parametrize("scenario", list(scenarios.SCENARIOS))
+DLQ_WRITE_ONLY = pytest.mark.xfail(
+    strict=True,
+    reason="ferrymq's broker creates %DLQ%<group> write-only (4.9's perm, broker/retry.py); "
+    "Apache 5.4 creates it READ|WRITE, so there a 5.x consumer reads its DLQ back",
+)
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        pytest.param(name, marks=DLQ_WRITE_ONLY) if name == "push_to_dlq" else name
+        for name in scenarios.SCENARIOS
+    ],
+)
 def test_java5_scenario(
     scenario: str, endpoint: Endpoint, java5_classpath: str, tmp_path: Path
 ) -> None:
