@@ -49,11 +49,19 @@ def host_of(remote_addr: str) -> str:
     return host.strip("[]") if sep else remote_addr
 
 
+def globally_white(table: AclTable, remote_ip: str) -> bool:
+    """Whether ``remote_ip`` is in globalWhiteRemoteAddresses (admitted without a key)."""
+    return any(pattern.matches(remote_ip) for pattern in table.global_white)
+
+
+def unknown_key(access_key: str) -> Refusal:
+    return Refusal(REASON_UNKNOWN_ACCESS_KEY, f"ACL: no acl config for accessKey {access_key!r}")
+
+
 def decide(table: AclTable, remote_ip: str, request: RemotingCommand) -> Refusal | None:
     """None when ``request`` from ``remote_ip`` is allowed, else why not."""
-    for pattern in table.global_white:
-        if pattern.matches(remote_ip):
-            return None
+    if globally_white(table, remote_ip):
+        return None
     ext = request.ext_fields
     access_key = ext.get(ACCESS_KEY)
     if not access_key:
@@ -64,9 +72,7 @@ def decide(table: AclTable, remote_ip: str, request: RemotingCommand) -> Refusal
         )
     account = table.accounts.get(access_key)
     if account is None:
-        return Refusal(
-            REASON_UNKNOWN_ACCESS_KEY, f"ACL: no acl config for accessKey {access_key!r}"
-        )
+        return unknown_key(access_key)
     if account.white is not None and account.white.matches(remote_ip):
         return None
     content = combine_content(ext, request.body_bytes())

@@ -41,15 +41,18 @@ def of_attributes(attributes: Mapping[str, str] | None) -> TopicMessageType:
         return TopicMessageType.NORMAL
 
 
-def of_properties(properties: Mapping[str, str]) -> TopicMessageType:
-    """Upstream TopicMessageType.parseFromMessageProperty."""
+def of_properties(
+    properties: Mapping[str, str], *, timer_delay_ms: bool = True
+) -> TopicMessageType:
+    """Upstream TopicMessageType.parseFromMessageProperty; with ``timer_delay_ms`` False,
+    GrpcConverter's variant for received messages (TIMER_DELAY_MS alone is not DELAY there)."""
     if properties.get(MessageConst.PROPERTY_TRANSACTION_PREPARED) == "true":
         return TopicMessageType.TRANSACTION
     if (
         MessageConst.PROPERTY_DELAY_TIME_LEVEL in properties
         or PROPERTY_TIMER_DELIVER_MS in properties
         or PROPERTY_TIMER_DELAY_SEC in properties
-        or PROPERTY_TIMER_DELAY_MS in properties
+        or (timer_delay_ms and PROPERTY_TIMER_DELAY_MS in properties)
     ):
         return TopicMessageType.DELAY
     if MessageConst.PROPERTY_SHARDING_KEY in properties:

@@ -21,10 +21,11 @@ from ferrymq.acl.plain_config import AclTable
 from ferrymq.acl.validator import (
     REASON_BAD_SIGNATURE,
     REASON_NO_ACCESS_KEY,
-    REASON_UNKNOWN_ACCESS_KEY,
     Refusal,
+    globally_white,
     host_of,
     resource_refusal,
+    unknown_key,
 )
 from ferrymq.topic_validator import RETRY_GROUP_TOPIC_PREFIX
 
@@ -68,9 +69,8 @@ def decide(
 ) -> Refusal | None:
     """None when the call is allowed, else why not."""
     remote_ip = host_of(remote_addr)
-    for pattern in table.global_white:
-        if pattern.matches(remote_ip):
-            return None
+    if globally_white(table, remote_ip):
+        return None
     parsed = parse_authorization(metadata.get(AUTHORIZATION, ""))
     if parsed is None:
         return Refusal(
@@ -81,9 +81,7 @@ def decide(
     access_key, signature = parsed
     account = table.accounts.get(access_key)
     if account is None:
-        return Refusal(
-            REASON_UNKNOWN_ACCESS_KEY, f"ACL: no acl config for accessKey {access_key!r}"
-        )
+        return unknown_key(access_key)
     if account.white is not None and account.white.matches(remote_ip):
         return None
     expected = signature_of(account.secret_key, metadata.get(DATE_TIME, ""))

@@ -15,6 +15,7 @@ from ferrymq.proxy.message_type import (
     PROPERTY_TIMER_DELAY_SEC,
     PROPERTY_TIMER_DELIVER_MS,
     TopicMessageType,
+    of_properties,
 )
 from ferrymq.proxy.v2 import definition_pb2 as pb
 
@@ -238,17 +239,7 @@ def user_properties(properties: Mapping[str, str]) -> dict[str, str]:
 
 def received_type(props: Mapping[str, str]) -> pb.MessageType.ValueType:
     """GrpcConverter.buildSystemProperties (TIMER_DELAY_MS does not make a DELAY message)."""
-    if props.get(MessageConst.PROPERTY_TRANSACTION_PREPARED) == "true":
-        return pb.TRANSACTION
-    if (
-        MessageConst.PROPERTY_DELAY_TIME_LEVEL in props
-        or PROPERTY_TIMER_DELIVER_MS in props
-        or PROPERTY_TIMER_DELAY_SEC in props
-    ):
-        return pb.DELAY
-    if MessageConst.PROPERTY_SHARDING_KEY in props:
-        return pb.FIFO
-    return pb.NORMAL
+    return message_type_pb(of_properties(props, timer_delay_ms=False))
 
 
 def to_v2_message(msg: MessageExt, now_ms: int) -> pb.Message:

@@ -87,6 +87,12 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.channels = channels
         self.acl = acl
 
+    def _consumer_call(self, context: Ctx, topic: str, group: str) -> None:
+        """The checks of every consumer call: names, then the ACL (SUB on topic and group)."""
+        validate_topic(topic)
+        validate_group(group)
+        self._authorize(request_context(context), auth.subscribe(topic, group))
+
     def _authorize(self, ctx: RequestContext, needed: auth.Needed) -> None:
         """UNAUTHORIZED unless the ACL (when enabled) admits the call (see grpc/auth.py)."""
         if self.acl is None:
@@ -143,11 +149,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self, request: spb.QueryAssignmentRequest, context: Ctx
     ) -> spb.QueryAssignmentResponse:
         async def work() -> spb.QueryAssignmentResponse:
-            validate_topic(request.topic.name)
-            validate_group(request.group.name)
-            self._authorize(
-                request_context(context), auth.subscribe(request.topic.name, request.group.name)
-            )
+            self._consumer_call(context, request.topic.name, request.group.name)
             route = await self.backend.topic_route(request.topic.name)
             group = await self.backend.group_config(request.group.name)
             fifo = group is not None and group.consume_message_orderly
@@ -498,11 +500,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self, request: spb.AckMessageRequest, context: Ctx
     ) -> spb.AckMessageResponse:
         async def work() -> spb.AckMessageResponse:
-            validate_topic(request.topic.name)
-            validate_group(request.group.name)
-            self._authorize(
-                request_context(context), auth.subscribe(request.topic.name, request.group.name)
-            )
+            self._consumer_call(context, request.topic.name, request.group.name)
             entries = []
             for entry in request.entries:
                 try:
@@ -535,11 +533,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self, request: spb.ChangeInvisibleDurationRequest, context: Ctx
     ) -> spb.ChangeInvisibleDurationResponse:
         async def work() -> spb.ChangeInvisibleDurationResponse:
-            validate_topic(request.topic.name)
-            validate_group(request.group.name)
-            self._authorize(
-                request_context(context), auth.subscribe(request.topic.name, request.group.name)
-            )
+            self._consumer_call(context, request.topic.name, request.group.name)
             invisible = _ms(request.invisible_duration)
             validate_invisible_time(invisible, 0, self.config.max_invisible_time_mills)
             handle = await self.consumer.change_invisible_time(
@@ -555,11 +549,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self, request: spb.ForwardMessageToDeadLetterQueueRequest, context: Ctx
     ) -> spb.ForwardMessageToDeadLetterQueueResponse:
         async def work() -> spb.ForwardMessageToDeadLetterQueueResponse:
-            validate_topic(request.topic.name)
-            validate_group(request.group.name)
-            self._authorize(
-                request_context(context), auth.subscribe(request.topic.name, request.group.name)
-            )
+            self._consumer_call(context, request.topic.name, request.group.name)
             await self.consumer.forward_to_dlq(
                 request.group.name, request.topic.name, request.receipt_handle, request.message_id
             )
