@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from ferrymq.acl.plain_config import AclConfigError
 from ferrymq.cli.server_common import (
     exit_on_config_error,
     overrides,
@@ -16,7 +17,6 @@ from ferrymq.cli.server_common import (
 )
 from ferrymq.properties import ConfigError
 from ferrymq.proxy.app import serve
-from ferrymq.acl.plain_config import AclConfigError
 from ferrymq.proxy.config import ProxyMode, load_proxy_acl, load_proxy_config
 
 
