@@ -153,3 +153,20 @@ async def bad_answers(address: str, tag: str) -> dict[str, tuple[int, str]]:
     finally:
         await client.close()
     return out
+
+
+def node_client(ep: Endpoint, tmp: Path) -> None:
+    """rocketmq-client-nodejs 1.0.8: send with tag, keys and a property; receive and ack."""
+    from proxy.node5 import run_node5
+
+    events = run_node5(ep.address, "V5Normal", f"node5_cg_{ep.tag}", tmp / f"node-{ep.tag}", 120)
+    assert not by_event(events, "error"), events
+    (sent,) = by_event(events, "sent")
+    (got,) = by_event(events, "received")
+    assert got["id"] == sent["id"]
+    assert (got["tag"], got["keys"], got["props"], got["attempt"]) == (
+        "TagA",
+        ["k1"],
+        {"pk": "pv"},
+        1,
+    )

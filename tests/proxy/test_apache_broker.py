@@ -48,6 +48,11 @@ def test_java5_scenario(
     scenarios.SCENARIOS[scenario](java5_classpath, endpoints[proxy], tmp_path)
 
 
+@pytest.mark.parametrize("proxy", PROXIES)
+def test_node5_client(proxy: str, endpoints: dict[str, Endpoint], tmp_path: Path) -> None:
+    scenarios.node_client(endpoints[proxy], tmp_path)
+
+
 # --- bad input, as the server answers it (Status in-band), compared between the two proxies ------
 async def test_bad_input_answers_match_apache(endpoints: dict[str, Endpoint]) -> None:
     apache = await scenarios.bad_answers(endpoints["apache"].address, "a")

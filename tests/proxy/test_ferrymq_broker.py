@@ -132,6 +132,10 @@ async def test_acl_on_the_grpc_port(cluster: LocalCluster, tmp_path: Path) -> No
         proxy.close()
 
 
+def test_node5_client(endpoint: Endpoint, tmp_path: Path) -> None:
+    scenarios.node_client(endpoint, tmp_path)
+
+
 def test_python5_client_receives_before_its_settings_arrive(
     endpoint: Endpoint, tmp_path: Path
 ) -> None:
