@@ -139,7 +139,8 @@ def start_ferrymq_proxy(run_dir: Path, namesrv: str, **extra: object) -> Iterato
             stderr=out,
         )
     try:
-        deadline = time.monotonic() + 60
+        # generous: a Python process importing grpc on a loaded 2-core machine starts slowly
+        deadline = time.monotonic() + 240
         while True:
             m = READY.search(log.read_text(errors="replace"))
             if m:

@@ -16,6 +16,11 @@ from proxy.conftest import Endpoint, create_topics_and_groups, start_ferrymq_pro
 PROXIES = ("apache", "ferrymq")
 
 
+# cluster start-up (JVMs) and the clients' first installs (npm ci, a venv from PyPI) on a
+# loaded 2-core machine: far above the default 300 s; the scenarios bound their own waits
+pytestmark = pytest.mark.timeout(1500)
+
+
 @pytest.fixture(scope="module")
 def endpoints(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Endpoint]]:
     with ApacheCluster(tmp_path_factory.mktemp("apache-v5")) as cluster:

@@ -20,6 +20,11 @@ from proxy.raw_client import RawClient
 LOCAL_GRPC_PORT = free_port()
 
 
+# cluster start-up (JVMs) and the clients' first installs (npm ci, a venv from PyPI) on a
+# loaded 2-core machine: far above the default 300 s; the scenarios bound their own waits
+pytestmark = pytest.mark.timeout(1500)
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     # the broker also runs the proxy in its own process (local mode) on LOCAL_GRPC_PORT
