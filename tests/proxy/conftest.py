@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+# the scenario checks live in a helper module: let pytest show their values on failure
+pytest.register_assert_rewrite("proxy.scenarios")
 from ferrymq.remoting import bodies, headers
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode

@@ -85,12 +85,12 @@ def change_invisible(cp: str, ep: Endpoint, tmp: Path) -> None:
 
 def push_to_dlq(cp: str, ep: Endpoint, tmp: Path) -> None:
     events = run(
-        cp, ep, "push_dlq", ["V5Normal", dlq_group(ep), f"j5_dlqr_{ep.tag}", "3"], tmp, 240
+        cp, ep, "push_dlq", ["V5Normal", dlq_group(ep), f"j5_dlqr_{ep.tag}", "3"], tmp, 360
     )
     (sent,) = by_event(events, "sent")
     attempts = [e for e in by_event(events, "attempt") if e["id"] == sent["id"]]
     # retryMaxTimes 2: delivered 3 times, then in %DLQ%<group>
-    assert [a["attempt"] for a in attempts] == ["1", "2", "3"]
+    assert [a["attempt"] for a in attempts] == ["1", "2", "3"], events
     (dlq,) = by_event(events, "dlq")
     assert dlq["id"] == sent["id"]
     assert dlq["attempts_seen"] == "3"
