@@ -14,14 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-# the scenario checks live in a helper module: let pytest show their values on failure
-pytest.register_assert_rewrite("proxy.scenarios")
 from ferrymq.remoting import bodies, headers
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode
 from ferrymq.remoting.command import RemotingCommand
 from subprocess_helpers import popen
+
+# the scenario checks live in a helper module: let pytest show their values on failure (before
+# the test modules import it)
+pytest.register_assert_rewrite("proxy.scenarios")
 
 # topic -> message.type (the evidence's set-up: V5Normal, V5Fifo, V5Delay, V5Tx)
 TOPICS = {"V5Normal": "NORMAL", "V5Fifo": "FIFO", "V5Delay": "DELAY", "V5Tx": "TRANSACTION"}
