@@ -5,14 +5,14 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
 
 from interop.reference.tools import CACHE_DIR, ToolError
+
+from proxy.python5 import Events, run_events
 
 NODE5_DIR = Path(__file__).parents[1] / "interop" / "node5"
 SCRIPT = Path(__file__).with_name("node5_client.js")
@@ -61,23 +61,11 @@ def node5_dir() -> Path:
     return target
 
 
-def run_node5(
-    endpoint: str, topic: str, group: str, run_dir: Path, budget_s: int
-) -> list[dict[str, Any]]:
+def run_node5(endpoint: str, topic: str, group: str, run_dir: Path, budget_s: int) -> Events:
     modules = node5_dir()
-    run_dir.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(
+    return run_events(
         ["node", str(SCRIPT), endpoint, topic, group, str(budget_s)],
-        cwd=run_dir,
-        env=dict(os.environ, NODE_PATH=str(modules / "node_modules"), HOME=str(run_dir)),
-        capture_output=True,
-        text=True,
-        timeout=budget_s + 120,
-        check=False,
+        run_dir,
+        dict(os.environ, NODE_PATH=str(modules / "node_modules"), HOME=str(run_dir)),
+        budget_s + 120,
     )
-    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    if not events:
-        raise AssertionError(
-            f"node client printed nothing ({done.returncode}):\n{done.stderr[-3000:]}"
-        )
-    return events

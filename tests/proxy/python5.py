@@ -15,6 +15,7 @@ from typing import Any
 
 from interop.reference.tools import CACHE_DIR, ToolError
 
+Events = list[dict[str, Any]]
 REQUIREMENTS = Path(__file__).with_name("python5-requirements.txt")
 SCRIPT = Path(__file__).with_name("python5_client.py")
 
@@ -43,22 +44,27 @@ def python5() -> Path:
     return python
 
 
-def run_python5(
-    python: Path, endpoint: str, topic: str, group: str, run_dir: Path, budget_s: int
-) -> list[dict[str, Any]]:
+def run_events(argv: list[str], run_dir: Path, env: dict[str, str], timeout: float) -> Events:
+    """Run a client scenario program to its end; the JSON events it printed on stdout."""
     run_dir.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(
-        [str(python), str(SCRIPT), endpoint, topic, group, str(budget_s)],
-        cwd=run_dir,
-        env=dict(os.environ, HOME=str(run_dir)),  # the client logs under $HOME/logs
-        capture_output=True,
-        text=True,
-        timeout=budget_s + 120,
-        check=False,
+        argv, cwd=run_dir, env=env, capture_output=True, text=True, timeout=timeout, check=False
     )
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     if not events:
         raise AssertionError(
-            f"python5 client printed nothing ({done.returncode}):\n{done.stderr[-3000:]}"
+            f"{argv[0]} {argv[1]} printed nothing ({done.returncode}):\n{done.stderr[-3000:]}"
         )
     return events
+
+
+def run_python5(
+    python: Path, endpoint: str, topic: str, group: str, run_dir: Path, budget_s: int
+) -> Events:
+    # the client logs under $HOME/logs
+    return run_events(
+        [str(python), str(SCRIPT), endpoint, topic, group, str(budget_s)],
+        run_dir,
+        dict(os.environ, HOME=str(run_dir)),
+        budget_s + 120,
+    )

@@ -149,15 +149,7 @@ def test_python5_client_receives_before_its_settings_arrive(
     Python consumers hit it, v5-reference.md); ferrymq's serves it from the request."""
     python = python5()
     events = run_python5(python, endpoint.address, "V5Normal", "py5_cg_ff", tmp_path, 120)
-    (sent,) = by_event(events, "sent")
-    (got,) = by_event(events, "received")
-    assert got["id"] == sent["id"]
-    assert (got["tag"], got["keys"], got["props"], got["attempt"]) == (
-        "TagA",
-        ["k1"],
-        {"pk": "pv"},
-        1,
-    )
+    scenarios.sent_and_received(events)
     (done,) = by_event(events, "done")
     assert done["receive_errors"] == 0, by_event(events, "receive_error")
 
