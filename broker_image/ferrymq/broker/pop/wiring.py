@@ -17,6 +17,7 @@ from ferrymq.broker.pop.assignment import MessageRequestModeManager, QueryAssign
 from ferrymq.broker.pop.pop_processor import PopMessageProcessor
 from ferrymq.broker.pop.service import PopConfig, PopService
 from ferrymq.broker.pop.settings import PopTimerSettings
+from ferrymq.broker.processors.admin_config_get import ConfigGetProcessor
 from ferrymq.broker.semantics import SendSemanticsStore
 from ferrymq.broker.store_port import MessageStorePort
 from ferrymq.broker.subscription_groups import SubscriptionGroupManager
@@ -106,6 +107,7 @@ class PopTimerServices:
             store_host=store_host,
             is_slave=is_slave,
         )
+        self.config_get = ConfigGetProcessor(topics, groups)
         self._started = False
 
     def register(self, server: RemotingServer) -> None:
@@ -113,6 +115,8 @@ class PopTimerServices:
         self.ack_processor.register_to(server)
         self.assignment.register_to(server)
         self.recall.register_to(server)
+        # what the 5.x proxy reads of a topic (message.type) and of a group (retry, orderly)
+        self.config_get.register_to(server)
 
     async def start(self) -> None:
         self.modes.load()
