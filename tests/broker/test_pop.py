@@ -294,3 +294,69 @@ async def test_set_mode_and_query_assignment(
     assert queue_ids == ([-1] if mode == "POP" else [0, 1, 2, 3])
     with pytest.raises(Exception, match="retry topic is not allowed"):
         await api.set_message_request_mode(broker.addr, topic="%RETRY%x", group=GROUP, mode="POP")
+
+
+async def test_demote_then_promote_rebuilds_in_flight_state(
+    broker: BrokerApp, client: RemotingClient
+) -> None:
+    """What controller mode does on a role change (role_switch): services stop on demotion and
+    replay the revive topic on promotion; a pop in between is refused."""
+    topic = "PopRole"
+    make_topic(broker, topic, queues=1)
+    for i in range(3):
+        await send(client, broker.addr, topic, f"p{i}".encode())
+    await wait_dispatched(broker, topic, 0, 3)
+    api = PopApi(client)
+    popped = await pop_until(api, broker, 3, group=GROUP, topic=topic, invisible_time_ms=3000)
+    assert await api.ack(
+        broker.addr, GROUP, topic, popped[0].properties[MessageConst.PROPERTY_POP_CK]
+    )
+    rocket5 = broker.rocket5
+    assert rocket5 is not None
+    await rocket5.shutdown()
+    with pytest.raises(Exception, match="not a master"):
+        await api.pop(broker.addr, "broker-a", group=GROUP, topic=topic)
+    await rocket5.promote()
+    assert len(rocket5.pop.inflight) == 1
+    back = await pop_until(api, broker, 2, group=GROUP, topic=topic, invisible_time_ms=60_000)
+    assert sorted((m.body, m.reconsume_times) for m in back) == [(b"p1", 1), (b"p2", 1)]
+
+
+async def test_forward_to_dlq_as_the_proxy_does(broker: BrokerApp, client: RemotingClient) -> None:
+    """The 5.x proxy's ForwardMessageToDeadLetterQueue (and its DLQ after max attempts):
+    CONSUMER_SEND_MSG_BACK with the handle's commitLogOffset and delayLevel -1, then an ack."""
+    topic = "PopDlq"
+    make_topic(broker, topic, queues=1)
+    await send(client, broker.addr, topic, b"dead")
+    await wait_dispatched(broker, topic, 0, 1)
+    api = PopApi(client)
+    [first] = await pop_until(api, broker, 1, group=GROUP, topic=topic, invisible_time_ms=1000)
+    # let it come back once from the retry topic, so the forwarded copy is a retried one
+    [msg] = await pop_until(api, broker, 1, group=GROUP, topic=topic, invisible_time_ms=60_000)
+    assert msg.reconsume_times == 1
+    ext = {
+        "offset": msg.commit_log_offset,
+        "group": GROUP,
+        "delayLevel": -1,
+        "originMsgId": msg.msg_id,
+        "originTopic": topic,
+        "maxReconsumeTimes": 0,
+    }
+    r = await client.invoke(
+        broker.addr, RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, ext)
+    )
+    assert r.code == ResponseCode.SUCCESS, r.remark
+    assert await api.ack(broker.addr, GROUP, topic, msg.properties[MessageConst.PROPERTY_POP_CK])
+    dlq = f"%DLQ%{GROUP}"
+    await wait_dispatched(broker, dlq, 0, 1)
+    assert broker.store is not None
+    result = broker.store.get_message("t", dlq, 0, 0, 1)
+    try:
+        from ferrymq.store.record import decode_messages
+
+        [dead] = decode_messages(result.body())
+    finally:
+        result.release()
+    assert dead.body == b"dead" and dead.reconsume_times == 2
+    none = await api.pop(broker.addr, "broker-a", group=GROUP, topic=topic, poll_time_ms=2000)
+    assert none.messages == [] and first.body == b"dead"

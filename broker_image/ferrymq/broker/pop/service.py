@@ -104,6 +104,7 @@ class PopService:
         self._waiters: dict[str, set[asyncio.Future[None]]] = {}
         self.revived = 0
         self.running = False
+        self._listening = False
 
     # --- lifecycle ----------------------------------------------------------------------------
     def ensure_revive_topic(self) -> None:
@@ -121,8 +122,13 @@ class PopService:
             self.on_topic_created(topic)
 
     async def start(self, *, revive: bool = True) -> None:
-        """Replay the revive topic (pending CKs, acks, pop offsets); then, on a master, revive."""
-        self.store.add_dispatch_round_listener(self._on_dispatch_round)
+        """Replay the revive topic (pending CKs, acks, pop offsets); then, on a master, revive.
+        Called again after a promotion: the state is rebuilt from the (replicated) log."""
+        if not self._listening:
+            self.store.add_dispatch_round_listener(self._on_dispatch_round)
+            self._listening = True
+        self.inflight = InflightTable()
+        self.orders = OrderInfoManager()
         self.ensure_revive_topic()
         self.replay()
         if revive:

@@ -122,13 +122,20 @@ class PopTimerServices:
         self.modes.load()
         if self.is_slave():
             return
+        await self.promote()
+
+    async def promote(self) -> None:
+        """This broker became (or starts as) the master: replay, then revive and deliver."""
+        if self._started:
+            return
         await self.pop.start()
         if self.settings.timer_wheel_enable:
             await self.timer.start()
         self._started = True
 
     async def shutdown(self) -> None:
-        """Stop redelivery and timers; the progress offsets are committed for the final save."""
+        """Stop redelivery and timers (at shutdown, or demoted to slave); the progress offsets
+        are committed for the final save."""
         if not self._started:
             return
         self._started = False
