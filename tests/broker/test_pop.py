@@ -13,38 +13,29 @@ from broker_helpers import broker_configs
 from ferrymq.broker.app import BrokerApp
 from ferrymq.broker.pop import extra_info as xi
 from ferrymq.client.pop_api import PopApi, PopStatus
-from ferrymq.message import MessageConst, encode_properties
+from ferrymq.message import MessageConst
 from ferrymq.namesrv.app import NamesrvApp
 from ferrymq.remoting.bodies import TopicConfig
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
-from ferrymq.remoting.headers import SendMessageRequestHeader
+from raw_remoting import send_message
 
 GROUP = "pop_cg"
+
+
+async def send(
+    client: RemotingClient, addr: str, topic: str, body: bytes, queue_id: int = 0, **props: str
+) -> RemotingCommand:
+    return await send_message(
+        client, addr, topic, body, queue_id=queue_id, check=True, **{"TAGS": "TagA", **props}
+    )
 
 
 def make_topic(app: BrokerApp, topic: str, queues: int = 2) -> None:
     app.topics.update(
         TopicConfig(topic_name=topic, read_queue_nums=queues, write_queue_nums=queues)
     )
-
-
-async def send(
-    client: RemotingClient, addr: str, topic: str, body: bytes, queue_id: int = 0, **props: str
-) -> RemotingCommand:
-    header = SendMessageRequestHeader(
-        producer_group="pg",
-        topic=topic,
-        queue_id=queue_id,
-        born_timestamp=1,
-        properties=encode_properties({"TAGS": "TagA", "WAIT": "true", **props}),
-    )
-    response = await client.invoke(
-        addr, RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_ext_v2(), body)
-    )
-    assert response.code == ResponseCode.SUCCESS, response.remark
-    return response
 
 
 async def wait_dispatched(app: BrokerApp, topic: str, queue_id: int, count: int) -> None:

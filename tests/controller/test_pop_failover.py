@@ -6,36 +6,19 @@ after their invisible time, with attempt 2) and none acked before it."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import Counter
 from pathlib import Path
 
 from ferrymq.client.errors import MQClientError
 from ferrymq.client.pop_api import PopApi
-from ferrymq.message import MessageConst, MessageExt, encode_properties
+from ferrymq.message import MessageConst, MessageExt
 from ferrymq.remoting.client import RemotingClient
-from ferrymq.remoting.codes import RequestCode, ResponseCode
-from ferrymq.remoting.command import RemotingCommand
-from ferrymq.remoting.headers import SendMessageRequestHeader
+from raw_remoting import send_message
 
 from .failover_helpers import GROUP, TOPIC, addr_of, failover_cluster, group_state, wait_until
 from .test_failover_chaos import prepare
 
 POP_GROUP = "pop_failover_cg"
-
-
-async def send(client: RemotingClient, addr: str, body: bytes, queue_id: int) -> None:
-    header = SendMessageRequestHeader(
-        producer_group="pg",
-        topic=TOPIC,
-        queue_id=queue_id,
-        born_timestamp=int(time.time() * 1000),
-        properties=encode_properties({"WAIT": "true"}),
-    )
-    reply = await client.invoke(
-        addr, RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_ext_v2(), body)
-    )
-    assert reply.code == ResponseCode.SUCCESS, reply.remark
 
 
 async def pop_some(api: PopApi, addr: str, want: int, invisible_ms: int) -> list[MessageExt]:
@@ -66,7 +49,7 @@ async def test_pop_state_survives_a_controller_failover(tmp_path: Path) -> None:
             master_addr = addr_of(cluster, master)
             bodies = [f"f{i}".encode() for i in range(40)]
             for i, body in enumerate(bodies):
-                await send(client, master_addr, body, i % 4)
+                await send_message(client, master_addr, TOPIC, body, queue_id=i % 4, check=True)
             api = PopApi(client)
             popped = await pop_some(api, master_addr, 20, invisible_ms=5000)
             handles = [m.properties[MessageConst.PROPERTY_POP_CK] for m in popped]

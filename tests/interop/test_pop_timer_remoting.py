@@ -11,11 +11,10 @@ from typing import Any
 
 import orjson
 import pytest
-from ferrymq.message import encode_properties
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
-from ferrymq.remoting.headers import SendMessageRequestHeader
+from raw_remoting import create_topic_ext, send_message
 
 from .reference import Target
 
@@ -33,35 +32,6 @@ async def call(
     return await client.invoke(addr, RemotingCommand.request(code, ext, body), 10)
 
 
-def create_ext(topic: str, attributes: str | None) -> dict[str, Any]:
-    ext = {
-        "topic": topic,
-        "defaultTopic": "TBW102",
-        "readQueueNums": 1,
-        "writeQueueNums": 1,
-        "perm": 6,
-        "topicFilterType": "SINGLE_TAG",
-        "topicSysFlag": 0,
-        "order": False,
-    }
-    if attributes is not None:
-        ext["attributes"] = attributes
-    return ext
-
-
-async def send(client: RemotingClient, addr: str, topic: str, **props: str) -> RemotingCommand:
-    header = SendMessageRequestHeader(
-        producer_group="pg",
-        topic=topic,
-        queue_id=0,
-        born_timestamp=int(time.time() * 1000),
-        properties=encode_properties({"WAIT": "true", **props}),
-    )
-    return await client.invoke(
-        addr, RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_ext_v2(), b"x"), 10
-    )
-
-
 async def test_message_type_attributes_and_topic_config(
     target: Target, client: RemotingClient
 ) -> None:
@@ -70,21 +40,21 @@ async def test_message_type_attributes_and_topic_config(
         client,
         addr,
         RequestCode.UPDATE_AND_CREATE_TOPIC,
-        create_ext("MtNormal", "+message.type=NORMAL"),
+        create_topic_ext("MtNormal", attributes="+message.type=NORMAL"),
     )
     assert r.code == ResponseCode.SUCCESS, r.remark
     r = await call(
         client,
         addr,
         RequestCode.UPDATE_AND_CREATE_TOPIC,
-        create_ext("MtFifo", "+message.type=FIFO"),
+        create_topic_ext("MtFifo", attributes="+message.type=FIFO"),
     )
     assert r.code == ResponseCode.SUCCESS, r.remark
     r = await call(
         client,
         addr,
         RequestCode.UPDATE_AND_CREATE_TOPIC,
-        create_ext("MtMixed", "+message.type=MIXED"),
+        create_topic_ext("MtMixed", attributes="+message.type=MIXED"),
     )
     assert (r.code, r.remark) == (
         ResponseCode.INVALID_PARAMETER,
@@ -104,15 +74,17 @@ async def test_message_type_attributes_and_topic_config(
     )
 
     # the broker stores any type on any topic: the type check is the 5.x proxy's
-    fifo_to_normal = await send(client, addr, "MtNormal", __SHARDINGKEY="g1")
+    fifo_to_normal = await send_message(client, addr, "MtNormal", __SHARDINGKEY="g1")
     assert fifo_to_normal.code == ResponseCode.SUCCESS
-    normal_to_fifo = await send(client, addr, "MtFifo")
+    normal_to_fifo = await send_message(client, addr, "MtFifo")
     assert normal_to_fifo.code == ResponseCode.SUCCESS
 
 
 async def test_pop_and_ack_bad_input(target: Target, client: RemotingClient) -> None:
     addr = target.broker_addrs[0]
-    r = await call(client, addr, RequestCode.UPDATE_AND_CREATE_TOPIC, create_ext("PopBadIn", None))
+    r = await call(
+        client, addr, RequestCode.UPDATE_AND_CREATE_TOPIC, create_topic_ext("PopBadIn")
+    )
     assert r.code == ResponseCode.SUCCESS
     pop = {
         "consumerGroup": "bad_cg",
@@ -163,15 +135,17 @@ async def test_pop_and_ack_bad_input(target: Target, client: RemotingClient) -> 
 
 async def test_timer_refusals_and_recall_disabled(target: Target, client: RemotingClient) -> None:
     addr = target.broker_addrs[0]
-    r = await call(client, addr, RequestCode.UPDATE_AND_CREATE_TOPIC, create_ext("TimerBad", None))
+    r = await call(
+        client, addr, RequestCode.UPDATE_AND_CREATE_TOPIC, create_topic_ext("TimerBad")
+    )
     assert r.code == ResponseCode.SUCCESS
-    too_far = await send(client, addr, "TimerBad", TIMER_DELAY_SEC=str(4 * 24 * 3600))
+    too_far = await send_message(client, addr, "TimerBad", TIMER_DELAY_SEC=str(4 * 24 * 3600))
     assert too_far.code == ResponseCode.MESSAGE_ILLEGAL
     assert too_far.remark is not None
     assert too_far.remark.startswith("timer message illegal, the delay time should not be bigger")
-    garbage = await send(client, addr, "TimerBad", TIMER_DELIVER_MS="soon")
+    garbage = await send_message(client, addr, "TimerBad", TIMER_DELIVER_MS="soon")
     assert garbage.code == ResponseCode.MESSAGE_ILLEGAL
-    ok = await send(client, addr, "TimerBad", TIMER_DELAY_SEC="30", UNIQ_KEY="REC1")
+    ok = await send_message(client, addr, "TimerBad", TIMER_DELAY_SEC="30", UNIQ_KEY="REC1")
     assert ok.code == ResponseCode.SUCCESS
     handle = ok.ext_fields.get("recallHandle")
     assert handle
