@@ -216,7 +216,7 @@ class BrokerApp:
         ha_port = getattr(self.store_config, "ha_listen_port", None)
         if ha_port is None:
             return None
-        return f"{self.config.broker_ip1}:{ha_port}"
+        return f"{self.config.broker_ip2 or self.config.broker_ip1}:{ha_port}"
 
     def _wants_master(self) -> bool:
         """A slave that no NameServer has named a master to yet (controller mode: the
@@ -479,7 +479,9 @@ class BrokerApp:
             role=Role(self.store_config.broker_role.value),
             sync_flush_timeout_ms=self.store_config.sync_flush_timeout,
             bind_host=self.config.bind_address,
-            advertised_ip=self.config.broker_ip1,
+            # upstream's haServerAddr is brokerIP2 (replication may stay on an inner network
+            # while brokerIP1 is a load balancer's address); brokerIP1 when it is unset
+            advertised_ip=self.config.broker_ip2 or self.config.broker_ip1,
             client=self.client,
             tls=self.ha_tls,
             targets=ManagerSyncTargets(
