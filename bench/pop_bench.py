@@ -31,6 +31,7 @@ from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
 from ferrymq.store.record import decode_messages
 from interop.reference import ApacheCluster, ferrymq_cluster
+from raw_remoting import create_topic, send_message
 
 QUEUES = 4
 MAX_SECONDS = 120.0

@@ -82,9 +82,7 @@ async def test_message_type_attributes_and_topic_config(
 
 async def test_pop_and_ack_bad_input(target: Target, client: RemotingClient) -> None:
     addr = target.broker_addrs[0]
-    r = await call(
-        client, addr, RequestCode.UPDATE_AND_CREATE_TOPIC, create_topic_ext("PopBadIn")
-    )
+    r = await call(client, addr, RequestCode.UPDATE_AND_CREATE_TOPIC, create_topic_ext("PopBadIn"))
     assert r.code == ResponseCode.SUCCESS
     pop = {
         "consumerGroup": "bad_cg",
@@ -135,9 +133,7 @@ async def test_pop_and_ack_bad_input(target: Target, client: RemotingClient) -> 
 
 async def test_timer_refusals_and_recall_disabled(target: Target, client: RemotingClient) -> None:
     addr = target.broker_addrs[0]
-    r = await call(
-        client, addr, RequestCode.UPDATE_AND_CREATE_TOPIC, create_topic_ext("TimerBad")
-    )
+    r = await call(client, addr, RequestCode.UPDATE_AND_CREATE_TOPIC, create_topic_ext("TimerBad"))
     assert r.code == ResponseCode.SUCCESS
     too_far = await send_message(client, addr, "TimerBad", TIMER_DELAY_SEC=str(4 * 24 * 3600))
     assert too_far.code == ResponseCode.MESSAGE_ILLEGAL
