@@ -351,3 +351,37 @@ async def test_forward_to_dlq_as_the_proxy_does(broker: BrokerApp, client: Remot
     assert dead.body == b"dead" and dead.reconsume_times == 2
     none = await api.pop(broker.addr, "broker-a", group=GROUP, topic=topic, poll_time_ms=2000)
     assert none.messages == [] and first.body == b"dead"
+
+
+async def test_orderly_state_survives_a_restart(
+    tmp_path: Path, namesrv: NamesrvApp, client: RemotingClient
+) -> None:
+    cfg, store_cfg = broker_configs(tmp_path / "o", namesrv.addr)
+    app = BrokerApp(cfg, store_cfg)
+    await app.start()
+    topic = "PopFifoRestart"
+    kw = {"group": "fifo_r_cg", "topic": topic, "order": True, "max_msg_nums": 1}
+    try:
+        make_topic(app, topic, queues=1)
+        for i in range(2):
+            await send(client, app.addr, topic, f"f{i}".encode())
+        await wait_dispatched(app, topic, 0, 2)
+        [head] = await pop_until(PopApi(client), app, 1, invisible_time_ms=4000, **kw)
+        assert head.body == b"f0"
+        port = app.port
+    finally:
+        await app.stop()
+    cfg2, store_cfg2 = broker_configs(tmp_path / "o", namesrv.addr)
+    cfg2.listen_port = port
+    app2 = BrokerApp(cfg2, store_cfg2)
+    await app2.start()
+    try:
+        api = PopApi(client)
+        # still invisible after the restart: the queue stays blocked, then the head comes back
+        # with reconsumeTimes 1 (the saved count), and nothing was skipped
+        blocked = await api.pop(app2.addr, "broker-a", invisible_time_ms=60_000, **kw)  # type: ignore[arg-type]
+        assert blocked.messages == []
+        [again] = await pop_until(api, app2, 1, invisible_time_ms=60_000, **kw)
+        assert (again.body, again.reconsume_times) == (b"f0", 1)
+    finally:
+        await app2.stop()

@@ -68,6 +68,7 @@ class PopTimerServices:
             offsets,
             topics,
             on_topic_created=on_topic_created,
+            order_info_path=config_dir / "consumerOrderInfo.json",
         )
         self.pop_processor = PopMessageProcessor(
             config, self.pop, topics, groups, offsets, is_slave=is_slave
