@@ -11,14 +11,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
+from ferrymq.client.pop_api import PopApi
+from ferrymq.remoting.client import RemotingClient
+from ferrymq.remoting.codes import ResponseCode
+from raw_remoting import create_topic
 
-from .reference import Target, resolve_classpath, run_java
+from .reference import Target, resolve_classpath, run_java, run_mqadmin
 
 PROBE = Path(__file__).parent / "pop" / "PopProbe.java"
 
@@ -82,3 +87,45 @@ def test_java_proxy_calls(target: Target, tmp_path: Path) -> None:
 def _java_tools() -> None:
     """The probe needs the JDK the launcher installs (and its resolved classpath)."""
     resolve_classpath()
+
+
+async def test_mqadmin_set_consume_mode(target: Target, tmp_path: Path) -> None:
+    """``mqadmin setConsumeMode -m POP`` (SET_MESSAGE_REQUEST_MODE to every master of the
+    cluster), then QUERY_ASSIGNMENT answers POP with queue id -1 per broker."""
+    topic, group = f"PopMode_{target.name}", f"pop_mode_cg_{target.name}"
+    client = RemotingClient()
+    try:
+        addr = target.broker_addrs[0]
+        reply = await create_topic(client, addr, topic, 2)
+        assert reply.code == ResponseCode.SUCCESS, reply.remark
+        done = await asyncio.to_thread(
+            run_mqadmin,
+            [
+                "setConsumeMode",
+                "-n",
+                target.namesrv_addr,
+                "-c",
+                "DefaultCluster",
+                "-t",
+                topic,
+                "-g",
+                group,
+                "-m",
+                "POP",
+                "-q",
+                "0",
+            ],
+            tmp_path / "mqadmin",
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"set consume mode to {addr} success" in done.stdout, done.stdout
+        got = await PopApi(client).query_assignment(addr, topic=topic, group=group, client_id="c1")
+        assert got == [
+            {
+                "messageQueue": {"topic": topic, "brokerName": "broker-a", "queueId": -1},
+                "mode": "POP",
+                **({"attachments": None} if "attachments" in got[0] else {}),
+            }
+        ]
+    finally:
+        await client.close()
