@@ -119,6 +119,8 @@ async def test_pop_and_ack_bad_input(target: Target, client: RemotingClient) -> 
     assert r.code == ResponseCode.MESSAGE_ILLEGAL
     r = await call(client, addr, RequestCode.ACK_MESSAGE, {**ack, "topic": "PopNoSuch"})
     assert r.code == ResponseCode.TOPIC_NOT_EXIST
+    r = await call(client, addr, RequestCode.ACK_MESSAGE, {**ack, "extraInfo": "forged-handle"})
+    assert r.code == ResponseCode.SYSTEM_ERROR
     # a well-formed handle of an expired pop: the broker acks it (the proxy judges handles)
     r = await call(client, addr, RequestCode.ACK_MESSAGE, ack)
     assert r.code == ResponseCode.SUCCESS

@@ -22,11 +22,11 @@ from ferrymq.broker.semantics import SendSemanticsStore
 from ferrymq.broker.store_port import MessageStorePort
 from ferrymq.broker.subscription_groups import SubscriptionGroupManager
 from ferrymq.broker.timer.recall import RecallMessageProcessor
-from ferrymq.broker.timer.timer_message import TimerRewrite
+from ferrymq.broker.timer.timer_message import TIMER_TOPIC, TimerRewrite
 from ferrymq.broker.timer.timer_service import TimerService
 from ferrymq.broker.topic_config import TopicConfigManager
 from ferrymq.client.namesrv_api import NamesrvApi
-from ferrymq.remoting.bodies import TopicRouteData
+from ferrymq.remoting.bodies import TopicConfig, TopicRouteData
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.server import RemotingServer
 
@@ -55,6 +55,8 @@ class PopTimerServices:
         store_host = (config.broker_ip1, config.listen_port)
         self.settings = settings
         self.is_slave = is_slave
+        self.topics = topics
+        self.on_topic_created = on_topic_created
         self.pop = PopService(
             PopConfig(
                 broker_name=config.broker_name,
@@ -131,6 +133,12 @@ class PopTimerServices:
             return
         await self.pop.start()
         if self.settings.timer_wheel_enable:
+            # a system topic as upstream's TopicConfigManager makes it (admin tools list it)
+            if self.topics.get(TIMER_TOPIC) is None:
+                self.topics.update(
+                    TopicConfig(topic_name=TIMER_TOPIC, read_queue_nums=1, write_queue_nums=1)
+                )
+                self.on_topic_created(TIMER_TOPIC)
             await self.timer.start()
         self._started = True
 
