@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import orjson
 from ferrymq.message import encode_properties
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
@@ -63,3 +64,35 @@ async def send_message(
     if check:
         assert reply.code == ResponseCode.SUCCESS, reply.remark
     return reply
+
+
+async def heartbeat_consumer(
+    client: RemotingClient, addr: str, client_id: str, group: str, topic: str
+) -> None:
+    """HEART_BEAT of one clustering consumer of ``group`` subscribed to ``topic`` (all tags)."""
+    heartbeat = {
+        "clientID": client_id,
+        "producerDataSet": [],
+        "consumerDataSet": [
+            {
+                "groupName": group,
+                "consumeType": "CONSUME_POP",
+                "messageModel": "CLUSTERING",
+                "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                "subscriptionDataSet": [
+                    {
+                        "topic": topic,
+                        "subString": "*",
+                        "tagsSet": [],
+                        "codeSet": [],
+                        "subVersion": 1,
+                        "expressionType": "TAG",
+                    }
+                ],
+                "unitMode": False,
+            }
+        ],
+    }
+    request = RemotingCommand.request(RequestCode.HEART_BEAT, None, orjson.dumps(heartbeat))
+    reply = await client.invoke(addr, request, 10)
+    assert reply.code == ResponseCode.SUCCESS, reply.remark

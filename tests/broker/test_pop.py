@@ -19,7 +19,7 @@ from ferrymq.remoting.bodies import TopicConfig
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
-from raw_remoting import send_message
+from raw_remoting import heartbeat_consumer, send_message
 
 GROUP = "pop_cg"
 
@@ -277,6 +277,8 @@ async def test_set_mode_and_query_assignment(
     make_topic(broker, topic, queues=4)
     api = PopApi(client)
     await api.set_message_request_mode(broker.addr, topic=topic, group=GROUP, mode=mode)
+    assert await api.query_assignment(broker.addr, topic=topic, group=GROUP, client_id="c1") is None
+    await heartbeat_consumer(client, broker.addr, "c1", GROUP, topic)
     got = await api.query_assignment(broker.addr, topic=topic, group=GROUP, client_id="c1")
     assert got is not None
     queue_ids = sorted(a["messageQueue"]["queueId"] for a in got)

@@ -21,7 +21,7 @@ import pytest
 from ferrymq.client.pop_api import PopApi
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import ResponseCode
-from raw_remoting import create_topic
+from raw_remoting import create_topic, heartbeat_consumer
 
 from .reference import Target, resolve_classpath, run_java, run_mqadmin
 
@@ -118,14 +118,14 @@ async def test_mqadmin_set_consume_mode(target: Target, tmp_path: Path) -> None:
             tmp_path / "mqadmin",
         )
         assert done.returncode == 0, done.stdout + done.stderr
-        assert f"set consume mode to {addr} success" in done.stdout, done.stdout
-        got = await PopApi(client).query_assignment(addr, topic=topic, group=group, client_id="c1")
-        assert got == [
-            {
-                "messageQueue": {"topic": topic, "brokerName": "broker-a", "queueId": -1},
-                "mode": "POP",
-                **({"attachments": None} if "attachments" in got[0] else {}),
-            }
-        ]
+        assert f"set consume mode to {addr} success" in done.stdout, done.stdout + done.stderr
+        api = PopApi(client)
+        # no consumer of the group has sent a heartbeat yet: no assignment (null), as upstream
+        assert await api.query_assignment(addr, topic=topic, group=group, client_id="c1") is None
+        await heartbeat_consumer(client, addr, "c1", group, topic)
+        got = await api.query_assignment(addr, topic=topic, group=group, client_id="c1")
+        assert got is not None and len(got) == 1
+        assert got[0]["messageQueue"] == {"topic": topic, "brokerName": "broker-a", "queueId": -1}
+        assert got[0]["mode"] == "POP"
     finally:
         await client.close()

@@ -160,11 +160,12 @@ class QueryAssignmentProcessor:
             assigned = None
         elif model == "BROADCASTING":
             assigned = queues
+        elif (info := self.consumers.get(group)) is None:
+            # upstream: no consumer of the group has sent a heartbeat, no answer (null)
+            log.warning("query assignment: group %s has no consumer", group)
+            assigned = None
         else:
-            info = self.consumers.get(group)
-            cid_all = sorted(info.client_ids()) if info is not None else []
-            if client_id and client_id not in cid_all:
-                cid_all = sorted([*cid_all, client_id])  # a pop client may not have beaten yet
+            cid_all = sorted(info.client_ids())
             try:
                 if not queues or not cid_all:
                     assigned = []
