@@ -6,6 +6,8 @@ response headers exactly as Java's MQClientAPIImpl.processPopResponse does."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,19 @@ from ferrymq.remoting.command import RemotingCommand
 from raw_remoting import heartbeat_consumer, send_message
 
 GROUP = "pop_cg"
+
+
+@contextlib.asynccontextmanager
+async def running_broker(root: Path, namesrv_addr: str, port: int = 0) -> AsyncIterator[BrokerApp]:
+    """A broker on ``root`` (started again on the same store and ``port`` for a restart)."""
+    cfg, store_cfg = broker_configs(root, namesrv_addr)
+    cfg.listen_port = port
+    app = BrokerApp(cfg, store_cfg)
+    await app.start()
+    try:
+        yield app
+    finally:
+        await app.stop()
 
 
 async def send(
@@ -235,38 +250,26 @@ async def test_in_flight_state_survives_a_restart(
 ) -> None:
     """Popped, some acked, broker restarted: the acked ones never come back, the unacked ones
     come back after their invisible time (from the replayed revive topic), none is lost."""
-    cfg, store_cfg = broker_configs(tmp_path / "b", namesrv.addr)
-    app = BrokerApp(cfg, store_cfg)
-    await app.start()
     topic = "PopRestart"
-    try:
+    api = PopApi(client)
+    async with running_broker(tmp_path / "b", namesrv.addr) as app:
         make_topic(app, topic, queues=1)
         for i in range(6):
             await send(client, app.addr, topic, f"r{i}".encode())
         await wait_dispatched(app, topic, 0, 6)
-        api = PopApi(client)
         popped = await pop_until(api, app, 6, group=GROUP, topic=topic, invisible_time_ms=4000)
         assert len(popped) == 6
         for m in popped[:3]:
             assert await api.ack(app.addr, GROUP, topic, m.properties[MessageConst.PROPERTY_POP_CK])
         port = app.port
-    finally:
-        await app.stop()
-    cfg2, store_cfg2 = broker_configs(tmp_path / "b", namesrv.addr)
-    cfg2.listen_port = port
-    app2 = BrokerApp(cfg2, store_cfg2)
-    await app2.start()
-    try:
+    async with running_broker(tmp_path / "b", namesrv.addr, port) as app2:
         assert app2.rocket5 is not None
         assert len(app2.rocket5.pop.inflight) == 1  # the checkpoint, with three bits set
-        api = PopApi(client)
         back = await pop_until(api, app2, 3, group=GROUP, topic=topic, invisible_time_ms=60_000)
         assert sorted(m.body for m in back) == [b"r3", b"r4", b"r5"]
         assert all(m.reconsume_times == 1 for m in back)
         none = await api.pop(app2.addr, "broker-a", group=GROUP, topic=topic, poll_time_ms=1500)
         assert none.messages == []
-    finally:
-        await app2.stop()
 
 
 @pytest.mark.parametrize("mode", ["POP", "PULL"])
@@ -358,32 +361,21 @@ async def test_forward_to_dlq_as_the_proxy_does(broker: BrokerApp, client: Remot
 async def test_orderly_state_survives_a_restart(
     tmp_path: Path, namesrv: NamesrvApp, client: RemotingClient
 ) -> None:
-    cfg, store_cfg = broker_configs(tmp_path / "o", namesrv.addr)
-    app = BrokerApp(cfg, store_cfg)
-    await app.start()
     topic = "PopFifoRestart"
     kw = {"group": "fifo_r_cg", "topic": topic, "order": True, "max_msg_nums": 1}
-    try:
+    api = PopApi(client)
+    async with running_broker(tmp_path / "o", namesrv.addr) as app:
         make_topic(app, topic, queues=1)
         for i in range(2):
             await send(client, app.addr, topic, f"f{i}".encode())
         await wait_dispatched(app, topic, 0, 2)
-        [head] = await pop_until(PopApi(client), app, 1, invisible_time_ms=4000, **kw)
+        [head] = await pop_until(api, app, 1, invisible_time_ms=4000, **kw)
         assert head.body == b"f0"
         port = app.port
-    finally:
-        await app.stop()
-    cfg2, store_cfg2 = broker_configs(tmp_path / "o", namesrv.addr)
-    cfg2.listen_port = port
-    app2 = BrokerApp(cfg2, store_cfg2)
-    await app2.start()
-    try:
-        api = PopApi(client)
+    async with running_broker(tmp_path / "o", namesrv.addr, port) as app2:
         # still invisible after the restart: the queue stays blocked, then the head comes back
         # with reconsumeTimes 1 (the saved count), and nothing was skipped
         blocked = await api.pop(app2.addr, "broker-a", invisible_time_ms=60_000, **kw)  # type: ignore[arg-type]
         assert blocked.messages == []
         [again] = await pop_until(api, app2, 1, invisible_time_ms=60_000, **kw)
         assert (again.body, again.reconsume_times) == (b"f0", 1)
-    finally:
-        await app2.stop()

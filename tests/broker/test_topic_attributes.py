@@ -3,6 +3,8 @@ the admin codes against a live broker (the Topic/ConsumerGroup resources rely on
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from ferrymq.broker import topic_attributes as ta
 from ferrymq.broker.app import BrokerApp
@@ -126,48 +128,17 @@ async def test_cli_topic_create_sets_message_type(broker: BrokerApp) -> None:
 
     namesrv = broker.config.namesrv_addr
     assert namesrv is not None
+
+    def create(topic: str, kind: str) -> Any:
+        argv = ["admin", "topic", "create", "-t", topic, "-n", namesrv, "-b", broker.addr]
+        return CliRunner().invoke(app, [*argv, "-r", "2", "-w", "2", "-a", f"+message.type={kind}"])
+
     # the CLI runs its own event loop: in a thread, so the broker's loop keeps serving
-    result = await asyncio.to_thread(
-        CliRunner().invoke,
-        app,
-        [
-            "admin",
-            "topic",
-            "create",
-            "-t",
-            "CliFifo",
-            "-n",
-            namesrv,
-            "-b",
-            broker.addr,
-            "-r",
-            "2",
-            "-w",
-            "2",
-            "-a",
-            "+message.type=FIFO",
-        ],
-    )
+    result = await asyncio.to_thread(create, "CliFifo", "FIFO")
     assert result.exit_code == 0, result.output
     config = broker.topics.get("CliFifo")
     assert config is not None and config.attributes == {"message.type": "FIFO"}
-    refused = await asyncio.to_thread(
-        CliRunner().invoke,
-        app,
-        [
-            "admin",
-            "topic",
-            "create",
-            "-t",
-            "CliMixed",
-            "-n",
-            namesrv,
-            "-b",
-            broker.addr,
-            "-a",
-            "+message.type=MIXED",
-        ],
-    )
+    refused = await asyncio.to_thread(create, "CliMixed", "MIXED")
     assert refused.exit_code != 0
     assert (
         "MIXED message type is not" in refused.output and "INVALID_PARAMETER (29)" in refused.output

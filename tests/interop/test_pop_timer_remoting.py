@@ -14,7 +14,7 @@ import pytest
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
-from raw_remoting import create_topic_ext, send_message
+from raw_remoting import create_topic, create_topic_ext, send_message
 
 from .reference import Target
 
@@ -36,26 +36,10 @@ async def test_message_type_attributes_and_topic_config(
     target: Target, client: RemotingClient
 ) -> None:
     addr = target.broker_addrs[0]
-    r = await call(
-        client,
-        addr,
-        RequestCode.UPDATE_AND_CREATE_TOPIC,
-        create_topic_ext("MtNormal", attributes="+message.type=NORMAL"),
-    )
-    assert r.code == ResponseCode.SUCCESS, r.remark
-    r = await call(
-        client,
-        addr,
-        RequestCode.UPDATE_AND_CREATE_TOPIC,
-        create_topic_ext("MtFifo", attributes="+message.type=FIFO"),
-    )
-    assert r.code == ResponseCode.SUCCESS, r.remark
-    r = await call(
-        client,
-        addr,
-        RequestCode.UPDATE_AND_CREATE_TOPIC,
-        create_topic_ext("MtMixed", attributes="+message.type=MIXED"),
-    )
+    for topic, kind in (("MtNormal", "NORMAL"), ("MtFifo", "FIFO"), ("MtMixed", "MIXED")):
+        r = await create_topic(client, addr, topic, attributes=f"+message.type={kind}")
+        if kind != "MIXED":
+            assert r.code == ResponseCode.SUCCESS, r.remark
     assert (r.code, r.remark) == (
         ResponseCode.INVALID_PARAMETER,
         "MIXED message type is not supported.",
