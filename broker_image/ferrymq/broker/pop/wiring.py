@@ -145,6 +145,7 @@ class PopTimerServices:
     async def shutdown(self) -> None:
         """Stop redelivery and timers (at shutdown, or demoted to slave); the progress offsets
         are committed for the final save."""
+        await self.assignment.flush()
         if not self._started:
             return
         self._started = False
