@@ -45,6 +45,7 @@ def run_probe(
     return lines
 
 
+@pytest.mark.timeout(600)  # the first test of a session also waits for Apache's JVMs
 def test_java_push_consumer_in_pop_mode(target: Target, tmp_path: Path) -> None:
     topic, group = f"PopPush_{target.name}", f"pop_push_cg_{target.name}"
     lines = run_probe(target, "push", tmp_path, topic, group, 4)
@@ -61,6 +62,7 @@ def test_java_push_consumer_in_pop_mode(target: Target, tmp_path: Path) -> None:
     assert Counter(d["popCkFields"] for d in deliveries) == Counter({8: len(deliveries)})
 
 
+@pytest.mark.timeout(600)
 def test_java_proxy_calls(target: Target, tmp_path: Path) -> None:
     topic, group = f"PopApi_{target.name}", f"pop_api_cg_{target.name}"
     lines = run_probe(target, "api", tmp_path, topic, group, 4)
