@@ -77,6 +77,8 @@ class BrokerConfig(ServerSettings):
     trace_topic_enable: bool = False
     msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
     enable_property_filter: bool = False
+    # RocketMQ 5 topic attribute message.type=MIXED accepted (upstream default: refused)
+    enable_mixed_message_type: bool = False
 
     register_name_server_period: int = Field(default=30_000, ge=1000, description="ms")
     register_broker_timeout_mills: int = Field(default=6_000, ge=100, description="ms")
