@@ -592,13 +592,6 @@ class GetTopicStatsInfoRequestHeader(Header):
 
 
 @dataclass(slots=True)
-class GetTopicConfigRequestHeader(Header):
-    topic: str
-    # "logic" (static topic) queue mapping wanted too; ferrymq has no static topics
-    lo: bool | None = None
-
-
-@dataclass(slots=True)
 class QueryTopicConsumeByWhoRequestHeader(Header):
     topic: str
 

@@ -1,5 +1,5 @@
 """Topic administration: UPDATE_AND_CREATE_TOPIC (17), GET_ALL_TOPIC_CONFIG (21),
-DELETE_TOPIC_IN_BROKER (215), GET_TOPIC_STATS_INFO (202), GET_TOPIC_CONFIG (351) (upstream AdminBrokerProcessor, topic part).
+DELETE_TOPIC_IN_BROKER (215), GET_TOPIC_STATS_INFO (202) (upstream AdminBrokerProcessor, topic part).
 
 A change calls ``on_topics_changed`` so the app persists topics.json and re-registers with every
 NameServer at once (the route appears without waiting for the 30 s registration)."""
@@ -33,7 +33,6 @@ from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.headers import (
     CreateTopicRequestHeader,
     DeleteTopicRequestHeader,
-    GetTopicConfigRequestHeader,
     GetTopicStatsInfoRequestHeader,
 )
 from ferrymq.remoting.server import RemotingServer
@@ -86,7 +85,6 @@ class AdminTopicProcessor:
         server.register(RequestCode.GET_ALL_TOPIC_CONFIG, guarded(self.all_topic_config))
         server.register(RequestCode.DELETE_TOPIC_IN_BROKER, guarded(self.delete_topic))
         server.register(RequestCode.GET_TOPIC_STATS_INFO, guarded(self.topic_stats))
-        server.register(RequestCode.GET_TOPIC_CONFIG, guarded(self.topic_config))
 
     def create_topic(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = CreateTopicRequestHeader.from_ext(request.ext_fields)
@@ -123,19 +121,6 @@ class AdminTopicProcessor:
 
     def all_topic_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         return request.response(ResponseCode.SUCCESS, None, None, self.topics.wrapper().encode())
-
-    def topic_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
-        """One topic's config (mqadmin topicStatus, consumerProgress -g and cloneGroupOffset ask
-        for it first). The body is upstream's TopicConfigAndQueueMapping: the TopicConfig fields
-        plus a ``mappingDetail`` that only static topics have (ferrymq has none: left out, as
-        fastjson leaves out a null)."""
-        h = GetTopicConfigRequestHeader.from_ext(request.ext_fields)
-        config = self.topics.get(h.topic)
-        if config is None:
-            return request.response(
-                ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {h.topic}"
-            )
-        return request.response(ResponseCode.SUCCESS, None, None, config.encode())
 
     def delete_topic(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = DeleteTopicRequestHeader.from_ext(request.ext_fields)
