@@ -187,7 +187,7 @@ find_go() {  # sets GO to a Go >= GO_MIN: on PATH, /usr/local/go, or the toolcha
 
 gorun() {  # the Go builds: low priority (the machine is shared), proxy only, our toolchain
   env GOTOOLCHAIN=local GOPROXY=https://proxy.golang.org GOFLAGS=-mod=mod CGO_ENABLED=0 \
-    nice -n 19 "$GO" "$@"
+    nice -n "${FERRYMQ_KIND_NICE:-10}" "$GO" "$@"
 }
 
 modcache() { gorun env GOMODCACHE; }
