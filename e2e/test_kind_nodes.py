@@ -107,10 +107,14 @@ def nodes(kube: Kube, broker_image: str) -> Iterator[str]:
         kube.apply(cr)
     try:
         wait_for("the NameServer Ready", lambda: ready(kube, "nameservers", NS_NAME), 600)
-        for name in (MS, HA):
-            wait_for(f"{name} Ready", lambda name=name: ready(kube, "brokers", name), 900)
-        for name in ("nodes-ms-topic", "nodes-ha-topic"):
-            wait_for(f"Topic {name} Ready", lambda name=name: topic_ready(kube, name), 300)
+        wait_for(
+            "both Brokers Ready", lambda: all(ready(kube, "brokers", n) for n in (MS, HA)), 900
+        )
+        wait_for(
+            "both Topics Ready",
+            lambda: all(topic_ready(kube, n) for n in ("nodes-ms-topic", "nodes-ha-topic")),
+            timeout=300,
+        )
         wait_for(
             "the controller-mode master with both replicas in sync",
             lambda: (m := group_master(kube)) and len(m.get("syncStateSet") or []) == 2,
@@ -216,10 +220,11 @@ def test_drain_of_a_worker_goes_through_the_pdbs_and_loses_no_ack(kube: Kube, no
         consume_all(MS_TOPIC, "g-nodes-drain", acked, ns=nodes, timeout=300)
     finally:
         kube.kubectl("uncordon", node)
-    for name in (MS, HA):
-        wait_for(
-            f"{name} Ready after uncordon", lambda name=name: ready(kube, "brokers", name), 900
-        )
+    wait_for(
+        "both Brokers Ready after uncordon",
+        lambda: all(ready(kube, "brokers", n) for n in (MS, HA)),
+        timeout=900,
+    )
     wait_for("the NameServer Ready", lambda: ready(kube, "nameservers", NS_NAME), 600)
     more = produce(MS_TOPIC, "drain-after", 50, ns=nodes)
     consume_all(MS_TOPIC, "g-nodes-drain-after", acked + more, ns=nodes, timeout=300)
