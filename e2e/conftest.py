@@ -116,7 +116,7 @@ def cluster() -> Iterator[Cluster]:
     if os.environ.get("E2E_SKIP_BUILD") != "1":
         if KIND_NETNS:
             # Built outside the netns (pip and debootstrap need the network), then loaded into
-            # every node; the Spark image only when a test asks for it (spark_image fixture).
+            # every node; the Spark image by the Spark test itself (it is large).
             run(
                 [str(ROOT / "scripts" / "kind-cluster.sh"), "load", "broker", "operator"],
                 timeout=3600,

@@ -62,6 +62,7 @@ BASE_IMAGE=ferrymq.local/kind-base:$DEBIAN_SUITE
 SOCK="$RUN/docker.sock"
 DOCKER=/usr/bin/docker
 KUBECONFIG_FILE="$RUN/kubeconfig"
+SHARED="$ROOT/shared"
 APT_PACKAGES=(docker.io iptables debootstrap jq gcc libc6-dev curl unzip)
 # Kernel parameters the kubelet sets for the whole VM (kubelet's setupKernelTunables) and
 # kube-proxy's conntrack table size: recorded before `up`, restored by `down`.
@@ -102,7 +103,7 @@ in_ns() {
   [ -e "/run/netns/$NS" ] || fail "no netns $NS: run $0 up first"
   nsenter --net="/run/netns/$NS" env DOCKER_HOST="unix://$SOCK" KUBECONFIG="$KUBECONFIG_FILE" \
     E2E_KUBECONFIG="$KUBECONFIG_FILE" E2E_CONTEXT="kind-$NAME" E2E_KIND_CLUSTER="$NAME" \
-    E2E_KIND_NETNS="$NS" FERRYMQ_KIND_CACHE="$ROOT" PATH="$BIN:$(helm_dir)$PATH" "$@"
+    E2E_KIND_NETNS="$NS" E2E_KIND_SHARED="$SHARED" FERRYMQ_KIND_CACHE="$ROOT" PATH="$BIN:$(helm_dir)$PATH" "$@"
 }
 helm_dir() {  # the helm that scripts/k8s-control-plane.sh provisions, when there is one
   local d=${FERRYMQ_K8S_CACHE:-$HOME/.cache/ferrymq-k8s}/bin
@@ -139,6 +140,7 @@ export E2E_KUBECONFIG=$KUBECONFIG_FILE
 export E2E_CONTEXT=kind-$NAME
 export E2E_KIND_CLUSTER=$NAME
 export E2E_KIND_NETNS=$NS
+export E2E_KIND_SHARED=$SHARED
 export PATH=$BIN:$(helm_dir)\$PATH
 # kubectl, kind and anything that talks to the pods run inside the netns:
 #   scripts/kind-cluster.sh exec kubectl get nodes
@@ -501,12 +503,18 @@ cluster_exists() { in_ns "$BIN/kind" get clusters 2>/dev/null | grep -qx "$NAME"
 create_cluster() {
   if ! cluster_exists; then
     local cfg="$RUN/kind.yaml" i
+    # $SHARED is the same directory on this host and in every worker (a hostPath volume there is
+    # one directory for pods on any worker: the Spark test's snapshots and reports).
+    mkdir -p "$SHARED"
     {
       echo "kind: Cluster"
       echo "apiVersion: kind.x-k8s.io/v1alpha4"
       echo "nodes:"
       echo "- role: control-plane"
-      for i in $(seq 1 "$WORKERS"); do echo "- role: worker"; done
+      for i in $(seq 1 "$WORKERS"); do
+        echo "- role: worker"
+        echo "  extraMounts: [{hostPath: $SHARED, containerPath: $SHARED}]"
+      done
     } >"$cfg"
     in_ns "$BIN/kind" create cluster --name "$NAME" --image "$NODE_IMAGE" --config "$cfg" \
       --kubeconfig "$KUBECONFIG_FILE" --wait 300s || fail "kind create cluster"
