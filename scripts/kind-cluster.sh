@@ -599,6 +599,16 @@ restore_sysctls() {
     fi
   done <"$RUN/sysctl.saved"
   if [ -f "$RUN/sysctl.before" ]; then
+    # Anything else VM-wide that differs now: systemd as a node's PID 1 raises fs.file-max, and any
+    # sysctl.d left in an image would apply too. Per-netns (net.*) values died with the netns.
+    local key val
+    while IFS= read -r line; do
+      key=${line%% = *} val=${line#* = }
+      case $key in net.*) continue ;; esac
+      if [ "$(sysctl -n "$key" 2>/dev/null)" != "$val" ]; then
+        sysctl -q -w "$key=$val" 2>/dev/null && log "restored $key to $val" || log "could not restore $key to $val"
+      fi
+    done < <(comm -23 "$RUN/sysctl.before" <(sysctl_snapshot))
     if diff <(cat "$RUN/sysctl.before") <(sysctl_snapshot) >"$RUN/sysctl.diff"; then
       log "kernel parameters: identical to before up"
     else

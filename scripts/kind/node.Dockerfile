@@ -1,7 +1,9 @@
 # The kind node base: the debootstrap rootfs (systemd, Debian's containerd, runc and CNI plugins)
 # plus kind's own images/base/files, taken from the kind module at build time and patched by
 # scripts/kind-cluster.sh (node_base). The same steps as kind's images/base/Dockerfile, without
-# the git clones of containerd/runc/CNI (no GitHub here; Debian's packages instead).
+# the git clones of containerd/runc/CNI (no GitHub here; Debian's packages instead). The node's
+# systemd applies /usr/lib/sysctl.d at boot, and fs.* / kernel.* are VM-wide, not per container:
+# only kind's own network files (per netns) stay.
 FROM ferrymq-kind/base:bookworm
 COPY files/usr/local/bin/ /usr/local/bin/
 COPY files/usr/local/sbin/ /usr/local/sbin/
@@ -20,7 +22,8 @@ RUN chmod 755 /usr/local/bin/* /usr/local/sbin/* /kind /kind/bin /kind/bin/* \
  && ctr oci spec \
     | jq '.hooks.createContainer[.hooks.createContainer | length] |= . + {"path": "/kind/bin/mount-product-files.sh"}' \
     | jq 'del(.process.rlimits)' > /etc/containerd/cri-base.json \
- && rm -f /etc/machine-id && touch /etc/machine-id
+ && rm -f /etc/machine-id && touch /etc/machine-id \
+ && find /usr/lib/sysctl.d /etc/sysctl.d -name '*.conf' ! -name '10-network-*.conf' -delete
 ENV container=docker
 STOPSIGNAL SIGRTMIN+3
 ENTRYPOINT [ "/usr/local/bin/entrypoint", "/sbin/init" ]
