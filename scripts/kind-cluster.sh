@@ -73,12 +73,12 @@ reported=0
 trap 'rc=$?; if [ $rc -ne 0 ] && [ $reported = 0 ]; then log "FAILED at step $step (exit $rc); see above"; fi' EXIT
 
 case ${1:-} in
-  build) need_root; build_all ;;
-  up) need_root; up ;;
-  down) need_root; down ;;
+  build) need_root; lock; build_all ;;
+  up) need_root; lock; up ;;
+  down) need_root; lock; down ;;
   env) print_env ;;
-  exec) shift; need_root; in_ns "$@" ;;
-  load) shift; need_root; load_images "$@" ;;
+  exec) shift; need_root; reported=1; in_ns exec "$@" ;;
+  load) shift; need_root; lock; load_images "$@" ;;
   status) status ;;
   *) reported=1; log "usage: $0 up|down|env|status|build|load|exec CMD..."; exit 2 ;;
 esac
@@ -87,6 +87,11 @@ esac
 log() { printf '[kind-cluster %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 fail() { reported=1; log "FAILED at step '$step': $*"; exit 1; }
 need_root() { [ "$(id -u)" -eq 0 ] || fail "needs root (netns, dockerd, debootstrap)"; }
+lock() {  # one build/up/down/load at a time on this machine (they share the netns and dockerd)
+  mkdir -p "$ROOT"
+  exec 9>"$ROOT/.lock"
+  flock -n 9 || { log "another kind-cluster.sh holds $ROOT/.lock; waiting"; flock 9; }
+}
 
 T0=$(date +%s)
 timed() {  # timed NAME CMD... : runs CMD, logs its wall time
@@ -99,9 +104,11 @@ timed() {  # timed NAME CMD... : runs CMD, logs its wall time
 }
 
 dk() { "$DOCKER" -H "unix://$SOCK" "$@"; }
-in_ns() {
+in_ns() {  # in_ns [exec] CMD... : CMD in the netns with the cluster's environment
   [ -e "/run/netns/$NS" ] || fail "no netns $NS: run $0 up first"
-  nsenter --net="/run/netns/$NS" env DOCKER_HOST="unix://$SOCK" KUBECONFIG="$KUBECONFIG_FILE" \
+  local replace=""
+  if [ "$1" = exec ]; then replace=exec; shift; fi
+  $replace nsenter --net="/run/netns/$NS" env DOCKER_HOST="unix://$SOCK" KUBECONFIG="$KUBECONFIG_FILE" \
     E2E_KUBECONFIG="$KUBECONFIG_FILE" E2E_CONTEXT="kind-$NAME" E2E_KIND_CLUSTER="$NAME" \
     E2E_KIND_NETNS="$NS" E2E_KIND_SHARED="$SHARED" FERRYMQ_KIND_CACHE="$ROOT" PATH="$BIN:$(helm_dir)$PATH" "$@"
 }
@@ -330,7 +337,7 @@ start_dockerd() {
     --oom-score-adjust=0 --default-ulimit nofile=20000:20000 --default-ulimit nproc=65536:65536 \
     --add-runtime "clamp=$RUN/runc-clamp" --default-runtime=clamp \
     --exec-opt native.cgroupdriver=cgroupfs --storage-driver=overlay2 \
-    </dev/null >>"$LOGS/dockerd.log" 2>&1 &
+    </dev/null >>"$LOGS/dockerd.log" 2>&1 9>&- &
   echo $! >"$RUN/dockerd.pid"
   local i
   for i in $(seq 1 120); do
