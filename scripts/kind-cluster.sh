@@ -57,7 +57,12 @@ LOGS="$ROOT/logs"
 NS=${FERRYMQ_KIND_NS:-ferrymq-kind}
 NAME=${E2E_KIND_CLUSTER:-ferrymq-e2e}
 WORKERS=${FERRYMQ_KIND_WORKERS:-2}
-NODE_IMAGE=ferrymq.local/kind-node:$K8S_VERSION
+# The node images are tagged by a digest of what goes into them besides the cached binaries (this
+# script's patches, scripts/kind, runc-clamp): an edit rebuilds them (about a minute), never reuses.
+INPUTS=$(cat "$0" "$REPO_ROOT/scripts/k8s-node/runc-clamp" "$REPO_ROOT"/scripts/kind/*.* \
+  "$REPO_ROOT"/scripts/kind/images/* 2>/dev/null | sha256sum | cut -c1-10)
+NODE_BASE_IMAGE=ferrymq.local/kind-node-base:$DEBIAN_SUITE-$INPUTS
+NODE_IMAGE=ferrymq.local/kind-node:$K8S_VERSION-$INPUTS
 BASE_IMAGE=ferrymq.local/kind-base:$DEBIAN_SUITE
 SOCK="$RUN/docker.sock"
 DOCKER=/usr/bin/docker
@@ -381,7 +386,7 @@ build_base() {
 }
 
 node_base() {  # kind's images/base/files, patched, on top of the debootstrap base
-  dk image inspect ferrymq.local/kind-node-base:$DEBIAN_SUITE >/dev/null 2>&1 && return 0
+  dk image inspect "$NODE_BASE_IMAGE" >/dev/null 2>&1 && return 0
   local kmod ctx="$K/src/node-base" f
   kmod="$(modcache)/sigs.k8s.io/kind@$KIND_VERSION"
   [ -d "$kmod/images/base/files" ] || fail "$kmod/images/base/files missing"
@@ -406,7 +411,7 @@ node_base() {  # kind's images/base/files, patched, on top of the debootstrap ba
     && ! grep -q proxy_plugins "$f" || fail "patching $f"
   install -m 0755 "$REPO_ROOT/scripts/k8s-node/runc-clamp" "$ctx/files/usr/local/sbin/runc-clamp"
   cp "$REPO_ROOT/scripts/kind/node.Dockerfile" "$ctx/Dockerfile"
-  DOCKER_BUILDKIT=0 dk build -q -t ferrymq.local/kind-node-base:$DEBIAN_SUITE "$ctx" >/dev/null \
+  DOCKER_BUILDKIT=0 dk build -q -t "$NODE_BASE_IMAGE" "$ctx" >/dev/null \
     || fail "docker build of the node base"
 }
 
@@ -455,7 +460,7 @@ node_image() {
   grep -q "ferrymq.local/local-path-provisioner" "$work/node/manifests/default-storage.yaml" \
     || fail "kind's storage manifest not found in the kind module"
   cat >"$work/node/Dockerfile" <<DF
-FROM ferrymq.local/kind-node-base:$DEBIAN_SUITE
+FROM $NODE_BASE_IMAGE
 COPY kubeadm kubelet kubectl /usr/bin/
 COPY manifests/ /kind/manifests/
 RUN echo $K8S_VERSION > /kind/version
@@ -484,6 +489,12 @@ DF
   dk rm -f "$cid" >/dev/null
   dk rmi "ferrymq.local/kind-node-stage:$K8S_VERSION" >/dev/null 2>&1 || true
   rm -rf "$work"
+  # node images of earlier inputs (about 1.6 GB each)
+  local old
+  for old in $(dk images --format '{{.Repository}}:{{.Tag}}' | grep -E '^ferrymq.local/kind-node(-base)?:' \
+      | grep -vx -e "$NODE_IMAGE" -e "$NODE_BASE_IMAGE"); do
+    dk rmi "$old" >/dev/null 2>&1 || true
+  done
 }
 
 build_all() {
