@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sets up .venv, provisions the local Kubernetes control plane used by the operator tests (cached),
-# then runs the default test suite (everything but @slow), then the kind smoke test (a 3-node kind
-# cluster of Kubernetes 1.34 built by scripts/kind-cluster.sh, e2e/test_kind_smoke.py; cached under
-# ~/.cache/ferrymq-kind; FERRYMQ_SKIP_KIND=1 leaves it out). Extra arguments go to the first pytest.
+# then runs the default test suite (everything but @slow). With FERRYMQ_KIND=1 it then runs the kind
+# smoke test (a 3-node kind cluster of Kubernetes 1.34 built by scripts/kind-cluster.sh, cached under
+# ~/.cache/ferrymq-kind; e2e/test_kind_smoke.py). Opt-in until a whole cold build and smoke run has
+# been measured green (issue 32; e2e/README.md). Extra arguments go to the first pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -20,7 +21,7 @@ export PYTHONUNBUFFERED=1
 .venv/bin/mypy
 rc=0
 .venv/bin/pytest -m "not slow" -q "$@" || rc=$?
-if [ "${FERRYMQ_SKIP_KIND:-0}" != "1" ]; then
+if [ "${FERRYMQ_KIND:-0}" = "1" ]; then
   # up, then the smoke test inside the cluster's network namespace, then down (by PID; sysctls
   # restored) whatever happened
   trap './scripts/kind-cluster.sh down' EXIT
