@@ -21,7 +21,7 @@ from typing import Any, cast
 
 import kopf
 
-from ferrymq_operator import broker_admin, host_ports, k8s, models, resync, status
+from ferrymq_operator import broker_admin, host_ports, k8s, metrics, models, resync, status
 from ferrymq_operator import settings as operator_settings
 from ferrymq_operator.builders import names
 from ferrymq_operator.reconcile import (
@@ -149,7 +149,7 @@ async def reconcile_by_name(
             body = await ctx.kube.get(models.API_VERSION, kind, namespace, name)
             if body is None or body["metadata"].get("deletionTimestamp"):
                 return  # being deleted: the garbage collector removes the children
-            result = await RECONCILERS[kind][1](ctx, body)
+            result = await metrics.timed(kind, lambda: RECONCILERS[kind][1](ctx, body))
             for event_type, reason, message in result.events:
                 kopf.event(cast(Any, body), type=event_type, reason=reason, message=message)
             await ctx.kube.patch_status(models.API_VERSION, kind, namespace, name, result.status)
