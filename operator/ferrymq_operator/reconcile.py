@@ -104,7 +104,7 @@ def _selector(labels: Mapping[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
-async def _apply_all(
+async def apply_all(
     kube: k8s.Kube, objects: list[dict[str, Any]], result: Result
 ) -> Failure | None:
     """Apply in order; the first object the API refuses stops the pass and becomes the failure."""
@@ -199,7 +199,7 @@ def port_user(
 # --- NameServer ---
 
 
-def _begin(body: Mapping[str, Any], kind: type[S]) -> tuple[Owner, StatusBuilder[S], Result]:
+def begin(body: Mapping[str, Any], kind: type[S]) -> tuple[Owner, StatusBuilder[S], Result]:
     """What every pass starts from: the owner, a status builder over the status the resource
     has, an empty result."""
     previous = kind.model_validate(body.get("status") or {})
@@ -234,7 +234,7 @@ async def observe_nameserver(
 
 
 async def reconcile_nameserver(ctx: Context, body: Mapping[str, Any]) -> Result:
-    owner, builder, result = _begin(body, models.NameServerStatus)
+    owner, builder, result = begin(body, models.NameServerStatus)
     previous, generation = builder.previous, builder.generation
     if _paused(body, builder, result):
         return result
@@ -264,7 +264,7 @@ async def reconcile_nameserver(ctx: Context, body: Mapping[str, Any]) -> Result:
             result.events.extend(secured.events)
             failure = secured.failure
         if failure is None:
-            failure = await _apply_all(ctx.kube, objects, result)
+            failure = await apply_all(ctx.kube, objects, result)
         if failure is None and listener_builder.namesrv_external(spec) is None:
             await remove_namesrv_external(ctx, owner, result)
     workloads = await observe_nameserver(ctx.kube, owner, replicas) if replicas else []
@@ -285,7 +285,7 @@ async def reconcile_nameserver(ctx: Context, body: Mapping[str, Any]) -> Result:
                 ctx.kube, owner, spec, builder.status.addresses
             )
         ]
-    return _report(builder, failure, result)
+    return finish(builder, failure, result)
 
 
 async def remove_namesrv_external(ctx: Context, owner: Owner, result: Result) -> None:
@@ -298,7 +298,7 @@ async def remove_namesrv_external(ctx: Context, owner: Owner, result: Result) ->
 # --- Broker ---
 
 
-async def _namesrv_addr(ctx: Context, owner: Owner, spec: models.BrokerSpec) -> str | Failure:
+async def namesrv_addr_of(ctx: Context, owner: Owner, spec: models.BrokerSpec) -> str | Failure:
     ref = spec.name_server_ref.name
     body = await ctx.kube.get(models.API_VERSION, "NameServer", owner.namespace, ref)
     if body is None:
@@ -676,7 +676,7 @@ async def apply_broker(
     """Resolve the NameServer, check the spec against the cluster, apply the children, remove the
     stale ones; the first step that fails ends the sequence."""
     security_session.use(None)  # set below for this cluster once its Secrets are read
-    addr = await _namesrv_addr(ctx, owner, spec)
+    addr = await namesrv_addr_of(ctx, owner, spec)
     if isinstance(addr, Failure):
         result.retry = ctx.settings.retry_delay_seconds
         return Applied(spec, None, security_secrets.SecurityOutcome(), addr)
@@ -710,7 +710,7 @@ async def apply_broker(
     objects += broker_builder.desired(owner, spec, addr, ctx.versions.pdb)
     objects += audit_builder.desired(owner, spec, addr, ctx.versions.cronjob)
     objects += netpol.desired(owner, spec)
-    failure = await _apply_all(ctx.kube, objects, result)
+    failure = await apply_all(ctx.kube, objects, result)
     if failure is not None:
         return Applied(spec, addr, secured, failure)
     if spec.audit is None:
@@ -760,7 +760,7 @@ async def drain_removed_groups(
 async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
     """Parse, apply, then (when everything applied) drain, roll and push; observe; report.
     Observation and the status come whatever the apply steps reached."""
-    owner, builder, result = _begin(body, models.BrokerStatus)
+    owner, builder, result = begin(body, models.BrokerStatus)
     previous, generation = builder.previous, builder.generation
     if _paused(body, builder, result):
         return result
@@ -768,7 +768,7 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
         spec = models.parse_broker_spec(body.get("spec") or {})
         owner.check_name()
     except ValueError as error:
-        return _refused(builder, Failure("InvalidSpec", str(error)), result)
+        return refused(builder, Failure("InvalidSpec", str(error)), result)
 
     applied = await apply_broker(ctx, body, owner, spec, previous, generation, result)
     spec = applied.spec
@@ -824,16 +824,16 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
             result.retry = ctx.settings.retry_delay_seconds
     if pending is not None and result.retry is None:
         result.retry = ctx.settings.retry_delay_seconds
-    return _report(builder, applied.failure, result)
+    return finish(builder, applied.failure, result)
 
 
-def _refused(builder: StatusBuilder[Any], failure: Failure, result: Result) -> Result:
+def refused(builder: StatusBuilder[Any], failure: Failure, result: Result) -> Result:
     """The spec cannot be parsed: say what to fix, keep pod facts unknown."""
     builder.observe([], failure)
-    return _report(builder, failure, result)
+    return finish(builder, failure, result)
 
 
-def _report(builder: StatusBuilder[Any], failure: Failure | None, result: Result) -> Result:
+def finish(builder: StatusBuilder[Any], failure: Failure | None, result: Result) -> Result:
     """The status patch, the failure and the transition events of one pass."""
     result.status, result.failure = builder.patch(), failure
     result.events.extend(_transition_events(builder.previous, result.status))
