@@ -43,13 +43,17 @@ async def grow(
     if decision.refused is not None:
         return Failure(*decision.refused)
     for claim in decision.expand:
-        await kube.patch(
-            "v1",
-            "PersistentVolumeClaim",
-            owner.namespace,
-            claim,
-            {"spec": {"resources": {"requests": {"storage": spec.storage.size}}}},
-        )
+        try:
+            await kube.patch(
+                "v1",
+                "PersistentVolumeClaim",
+                owner.namespace,
+                claim,
+                {"spec": {"resources": {"requests": {"storage": spec.storage.size}}}},
+            )
+        except k8s.Rejected as error:
+            # e.g. a claim not yet bound to a volume (only bound claims may grow)
+            return Failure("StorageResizeRejected", f"growing claim {claim}: {error}")
         events.append(("Normal", "ClaimExpanding", f"{claim}: requested {spec.storage.size}"))
     for sts in decision.recreate:
         # Orphan: the pods stay; the StatefulSet applied next adopts them (same selector).
