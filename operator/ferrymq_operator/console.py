@@ -15,17 +15,11 @@ from ferrymq_operator.status import Failure, observe_statefulset
 
 async def _namesrv_addr(ctx: Context, body: Mapping[str, Any], broker: str) -> str | Failure:
     owner = reconcile.owner_of(body)
-    found = await ctx.kube.get(models.API_VERSION, "Broker", owner.namespace, broker)
-    if found is None:
-        return Failure(
-            "BrokerNotFound",
-            f"spec.brokerRef.name: no Broker {broker!r} in namespace {owner.namespace!r}; "
-            f"create it or fix the name",
-        )
-    try:
-        broker_spec = models.parse_broker_spec(found.get("spec") or {})
-    except models.InvalidSpec as error:
-        return Failure("BrokerInvalid", f"Broker {broker!r} has an invalid spec: {error}")
+    broker_spec = await reconcile.referenced_spec(
+        ctx, owner.namespace, "Broker", broker, models.parse_broker_spec
+    )
+    if isinstance(broker_spec, Failure):
+        return broker_spec
     return await reconcile.namesrv_addr_of(ctx, owner, broker_spec)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ferrymq_operator import (
     broker_admin,
@@ -51,6 +51,8 @@ from ferrymq_operator.status import (
     WorkloadObservation,
     observe_statefulset,
 )
+
+T = TypeVar("T")
 
 # (type "Normal"|"Warning", reason, message) -> posts a Kubernetes Event on the custom resource.
 EventSink = Callable[[str, str, str], None]
@@ -298,19 +300,31 @@ async def remove_namesrv_external(ctx: Context, owner: Owner, result: Result) ->
 # --- Broker ---
 
 
-async def namesrv_addr_of(ctx: Context, owner: Owner, spec: models.BrokerSpec) -> str | Failure:
-    ref = spec.name_server_ref.name
-    body = await ctx.kube.get(models.API_VERSION, "NameServer", owner.namespace, ref)
+async def referenced_spec(
+    ctx: Context, namespace: str, kind: str, name: str, parse: Callable[[dict[str, Any]], T]
+) -> T | Failure:
+    """The parsed spec of the ``kind`` resource a ``spec.<kind>Ref`` names, or the Failure
+    (``<kind>NotFound``, ``<kind>Invalid``) saying what to fix."""
+    body = await ctx.kube.get(models.API_VERSION, kind, namespace, name)
+    field = f"spec.{kind[0].lower()}{kind[1:]}Ref.name"
     if body is None:
         return Failure(
-            "NameServerNotFound",
-            f"spec.nameServerRef.name: no NameServer {ref!r} in namespace {owner.namespace!r}; "
-            f"create it or fix the name",
+            f"{kind}NotFound",
+            f"{field}: no {kind} {name!r} in namespace {namespace!r}; create it or fix the name",
         )
     try:
-        ns_spec = models.parse_nameserver_spec(body.get("spec") or {})
+        return parse(body.get("spec") or {})
     except models.InvalidSpec as error:
-        return Failure("NameServerInvalid", f"NameServer {ref!r} has an invalid spec: {error}")
+        return Failure(f"{kind}Invalid", f"{kind} {name!r} has an invalid spec: {error}")
+
+
+async def namesrv_addr_of(ctx: Context, owner: Owner, spec: models.BrokerSpec) -> str | Failure:
+    ref = spec.name_server_ref.name
+    ns_spec = await referenced_spec(
+        ctx, owner.namespace, "NameServer", ref, models.parse_nameserver_spec
+    )
+    if isinstance(ns_spec, Failure):
+        return ns_spec
     return names.namesrv_addresses(
         ref,
         owner.namespace,
