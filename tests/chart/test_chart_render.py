@@ -132,8 +132,12 @@ def test_watched_namespaces_get_a_role_each_and_no_cluster_wide_write(helm_bin: 
         "team-a",
         "team-b",
     ]
-    # What stays cluster-wide is read-only (kopf's discovery of CRDs and namespaces).
+    # What the operator holds cluster-wide is read-only (discovery of CRDs, StorageClasses);
+    # the aggregated self-service roles are not bound to it.
+    bound = {b["roleRef"]["name"] for b in by_kind(docs, "ClusterRoleBinding")}
     for role in by_kind(docs, "ClusterRole"):
+        if role["metadata"]["name"] not in bound:
+            continue
         for rule in role["rules"]:
             assert set(rule["verbs"]) <= {"get", "list", "watch"}, rule
 
@@ -191,7 +195,18 @@ def test_operator_pod_is_hardened_and_probed(helm_bin: Path) -> None:
     assert security.get("runAsNonRoot") is True
     assert container.get("securityContext", {}).get("allowPrivilegeEscalation") is False
     probe = container["livenessProbe"]["httpGet"]
+    # with leader election (default) a waiting replica runs no kopf: /metrics answers for it
+    assert (probe["path"], probe["port"]) == ("/metrics", "metrics")
+    single = one(
+        rendered(helm_bin, "--set", "replicas=1", "--set", "leaderElection.enabled=false"),
+        "Deployment",
+    )
+    probe = single["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]["httpGet"]
     assert probe["path"] == "/healthz"
+    out = run(
+        [helm_bin, "template", "x", CHART, "--set", "leaderElection.enabled=false"], check=False
+    )
+    assert out.returncode != 0 and "needs leaderElection.enabled" in out.stderr
     assert container.get("resources")
 
 
