@@ -34,6 +34,8 @@ from ferrymq.broker.metrics import (
     MetricsServer,
     TopicInCounter,
 )
+from ferrymq.broker.pop.settings import PopTimerSettings, load_pop_timer_settings
+from ferrymq.broker.pop.wiring import PopTimerServices
 from ferrymq.broker.processors.admin_broker import AdminBrokerProcessor
 from ferrymq.broker.processors.admin_consumer import AdminConsumerProcessor
 from ferrymq.broker.processors.admin_offset import AdminOffsetProcessor
@@ -77,8 +79,12 @@ class BrokerApp:
         tls_settings: TlsSettings | None = None,
         controller_mode: ControllerModeSettings | None = None,
         lag_config: LagConfig | None = None,
+        pop_settings: PopTimerSettings | None = None,
     ) -> None:
         self.config = config
+        # RocketMQ 5 POP and timer messages (broker/pop, broker/timer): reviveQueueNum, timer* keys
+        self.pop_settings = pop_settings or load_pop_timer_settings(config.broker_config_path)
+        self.rocket5: PopTimerServices | None = None
         # consumerLag* keys of the same broker.conf (and FERRYMQ_* environment)
         self.lag_config = lag_config or load_lag_config(config.broker_config_path)
         self.lag: ConsumerLagSampler | None = None
@@ -271,6 +277,8 @@ class BrokerApp:
         self._wire(self.store)
         assert self.semantics is not None
         await self.semantics.start()
+        assert self.rocket5 is not None
+        await self.rocket5.start()
         self.store.add_dispatch_round_listener(self.hold.on_dispatch_round)
         self.store.add_dispatch_round_listener(self.inflow.on_dispatch_round)
         self.lag = ConsumerLagSampler(
@@ -324,6 +332,21 @@ class BrokerApp:
             config=self.semantics_config,
         )
         self.semantics.register(self.server)
+        self.rocket5 = PopTimerServices(
+            config=cfg,
+            settings=self.pop_settings,
+            store=store,
+            send_store=self.semantics.send_store,
+            offsets=self.offsets,
+            topics=self.topics,
+            groups=self.groups,
+            consumers=self.consumers,
+            client=self.client,
+            config_dir=config_dir(self.store_config.store_path_root_dir),
+            is_slave=lambda: self.is_slave,
+            on_topic_created=lambda topic: self.topics_changed(),
+        )
+        self.rocket5.register(self.server)
         self.send = SendMessageProcessor(
             cfg,
             self.semantics.send_store,
@@ -671,6 +694,8 @@ class BrokerApp:
         await self.server.stop()
         if self.semantics is not None:
             await self.semantics.shutdown()
+        if self.rocket5 is not None:
+            await self.rocket5.shutdown()
         if self._persisting is not None:
             self.offsets.dirty = True
             self.groups.dirty = True
@@ -705,6 +730,7 @@ async def serve(conf: BrokerConf) -> None:
         tls_settings=conf.tls,
         controller_mode=conf.controller_mode,
         lag_config=conf.lag,
+        pop_settings=conf.pop,
     )
     shutdown = GracefulShutdown(config.shutdown_grace_seconds, name=f"broker {config.broker_name}")
 

@@ -54,6 +54,7 @@ from ferrymq.store.flush import FlushConsumeQueueService, FlushRealTimeService, 
 from ferrymq.store.get_message import MessageFilter, PullLimits, offset_status, read_queue
 from ferrymq.store.index_service import IndexService
 from ferrymq.store.mapped_file import (
+    RESERVE_STEP,
     DiskFullError,
     SelectMappedBufferResult,
     StoreFileError,
@@ -460,10 +461,11 @@ class MessageStore:
         return None
 
     def _space_returned(self) -> bool:
-        """After a CommitLog file could not be reserved: whether the disk now has room for one
-        (a statvfs, not a new attempt per put, which on a nearly full disk would allocate and
-        free up to a whole file each time)."""
-        if free_bytes(self.config.commit_log_dir) < self.config.mapped_file_size_commit_log:
+        """After CommitLog blocks could not be reserved: whether the disk now has room for one
+        reservation step (a statvfs, not a new attempt per put, which on a nearly full disk
+        would allocate and free a step each time)."""
+        step = min(self.config.mapped_file_size_commit_log, RESERVE_STEP)
+        if free_bytes(self.config.commit_log_dir) < step:
             return False
         log.warning("store disk has room again; puts resume")
         self._reserve_failed = ""
