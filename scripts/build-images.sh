@@ -40,6 +40,9 @@ PY="$REPO_ROOT/.venv/bin/python"
 names=$(PYTHONPATH="$REPO_ROOT/operator:$REPO_ROOT/broker_image" "$PY" -m ferrymq_operator.images) \
   || fail "python -m ferrymq_operator.images (run scripts/setup.sh first?)"
 eval "$names"
+# the gRPC proxy's generated stubs (ferrymq/proxy/v2, not committed) go into the images with the
+# package tree: make sure they are there
+"$REPO_ROOT/scripts/gen-proto.sh" || fail "scripts/gen-proto.sh (run scripts/setup.sh first?)"
 : "${BROKER_IMAGE:?}" "${OPERATOR_IMAGE:?}" "${SPARK_IMAGE:?}"
 
 wanted=("$@")
