@@ -163,7 +163,8 @@ def kube(cluster: Cluster) -> Iterator[Kube]:
     k = _namespace(cluster, "ferrymq-e2e")
     release = "ferrymq-e2e"
     helm_env = {"KUBECONFIG": cluster.kubeconfig}
-    host_network = ["--set", "hostNetwork=true"] if NODE_MODE else []
+    # one operator pod on the host network: two replicas on one node would share its ports
+    host_network = ["--set", "hostNetwork=true", "--set", "replicas=1"] if NODE_MODE else []
     # helm installs a chart's CRDs only when they are absent and never upgrades them; on a cluster
     # that outlives runs (the node), the CRDs of this tree are applied first.
     k.kubectl("apply", "-f", str(ROOT / "charts" / "ferrymq-operator" / "crds"))
