@@ -1,0 +1,430 @@
+"""ferrymq against Apache RocketMQ, driven by the same Java load generator (``bench/java``).
+
+One command runs every scenario on both brokers, alternating which goes first (round 1: ferrymq
+first on even scenarios, round 2 reversed), each broker in its own cluster started with the
+equivalent configuration (``CONFIGS`` below, printed side by side in the note), and writes to
+``bench/results/vs_apache_<UTC date and time>/``:
+
+    raw.jsonl      one record per (round, scenario, broker): the generator's RESULT line, the
+                   servers' CPU over the measured window (utime+stime from /proc/PID/stat,
+                   between the generator's "MARK start" and "MARK end" lines), the machine's
+                   load average and busy share over that window
+    <broker>_<scenario>_<round>.out   the generator's output
+    SUMMARY.md     the table: msg/s per broker, ferrymq / RocketMQ ratio, server CPU (% of a
+                   core and microseconds per message), load
+
+Usage::
+
+    .venv/bin/python bench/vs_apache.py --quick              # small counts, 1 round (~15 min)
+    .venv/bin/python bench/vs_apache.py --rounds 2           # the full run
+    .venv/bin/python bench/vs_apache.py --only sync_64t,async_w1000 --rounds 2
+
+Performance claims are ratios of the same run on the same machine; absolute figures move with
+the machine's load, which is why each record carries it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # bench.* and tests.interop.* (the Apache launcher)
+
+from ferrymq.broker.local_cluster import LocalCluster  # noqa: E402
+
+JAVA_DIR = Path(__file__).resolve().parent / "java"
+JAR = JAVA_DIR / "target" / "vs-bench.jar"
+RESULTS = Path(__file__).resolve().parent / "results"
+COMMITLOG_FILE_SIZE = 128 * 1024 * 1024
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+# --- broker set-ups: the same keys for both brokers (upstream names) -------------------------
+
+SETUPS: dict[str, dict[str, str]] = {
+    "async": {"flushDiskType": "ASYNC_FLUSH", "brokerRole": "ASYNC_MASTER"},
+    "syncflush": {"flushDiskType": "SYNC_FLUSH", "brokerRole": "ASYNC_MASTER"},
+    "syncmaster": {"flushDiskType": "ASYNC_FLUSH", "brokerRole": "SYNC_MASTER"},
+}
+SLAVES = {"async": 0, "syncflush": 0, "syncmaster": 1}
+COMMON_CONF = {
+    "mappedFileSizeCommitLog": str(COMMITLOG_FILE_SIZE),
+    "autoCreateTopicEnable": "true",
+    "brokerIP1": "127.0.0.1",
+}
+# Apache's JVM: what the issue's baseline used (1 GiB heap), with RocketMQ's own collector
+APACHE_JVM = ("-Xms1g", "-Xmx1g", "-XX:+UseG1GC", "-XX:MaxDirectMemorySize=1g")
+GENERATOR_JVM = ("-Xms512m", "-Xmx1g", "-XX:+UseG1GC")
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    name: str
+    setup: str
+    args: tuple[str, ...]
+    full: tuple[int, int]  # (count, seconds)
+    quick: tuple[int, int]
+    queues: int = 8
+    fill: tuple[int, int] = (0, 0)  # backlog to write first (full, quick), for drain
+
+
+SCENARIOS: tuple[Scenario, ...] = (
+    Scenario("sync_1t", "async", ("--scenario", "sync", "--threads", "1"), (100_000, 20), (10_000, 6)),
+    Scenario("sync_8t", "async", ("--scenario", "sync", "--threads", "8"), (300_000, 20), (30_000, 6)),
+    Scenario("sync_64t", "async", ("--scenario", "sync", "--threads", "64"), (500_000, 20), (60_000, 6)),
+    Scenario("sync_256t", "async", ("--scenario", "sync", "--threads", "256"), (500_000, 20), (60_000, 6)),
+    Scenario("async_w1000", "async", ("--scenario", "async", "--window", "1000"), (1_000_000, 20), (100_000, 6)),
+    Scenario("oneway_8t", "async", ("--scenario", "oneway", "--threads", "8"), (1_000_000, 15), (100_000, 5)),
+    Scenario("batch32_8t", "async", ("--scenario", "batch", "--batch", "32", "--threads", "8"), (3_000_000, 20), (300_000, 6)),
+    Scenario("sync_64t_16k", "async", ("--scenario", "sync", "--threads", "64", "--size", "16384"), (300_000, 20), (30_000, 6)),
+    Scenario("batch32_8t_16k", "async", ("--scenario", "batch", "--batch", "32", "--threads", "8", "--size", "16384"), (500_000, 20), (60_000, 6)),
+    Scenario("drain", "async", ("--scenario", "drain",), (1_000_000, 120), (100_000, 60), fill=(1_000_000, 100_000)),
+    Scenario("latency_2k", "async", ("--scenario", "latency", "--rate", "2000"), (40_000, 20), (16_000, 8)),
+    Scenario("latency_20k", "async", ("--scenario", "latency", "--rate", "20000"), (400_000, 20), (160_000, 8)),
+    Scenario("queues10k_sync_64t", "async", ("--scenario", "sync", "--threads", "64"), (500_000, 20), (60_000, 6), queues=10_000),
+    Scenario("conn1000", "async", ("--scenario", "connections", "--connections", "1000"), (500_000, 20), (60_000, 6)),
+    Scenario("syncflush_sync_64t", "syncflush", ("--scenario", "sync", "--threads", "64"), (300_000, 20), (30_000, 6)),
+    Scenario("syncmaster_sync_64t", "syncmaster", ("--scenario", "sync", "--threads", "64"), (300_000, 20), (30_000, 6)),
+)  # fmt: skip
+
+
+# --- the two brokers ----------------------------------------------------------------------------
+
+
+class Broker(Protocol):
+    name: str
+
+    @property
+    def namesrv(self) -> str: ...
+
+    def server_pids(self) -> list[int]:
+        """The broker processes (master and slave), whose CPU is the server's."""
+        ...
+
+    def stop(self) -> None: ...
+
+
+class FerryBroker:
+    """``ferrymq local-cluster``'s own LocalCluster: one group, a slave for SYNC_MASTER."""
+
+    name = "ferrymq"
+
+    def __init__(self, workdir: Path, setup: str) -> None:
+        conf = {**COMMON_CONF, **SETUPS[setup]}
+        self.cluster = LocalCluster(
+            workdir,
+            groups=1,
+            slaves=SLAVES[setup],
+            cluster_name="VsBench",
+            namesrv_port=0,
+            broker_port=0,
+            flush_disk_type=conf.pop("flushDiskType"),
+            mapped_file_size_commit_log=int(conf.pop("mappedFileSizeCommitLog")),
+            extra_conf=conf,
+        )
+        self.cluster.start()
+
+    @property
+    def namesrv(self) -> str:
+        return self.cluster.namesrv_addr
+
+    def server_pids(self) -> list[int]:
+        return [b.pid for b in self.cluster.brokers]
+
+    def stop(self) -> None:
+        self.cluster.stop()
+
+
+def start_broker(name: str, workdir: Path, setup: str) -> Broker:
+    if name == "ferrymq":
+        return FerryBroker(workdir, setup)
+    from bench.apache_side import ApacheBroker  # the oracle's launcher, see that module
+
+    return ApacheBroker(workdir, setup, {**COMMON_CONF, **SETUPS[setup]}, SLAVES[setup], APACHE_JVM)
+
+
+# --- measuring ----------------------------------------------------------------------------------
+
+
+def cpu_ticks(pid: int) -> int:
+    """utime + stime of a process, all threads, in clock ticks (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0
+    return int(fields[11]) + int(fields[12])
+
+
+def machine_ticks() -> tuple[int, int]:
+    """(busy, total) jiffies of the whole machine, from /proc/stat."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = values[3] + values[4]
+    return sum(values) - idle, sum(values)
+
+
+@dataclass(slots=True)
+class Window:
+    """CPU and load between the generator's MARK start and MARK end."""
+
+    pids: list[int]
+    generator: int
+    t0: float = 0.0
+    cpu0: dict[int, int] = field(default_factory=dict)
+    machine0: tuple[int, int] = (0, 0)
+    result: dict[str, Any] = field(default_factory=dict)
+
+    def start(self) -> None:
+        self.t0 = time.monotonic()
+        self.cpu0 = {p: cpu_ticks(p) for p in [*self.pids, self.generator]}
+        self.machine0 = machine_ticks()
+        self.result["load_start"] = os.getloadavg()[0]
+
+    def end(self) -> None:
+        wall = time.monotonic() - self.t0
+        cpu = {p: (cpu_ticks(p) - c) / CLK_TCK for p, c in self.cpu0.items()}
+        busy, total = machine_ticks()
+        server = sum(cpu[p] for p in self.pids)
+        self.result.update(
+            wall_s=wall,
+            server_cpu_s=server,
+            server_cpu_pct=100 * server / wall,
+            generator_cpu_pct=100 * cpu[self.generator] / wall,
+            machine_busy_pct=100 * (busy - self.machine0[0]) / max(1, total - self.machine0[1]),
+            load_end=os.getloadavg()[0],
+        )
+
+
+def run_generator(
+    broker: Broker, args: list[str], out_path: Path, timeout: float
+) -> dict[str, Any]:
+    """Run the generator once; its RESULT merged with the servers' CPU over its window."""
+    cmd = [
+        "java",
+        *GENERATOR_JVM,
+        "-cp",
+        f"{JAR}:{JAR.parent / 'lib'}/*",
+        "io.ferrymq.bench.VsBench",
+    ]
+    cmd += ["--namesrv", broker.namesrv, *args]
+    with open(out_path, "w") as out:
+        out.write(" ".join(cmd) + "\n")
+        out.flush()
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=out, stdin=subprocess.DEVNULL, text=True
+        )
+        window = Window(broker.server_pids(), proc.pid)
+        deadline = time.monotonic() + timeout
+        result: dict[str, Any] = {}
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                out.write(line)
+                if line.startswith("MARK start"):
+                    window.start()
+                elif line.startswith("MARK end"):
+                    window.end()
+                elif line.startswith("RESULT "):
+                    result = json.loads(line[len("RESULT ") :])
+                if time.monotonic() > deadline:
+                    break
+        finally:
+            if proc.poll() is None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    if not result:
+        raise RuntimeError(
+            f"the generator printed no RESULT (exit {proc.returncode}); see {out_path}"
+        )
+    result.update(window.result)
+    msgs = result.get("messages") or 0
+    if msgs and "server_cpu_s" in result:
+        result["server_cpu_us_per_msg"] = 1e6 * result["server_cpu_s"] / msgs
+    return result
+
+
+def scenario_args(s: Scenario, quick: bool, topic: str) -> list[str]:
+    count, seconds = s.quick if quick else s.full
+    return [*s.args, "--topic", topic, "--count", str(count), "--seconds", str(seconds)]
+
+
+def run_scenario(
+    broker: Broker, s: Scenario, quick: bool, round_no: int, out_dir: Path
+) -> dict[str, Any]:
+    topic = f"VsBench_{s.name}_{round_no}"
+    tag = f"{broker.name}_{s.name}_{round_no}"
+    run_generator(
+        broker,
+        ["--scenario", "create-topic", "--topic", topic, "--queues", str(s.queues)],
+        out_dir / f"{tag}.topic.out",
+        180,
+    )
+    fill = s.fill[1] if quick else s.fill[0]
+    if fill:
+        run_generator(
+            broker,
+            ["--scenario", "fill", "--topic", topic, "--count", str(fill), "--seconds", "300",
+             "--batch", "32", "--threads", "8", "--warmup", "0"],
+            out_dir / f"{tag}.fill.out",
+            600,
+        )  # fmt: skip
+    seconds = (s.quick if quick else s.full)[1]
+    record = run_generator(
+        broker, scenario_args(s, quick, topic), out_dir / f"{tag}.out", seconds + 240
+    )
+    record.update(broker=broker.name, case=s.name, round=round_no, setup=s.setup)
+    return record
+
+
+# --- the run ------------------------------------------------------------------------------------
+
+
+def build_generator() -> None:
+    """``mvn package`` when the jar is missing or older than its sources (Maven Central)."""
+    sources = [*JAVA_DIR.rglob("*.java"), JAVA_DIR / "pom.xml"]
+    if JAR.exists() and all(p.stat().st_mtime <= JAR.stat().st_mtime for p in sources):
+        return
+    from bench.apache_side import ensure_java_tools
+
+    ensure_java_tools()
+    subprocess.run(["mvn", "-q", "-B", "-DskipTests", "package"], cwd=JAVA_DIR, check=True)
+
+
+@contextlib.contextmanager
+def brokers(names: list[str], setup: str, workdir: Path) -> Iterator[dict[str, Broker]]:
+    started: dict[str, Broker] = {}
+    try:
+        for name in names:
+            started[name] = start_broker(name, workdir / f"{name}-{setup}", setup)
+        yield started
+    finally:
+        for b in started.values():
+            b.stop()
+
+
+def run_all(args: argparse.Namespace) -> Path:
+    build_generator()
+    stamp = datetime.now(UTC).strftime("%Y%m%d_%H%M")
+    out_dir = Path(args.out) if args.out else RESULTS / f"vs_apache_{stamp}"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    chosen = [s for s in SCENARIOS if not args.only or s.name in args.only.split(",")]
+    sides = args.brokers.split(",")
+    raw = out_dir / "raw.jsonl"
+    workroot = Path(tempfile.mkdtemp(prefix="vs_apache_", dir=args.workdir))
+    try:
+        for round_no in range(1, args.rounds + 1):
+            for setup in SETUPS:
+                group = [s for s in chosen if s.setup == setup]
+                if not group:
+                    continue
+                with brokers(sides, setup, workroot / f"r{round_no}") as running:
+                    for index, s in enumerate(group):
+                        order = sides if (index + round_no) % 2 == 0 else sides[::-1]
+                        for name in order:
+                            rec = run_scenario(running[name], s, args.quick, round_no, out_dir)
+                            with raw.open("a") as f:
+                                f.write(json.dumps(rec) + "\n")
+                            print(summary_line(rec), flush=True)
+    finally:
+        shutil.rmtree(workroot, ignore_errors=True)
+    (out_dir / "SUMMARY.md").write_text(summarize(raw, args))
+    return out_dir
+
+
+def summary_line(r: dict[str, Any]) -> str:
+    return (
+        f"{r['case']:<22} r{r['round']} {r['broker']:<8} {r.get('msgs_per_s', 0):>10,.0f} msg/s  "
+        f"server {r.get('server_cpu_pct', 0):5.0f}% ({r.get('server_cpu_us_per_msg', 0):6.1f} us/msg)  "
+        f"load {r.get('load_start', 0):.1f}  machine busy {r.get('machine_busy_pct', 0):.0f}%  "
+        f"failed {r.get('failed_requests', 0)}"
+    )
+
+
+def _median(rows: list[dict[str, Any]], key: str) -> float:
+    values = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
+    return statistics.median(values) if values else float("nan")
+
+
+def _lat(rows: list[dict[str, Any]]) -> str:
+    parts = []
+    for r in rows:
+        lat = r.get("e2e_latency_us") or r.get("request_latency_us") or {}
+        if lat:
+            parts.append("/".join(f"{lat[k] / 1000:.1f}" for k in ("p50", "p99", "p999", "max")))
+    return "; ".join(parts)
+
+
+def summarize(raw: Path, args: argparse.Namespace) -> str:
+    rows = [json.loads(line) for line in raw.read_text().splitlines() if line.strip()]
+    lines = [
+        f"# ferrymq vs Apache RocketMQ, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
+        "",
+        f"`bench/vs_apache.py {' '.join(sys.argv[1:])}`; rounds: {args.rounds}; machine: "
+        f"{os.cpu_count()} CPUs. Medians over rounds; msg/s per run in raw.jsonl.",
+        "",
+        "| scenario | RocketMQ msg/s | ferrymq msg/s | ratio | server CPU % of a core (R / f) "
+        "| CPU us/msg (R / f) | latency ms p50/p99/p99.9/max (R; f) | load avg (R / f) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for s in SCENARIOS:
+        a = [r for r in rows if r["case"] == s.name and r["broker"] == "apache"]
+        f = [r for r in rows if r["case"] == s.name and r["broker"] == "ferrymq"]
+        if not a and not f:
+            continue
+        am, fm = _median(a, "msgs_per_s"), _median(f, "msgs_per_s")
+        ratio = fm / am if am and am == am else float("nan")
+        lines.append(
+            f"| {s.name} | {am:,.0f} | {fm:,.0f} | {ratio:.2f}x "
+            f"| {_median(a, 'server_cpu_pct'):.0f} / {_median(f, 'server_cpu_pct'):.0f} "
+            f"| {_median(a, 'server_cpu_us_per_msg'):.1f} / {_median(f, 'server_cpu_us_per_msg'):.1f} "
+            f"| {_lat(a)}; {_lat(f)} "
+            f"| {_median(a, 'load_start'):.1f} / {_median(f, 'load_start'):.1f} |"
+        )
+    lines += ["", "## Configurations (the same keys on both brokers)", ""]
+    lines += ["| key | value |", "|---|---|"]
+    for k, v in COMMON_CONF.items():
+        lines.append(f"| {k} | {v} |")
+    for name, conf in SETUPS.items():
+        lines.append(f"| set-up `{name}` | {conf}, slaves: {SLAVES[name]} |")
+    lines.append(f"| Apache JVM | {' '.join(APACHE_JVM)} |")
+    lines.append(
+        "| ferrymq | `LocalCluster` (as `ferrymq local-cluster --groups 1`), one process per broker |"
+    )
+    lines.append(f"| generator JVM | {' '.join(GENERATOR_JVM)} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--quick", action="store_true", help="small counts and short windows")
+    p.add_argument("--rounds", type=int, default=1)
+    p.add_argument("--only", default="", help="comma-separated scenario names")
+    p.add_argument("--brokers", default="ferrymq,apache", help="which brokers, in round-1 order")
+    p.add_argument("--out", default="", help="results directory (default: dated, in bench/results)")
+    p.add_argument("--workdir", default=None, help="where the brokers' stores go (default: /tmp)")
+    args = p.parse_args()
+    out = run_all(args)
+    print((out / "SUMMARY.md").read_text())
+    print(f"results in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
