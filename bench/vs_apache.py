@@ -30,6 +30,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -117,12 +118,41 @@ class Broker(Protocol):
     def stop(self) -> None: ...
 
 
+@contextlib.contextmanager
+def python_path(tree: Path | None) -> Iterator[None]:
+    """Children started inside see ``tree``'s ferrymq before the installed one (A/B runs)."""
+    if tree is None:
+        yield
+        return
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(tree / "broker_image")
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = old
+
+
+def checkout(rev: str, into: Path) -> Path:
+    """The broker_image/ of commit ``rev`` (``git archive``), for an A/B against it."""
+    into.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev, "broker_image"], capture_output=True, check=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into
+
+
 class FerryBroker:
-    """``ferrymq local-cluster``'s own LocalCluster: one group, a slave for SYNC_MASTER."""
+    """``ferrymq local-cluster``'s own LocalCluster: one group, a slave for SYNC_MASTER. Named
+    ``ferrymq@REV`` it runs commit REV's code (an A/B in the same run)."""
 
-    name = "ferrymq"
-
-    def __init__(self, workdir: Path, setup: str) -> None:
+    def __init__(self, workdir: Path, setup: str, name: str = "ferrymq") -> None:
+        self.name = name
+        _, _, rev = name.partition("@")
+        tree = checkout(rev, workdir / "code") if rev else None
         conf = {**COMMON_CONF, **SETUPS[setup]}
         self.cluster = LocalCluster(
             workdir,
@@ -135,7 +165,8 @@ class FerryBroker:
             mapped_file_size_commit_log=int(conf.pop("mappedFileSizeCommitLog")),
             extra_conf=conf,
         )
-        self.cluster.start()
+        with python_path(tree):
+            self.cluster.start()
 
     @property
     def namesrv(self) -> str:
@@ -149,8 +180,8 @@ class FerryBroker:
 
 
 def start_broker(name: str, workdir: Path, setup: str) -> Broker:
-    if name == "ferrymq":
-        return FerryBroker(workdir, setup)
+    if name.startswith("ferrymq"):
+        return FerryBroker(workdir, setup, name)
     from bench.apache_side import ApacheBroker  # the oracle's launcher, see that module
 
     return ApacheBroker(workdir, setup, {**COMMON_CONF, **SETUPS[setup]}, SLAVES[setup], APACHE_JVM)
@@ -207,10 +238,29 @@ class Window:
         )
 
 
+def start_profiler(pid: int, out: Path) -> subprocess.Popen[bytes]:
+    """py-spy on a ferrymq broker until SIGINT: collapsed stacks with idle frames (where the
+    event loop waits in epoll shows up as such), for ``--profile``."""
+    py_spy = Path(sys.executable).with_name("py-spy")
+    cmd = [str(py_spy), "record", "-p", str(pid), "-r", "250", "--idle", "--nonblocking"]
+    cmd += ["-f", "raw", "-o", str(out)]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def stop_profiler(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def run_generator(
-    broker: Broker, args: list[str], out_path: Path, timeout: float
+    broker: Broker, args: list[str], out_path: Path, timeout: float, profile: bool = False
 ) -> dict[str, Any]:
-    """Run the generator once; its RESULT merged with the servers' CPU over its window."""
+    """Run the generator once; its RESULT merged with the servers' CPU over its window (and,
+    with ``profile``, py-spy's stacks of each ferrymq broker process beside ``out_path``)."""
     cmd = [
         "java",
         *GENERATOR_JVM,
@@ -228,19 +278,30 @@ def run_generator(
         window = Window(broker.server_pids(), proc.pid)
         deadline = time.monotonic() + timeout
         result: dict[str, Any] = {}
+        profilers: list[subprocess.Popen[bytes]] = []
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
                 out.write(line)
                 if line.startswith("MARK start"):
+                    if profile and broker.name.startswith("ferrymq"):
+                        profilers = [
+                            start_profiler(pid, out_path.with_suffix(f".{pid}.pyspy.txt"))
+                            for pid in window.pids
+                        ]
                     window.start()
                 elif line.startswith("MARK end"):
                     window.end()
+                    for prof in profilers:
+                        stop_profiler(prof)
+                    profilers = []
                 elif line.startswith("RESULT "):
                     result = json.loads(line[len("RESULT ") :])
                 if time.monotonic() > deadline:
                     break
         finally:
+            for prof in profilers:
+                stop_profiler(prof)
             if proc.poll() is None:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(timeout=max(1.0, deadline - time.monotonic()))
@@ -264,7 +325,7 @@ def scenario_args(s: Scenario, quick: bool, topic: str) -> list[str]:
 
 
 def run_scenario(
-    broker: Broker, s: Scenario, quick: bool, round_no: int, out_dir: Path
+    broker: Broker, s: Scenario, quick: bool, round_no: int, out_dir: Path, profile: bool = False
 ) -> dict[str, Any]:
     topic = f"VsBench_{s.name}_{round_no}"
     tag = f"{broker.name}_{s.name}_{round_no}"
@@ -285,7 +346,7 @@ def run_scenario(
         )  # fmt: skip
     seconds = (s.quick if quick else s.full)[1]
     record = run_generator(
-        broker, scenario_args(s, quick, topic), out_dir / f"{tag}.out", seconds + 240
+        broker, scenario_args(s, quick, topic), out_dir / f"{tag}.out", seconds + 240, profile
     )
     record.update(broker=broker.name, case=s.name, round=round_no, setup=s.setup)
     return record
@@ -336,7 +397,9 @@ def run_all(args: argparse.Namespace) -> Path:
                     for index, s in enumerate(group):
                         order = sides if (index + round_no) % 2 == 0 else sides[::-1]
                         for name in order:
-                            rec = run_scenario(running[name], s, args.quick, round_no, out_dir)
+                            rec = run_scenario(
+                                running[name], s, args.quick, round_no, out_dir, args.profile
+                            )
                             with raw.open("a") as f:
                                 f.write(json.dumps(rec) + "\n")
                             print(summary_line(rec), flush=True)
@@ -371,19 +434,23 @@ def _lat(rows: list[dict[str, Any]]) -> str:
 
 def summarize(raw: Path, args: argparse.Namespace) -> str:
     rows = [json.loads(line) for line in raw.read_text().splitlines() if line.strip()]
+    sides = args.brokers.split(",")
+    new, base = sides[0], sides[-1]
     lines = [
         f"# ferrymq vs Apache RocketMQ, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
         "",
         f"`bench/vs_apache.py {' '.join(sys.argv[1:])}`; rounds: {args.rounds}; machine: "
         f"{os.cpu_count()} CPUs. Medians over rounds; msg/s per run in raw.jsonl.",
         "",
-        "| scenario | RocketMQ msg/s | ferrymq msg/s | ratio | server CPU % of a core (R / f) "
-        "| CPU us/msg (R / f) | latency ms p50/p99/p99.9/max (R; f) | load avg (R / f) |",
+        f"Ratio: {new} / {base}. Pairs below are ({base} / {new}).",
+        "",
+        f"| scenario | {base} msg/s | {new} msg/s | ratio | server CPU % of a core "
+        "| server CPU us/msg | latency ms p50/p99/p99.9/max | load avg at start |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for s in SCENARIOS:
-        a = [r for r in rows if r["case"] == s.name and r["broker"] == "apache"]
-        f = [r for r in rows if r["case"] == s.name and r["broker"] == "ferrymq"]
+        a = [r for r in rows if r["case"] == s.name and r["broker"] == base]
+        f = [r for r in rows if r["case"] == s.name and r["broker"] == new]
         if not a and not f:
             continue
         am, fm = _median(a, "msgs_per_s"), _median(f, "msgs_per_s")
@@ -416,8 +483,14 @@ def main() -> int:
     p.add_argument("--quick", action="store_true", help="small counts and short windows")
     p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--only", default="", help="comma-separated scenario names")
-    p.add_argument("--brokers", default="ferrymq,apache", help="which brokers, in round-1 order")
+    p.add_argument(
+        "--brokers",
+        default="ferrymq,apache",
+        help="which brokers, in round-1 order; ratios are first / last. ferrymq@REV runs "
+        "commit REV's broker (an A/B: --brokers ferrymq,ferrymq@HEAD~1)",
+    )
     p.add_argument("--out", default="", help="results directory (default: dated, in bench/results)")
+    p.add_argument("--profile", action="store_true", help="py-spy the ferrymq brokers")
     p.add_argument("--workdir", default=None, help="where the brokers' stores go (default: /tmp)")
     args = p.parse_args()
     out = run_all(args)

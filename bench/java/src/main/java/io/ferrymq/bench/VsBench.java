@@ -230,10 +230,22 @@ public final class VsBench {
   }
 
   static void warmUp(Args args, DefaultMQProducer p, Sender sender) throws Exception {
-    // routes, connections and the JIT, outside the measured window
+    // routes, connections and the JIT, outside the measured window; a busy machine may time out
+    // the first route look-ups, so errors are retried for up to a minute
     long n = args.num("warmup", 2_000);
-    for (long i = 0; i < n; i++) {
-      sender.send(p);
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+    Exception last = null;
+    for (long done = 0; done < n; ) {
+      try {
+        sender.send(p);
+        done++;
+      } catch (Exception e) {
+        last = e;
+        if (System.nanoTime() > deadline) {
+          throw new IllegalStateException("warm-up failed for a minute", last);
+        }
+        Thread.sleep(200);
+      }
     }
   }
 
