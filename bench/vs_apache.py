@@ -57,17 +57,34 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 SETUPS: dict[str, dict[str, str]] = {
     "async": {"flushDiskType": "ASYNC_FLUSH", "brokerRole": "ASYNC_MASTER"},
+    # 10,000 queues: ConsumeQueue files of 30,000 entries (600 KB): ferrymq reserves every
+    # store file's blocks up front, and 10,000 of upstream's 6 MB files would not fit the disk
+    "q10k": {
+        "flushDiskType": "ASYNC_FLUSH",
+        "brokerRole": "ASYNC_MASTER",
+        "mappedFileSizeConsumeQueue": str(30_000 * 20),
+    },
     "syncflush": {"flushDiskType": "SYNC_FLUSH", "brokerRole": "ASYNC_MASTER"},
     "syncmaster": {"flushDiskType": "ASYNC_FLUSH", "brokerRole": "SYNC_MASTER"},
 }
-SLAVES = {"async": 0, "syncflush": 0, "syncmaster": 1}
+SLAVES = {"async": 0, "q10k": 0, "syncflush": 0, "syncmaster": 1}
 COMMON_CONF = {
     "mappedFileSizeCommitLog": str(COMMITLOG_FILE_SIZE),
+    # upstream's defaults, spelled out: the Apache launcher's own are small, for tests
+    "mappedFileSizeConsumeQueue": str(300_000 * 20),
+    "maxIndexNum": "20000000",
+    "maxHashSlotNum": "5000000",
     "autoCreateTopicEnable": "true",
     "brokerIP1": "127.0.0.1",
 }
 # Apache's JVM: what the issue's baseline used (1 GiB heap), with RocketMQ's own collector
-APACHE_JVM = ("-Xms1g", "-Xmx1g", "-XX:+UseG1GC", "-XX:MaxDirectMemorySize=1g")
+APACHE_JVM = (
+    "-Xms1g",
+    "-Xmx1g",
+    "-XX:+UseG1GC",
+    "-XX:MaxDirectMemorySize=1g",
+    "-Djava.net.preferIPv4Stack=true",
+)
 GENERATOR_JVM = ("-Xms512m", "-Xmx1g", "-XX:+UseG1GC")
 
 
@@ -95,7 +112,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("drain", "async", ("--scenario", "drain",), (1_000_000, 120), (100_000, 60), fill=(1_000_000, 100_000)),
     Scenario("latency_2k", "async", ("--scenario", "latency", "--rate", "2000"), (40_000, 20), (16_000, 8)),
     Scenario("latency_20k", "async", ("--scenario", "latency", "--rate", "20000"), (400_000, 20), (160_000, 8)),
-    Scenario("queues10k_sync_64t", "async", ("--scenario", "sync", "--threads", "64"), (500_000, 20), (60_000, 6), queues=10_000),
+    Scenario("queues10k_sync_64t", "q10k", ("--scenario", "sync", "--threads", "64"), (500_000, 20), (60_000, 6), queues=10_000),
     Scenario("conn1000", "async", ("--scenario", "connections", "--connections", "1000"), (500_000, 20), (60_000, 6)),
     Scenario("syncflush_sync_64t", "syncflush", ("--scenario", "sync", "--threads", "64"), (300_000, 20), (30_000, 6)),
     Scenario("syncmaster_sync_64t", "syncmaster", ("--scenario", "sync", "--threads", "64"), (300_000, 20), (30_000, 6)),
@@ -179,12 +196,50 @@ class FerryBroker:
         self.cluster.stop()
 
 
+class ApacheBroker:
+    """Apache RocketMQ 5.4.0 from the interop launcher (tests/interop/reference): the same
+    broker.conf keys; the master's role is given to the master only (a slave is SLAVE)."""
+
+    name = "apache"
+
+    def __init__(self, workdir: Path, setup: str) -> None:
+        from tests.interop.reference.apache import ApacheCluster
+        from tests.interop.reference.tools import resolve_classpath
+
+        conf: dict[str, object] = {**COMMON_CONF, **SETUPS[setup]}
+        role = conf.pop("brokerRole")
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.cluster = ApacheCluster(
+            workdir.resolve(),
+            cluster_name="VsBench",
+            broker_conf=conf,
+            jvm_opts=APACHE_JVM,
+            classpath=resolve_classpath(),
+        )
+        try:
+            self.cluster.start_namesrv()
+            self.cluster.start_broker("broker-a", 0, brokerRole=role)
+            for n in range(1, SLAVES[setup] + 1):
+                self.cluster.start_broker("broker-a", n)
+        except BaseException:
+            self.cluster.stop()
+            raise
+
+    @property
+    def namesrv(self) -> str:
+        return self.cluster.namesrv_addr
+
+    def server_pids(self) -> list[int]:
+        return [b.pid for b in self.cluster.brokers]
+
+    def stop(self) -> None:
+        self.cluster.stop()
+
+
 def start_broker(name: str, workdir: Path, setup: str) -> Broker:
     if name.startswith("ferrymq"):
         return FerryBroker(workdir, setup, name)
-    from bench.apache_side import ApacheBroker  # the oracle's launcher, see that module
-
-    return ApacheBroker(workdir, setup, {**COMMON_CONF, **SETUPS[setup]}, SLAVES[setup], APACHE_JVM)
+    return ApacheBroker(workdir, setup)
 
 
 # --- measuring ----------------------------------------------------------------------------------
@@ -360,18 +415,29 @@ def build_generator() -> None:
     sources = [*JAVA_DIR.rglob("*.java"), JAVA_DIR / "pom.xml"]
     if JAR.exists() and all(p.stat().st_mtime <= JAR.stat().st_mtime for p in sources):
         return
-    from bench.apache_side import ensure_java_tools
+    from tests.interop.reference.tools import ensure_java_tools
 
     ensure_java_tools()
     subprocess.run(["mvn", "-q", "-B", "-DskipTests", "package"], cwd=JAVA_DIR, check=True)
 
 
+def pin(pid: int, cpus: set[int]) -> None:
+    """Every thread of ``pid`` on ``cpus`` (``taskset -a``); threads made later inherit it."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(int(task.name), cpus)
+
+
 @contextlib.contextmanager
-def brokers(names: list[str], setup: str, workdir: Path) -> Iterator[dict[str, Broker]]:
+def brokers(
+    names: list[str], setup: str, workdir: Path, cpus: set[int] | None = None
+) -> Iterator[dict[str, Broker]]:
     started: dict[str, Broker] = {}
     try:
         for name in names:
             started[name] = start_broker(name, workdir / f"{name}-{setup}", setup)
+            for pid in started[name].server_pids() if cpus else ():
+                pin(pid, cpus or set())
         yield started
     finally:
         for b in started.values():
@@ -393,7 +459,8 @@ def run_all(args: argparse.Namespace) -> Path:
                 group = [s for s in chosen if s.setup == setup]
                 if not group:
                     continue
-                with brokers(sides, setup, workroot / f"r{round_no}") as running:
+                cpus = {int(c) for c in args.server_cpus.split(",")} if args.server_cpus else None
+                with brokers(sides, setup, workroot / f"r{round_no}", cpus) as running:
                     for index, s in enumerate(group):
                         order = sides if (index + round_no) % 2 == 0 else sides[::-1]
                         for name in order:
@@ -440,7 +507,8 @@ def summarize(raw: Path, args: argparse.Namespace) -> str:
         f"# ferrymq vs Apache RocketMQ, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
         "",
         f"`bench/vs_apache.py {' '.join(sys.argv[1:])}`; rounds: {args.rounds}; machine: "
-        f"{os.cpu_count()} CPUs. Medians over rounds; msg/s per run in raw.jsonl.",
+        f"{os.cpu_count()} CPUs; brokers pinned to CPUs: {args.server_cpus or 'no'}. "
+        "Medians over rounds; msg/s per run in raw.jsonl.",
         "",
         f"Ratio: {new} / {base}. Pairs below are ({base} / {new}).",
         "",
@@ -491,6 +559,11 @@ def main() -> int:
     )
     p.add_argument("--out", default="", help="results directory (default: dated, in bench/results)")
     p.add_argument("--profile", action="store_true", help="py-spy the ferrymq brokers")
+    p.add_argument(
+        "--server-cpus",
+        default="",
+        help="pin the broker processes (all threads) to these CPUs, e.g. 0 (scaling runs)",
+    )
     p.add_argument("--workdir", default=None, help="where the brokers' stores go (default: /tmp)")
     args = p.parse_args()
     out = run_all(args)
