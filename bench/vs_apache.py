@@ -384,25 +384,20 @@ def run_scenario(
 ) -> dict[str, Any]:
     topic = f"VsBench_{s.name}_{round_no}"
     tag = f"{broker.name}_{s.name}_{round_no}"
-    run_generator(
-        broker,
-        ["--scenario", "create-topic", "--topic", topic, "--queues", str(s.queues)],
-        out_dir / f"{tag}.topic.out",
-        180,
-    )
+    create = ["--create-queues", str(s.queues)]  # the generator creates the topic first
     fill = s.fill[1] if quick else s.fill[0]
     if fill:
         run_generator(
             broker,
             ["--scenario", "fill", "--topic", topic, "--count", str(fill), "--seconds", "300",
-             "--batch", "32", "--threads", "8", "--warmup", "0"],
+             "--batch", "32", "--threads", "8", "--warmup", "0", *create],
             out_dir / f"{tag}.fill.out",
             600,
         )  # fmt: skip
+        create = []
     seconds = (s.quick if quick else s.full)[1]
-    record = run_generator(
-        broker, scenario_args(s, quick, topic), out_dir / f"{tag}.out", seconds + 240, profile
-    )
+    args = [*scenario_args(s, quick, topic), *create]
+    record = run_generator(broker, args, out_dir / f"{tag}.out", seconds + 300, profile)
     record.update(broker=broker.name, case=s.name, round=round_no, setup=s.setup)
     return record
 
@@ -464,9 +459,13 @@ def run_all(args: argparse.Namespace) -> Path:
                     for index, s in enumerate(group):
                         order = sides if (index + round_no) % 2 == 0 else sides[::-1]
                         for name in order:
-                            rec = run_scenario(
-                                running[name], s, args.quick, round_no, out_dir, args.profile
-                            )
+                            try:
+                                rec = run_scenario(
+                                    running[name], s, args.quick, round_no, out_dir, args.profile
+                                )
+                            except RuntimeError as exc:  # recorded; the other runs go on
+                                rec = {"error": str(exc)}
+                                rec.update(broker=name, case=s.name, round=round_no, setup=setup)
                             with raw.open("a") as f:
                                 f.write(json.dumps(rec) + "\n")
                             print(summary_line(rec), flush=True)
@@ -502,15 +501,26 @@ def _lat(rows: list[dict[str, Any]]) -> str:
 def summarize(raw: Path, args: argparse.Namespace) -> str:
     rows = [json.loads(line) for line in raw.read_text().splitlines() if line.strip()]
     sides = args.brokers.split(",")
-    new, base = sides[0], sides[-1]
-    lines = [
+    lines: list[str] = []
+    for base in sides[1:]:
+        lines += table(rows, sides[0], base)
+    lines += configs()
+    title = [
         f"# ferrymq vs Apache RocketMQ, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
         "",
         f"`bench/vs_apache.py {' '.join(sys.argv[1:])}`; rounds: {args.rounds}; machine: "
         f"{os.cpu_count()} CPUs; brokers pinned to CPUs: {args.server_cpus or 'no'}. "
-        "Medians over rounds; msg/s per run in raw.jsonl.",
+        "Medians over rounds; every run in raw.jsonl.",
         "",
-        f"Ratio: {new} / {base}. Pairs below are ({base} / {new}).",
+    ]
+    return "\n".join(title + lines) + "\n"
+
+
+def table(rows: list[dict[str, Any]], new: str, base: str) -> list[str]:
+    lines = [
+        f"## {new} / {base}",
+        "",
+        f"Ratio: {new} / {base}. Pairs are ({base} / {new}).",
         "",
         f"| scenario | {base} msg/s | {new} msg/s | ratio | server CPU % of a core "
         "| server CPU us/msg | latency ms p50/p99/p99.9/max | load avg at start |",
@@ -530,7 +540,11 @@ def summarize(raw: Path, args: argparse.Namespace) -> str:
             f"| {_lat(a)}; {_lat(f)} "
             f"| {_median(a, 'load_start'):.1f} / {_median(f, 'load_start'):.1f} |"
         )
-    lines += ["", "## Configurations (the same keys on both brokers)", ""]
+    return [*lines, ""]
+
+
+def configs() -> list[str]:
+    lines = ["## Configurations (the same keys on both brokers)", ""]
     lines += ["| key | value |", "|---|---|"]
     for k, v in COMMON_CONF.items():
         lines.append(f"| {k} | {v} |")
@@ -541,7 +555,7 @@ def summarize(raw: Path, args: argparse.Namespace) -> str:
         "| ferrymq | `LocalCluster` (as `ferrymq local-cluster --groups 1`), one process per broker |"
     )
     lines.append(f"| generator JVM | {' '.join(GENERATOR_JVM)} |")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def main() -> int:
