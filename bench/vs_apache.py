@@ -311,8 +311,43 @@ def stop_profiler(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
+def ensure_strace() -> str:
+    """strace for ``--strace`` (Debian package), installed when missing."""
+    found = shutil.which("strace")
+    if found:
+        return found
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    subprocess.run(["apt-get", "update", "-qq"], env=env, check=True)
+    subprocess.run(["apt-get", "install", "-y", "-qq", "strace"], env=env, check=True)
+    return shutil.which("strace") or "strace"
+
+
+def start_strace(pid: int, out: Path) -> subprocess.Popen[bytes]:
+    """Counts of the system calls of every thread of ``pid`` until SIGINT (``strace -c``)."""
+    cmd = [ensure_strace(), "-c", "-f", "-p", str(pid), "-o", str(out)]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def syscall_counts(path: Path) -> dict[str, int]:
+    """syscall -> calls, from a ``strace -c`` table."""
+    counts: dict[str, int] = {}
+    with contextlib.suppress(OSError):
+        for line in path.read_text().splitlines():
+            cols = line.split()
+            if len(cols) >= 5 and cols[0][0].isdigit() and cols[-1] != "total":
+                calls = cols[3]
+                if calls.isdigit():
+                    counts[cols[-1]] = int(calls)
+    return counts
+
+
 def run_generator(
-    broker: Broker, args: list[str], out_path: Path, timeout: float, profile: bool = False
+    broker: Broker,
+    args: list[str],
+    out_path: Path,
+    timeout: float,
+    profile: bool = False,
+    trace: bool = False,
 ) -> dict[str, Any]:
     """Run the generator once; its RESULT merged with the servers' CPU over its window (and,
     with ``profile``, py-spy's stacks of each ferrymq broker process beside ``out_path``)."""
@@ -344,6 +379,11 @@ def run_generator(
                             start_profiler(pid, out_path.with_suffix(f".{pid}.pyspy.txt"))
                             for pid in window.pids
                         ]
+                    if trace:
+                        profilers += [
+                            start_strace(pid, out_path.with_suffix(f".{pid}.strace.txt"))
+                            for pid in window.pids
+                        ]
                     window.start()
                 elif line.startswith("MARK end"):
                     window.end()
@@ -371,16 +411,32 @@ def run_generator(
     msgs = result.get("messages") or 0
     if msgs and "server_cpu_s" in result:
         result["server_cpu_us_per_msg"] = 1e6 * result["server_cpu_s"] / msgs
+    if trace and msgs:
+        counts: dict[str, int] = {}
+        for pid in window.pids:
+            for name, calls in syscall_counts(out_path.with_suffix(f".{pid}.strace.txt")).items():
+                counts[name] = counts.get(name, 0) + calls
+        result["syscalls_per_msg"] = {k: round(v / msgs, 3) for k, v in sorted(counts.items())}
     return result
+
+
+WARMUP = 2_000  # requests before the measured window (routes, connections, JIT); --warmup
 
 
 def scenario_args(s: Scenario, quick: bool, topic: str) -> list[str]:
     count, seconds = s.quick if quick else s.full
-    return [*s.args, "--topic", topic, "--count", str(count), "--seconds", str(seconds)]
+    return [*s.args, "--topic", topic, "--count", str(count), "--seconds", str(seconds),
+            "--warmup", str(WARMUP)]  # fmt: skip
 
 
 def run_scenario(
-    broker: Broker, s: Scenario, quick: bool, round_no: int, out_dir: Path, profile: bool = False
+    broker: Broker,
+    s: Scenario,
+    quick: bool,
+    round_no: int,
+    out_dir: Path,
+    profile: bool = False,
+    trace: bool = False,
 ) -> dict[str, Any]:
     topic = f"VsBench_{s.name}_{round_no}"
     tag = f"{broker.name}_{s.name}_{round_no}"
@@ -397,7 +453,7 @@ def run_scenario(
         create = []
     seconds = (s.quick if quick else s.full)[1]
     args = [*scenario_args(s, quick, topic), *create]
-    record = run_generator(broker, args, out_dir / f"{tag}.out", seconds + 300, profile)
+    record = run_generator(broker, args, out_dir / f"{tag}.out", seconds + 300, profile, trace)
     record.update(broker=broker.name, case=s.name, round=round_no, setup=s.setup)
     return record
 
@@ -461,7 +517,13 @@ def run_all(args: argparse.Namespace) -> Path:
                         for name in order:
                             try:
                                 rec = run_scenario(
-                                    running[name], s, args.quick, round_no, out_dir, args.profile
+                                    running[name],
+                                    s,
+                                    args.quick,
+                                    round_no,
+                                    out_dir,
+                                    args.profile,
+                                    args.strace,
                                 )
                             except RuntimeError as exc:  # recorded; the other runs go on
                                 rec = {"error": str(exc)}
@@ -574,13 +636,30 @@ def main() -> int:
     p.add_argument("--out", default="", help="results directory (default: dated, in bench/results)")
     p.add_argument("--profile", action="store_true", help="py-spy the ferrymq brokers")
     p.add_argument(
+        "--strace",
+        action="store_true",
+        help="count the brokers' system calls per message (strace -c; slows them: not for rates)",
+    )
+    p.add_argument(
         "--server-cpus",
         default="",
         help="pin the broker processes (all threads) to these CPUs, e.g. 0 (scaling runs)",
     )
     p.add_argument("--workdir", default=None, help="where the brokers' stores go (default: /tmp)")
+    p.add_argument(
+        "--summarize",
+        default="",
+        help="only (re)write SUMMARY.md of this results directory from its raw.jsonl",
+    )
+    p.add_argument("--warmup", type=int, default=WARMUP, help="requests before each window")
     args = p.parse_args()
-    out = run_all(args)
+    global WARMUP
+    WARMUP = args.warmup
+    if args.summarize:
+        out = Path(args.summarize)
+        (out / "SUMMARY.md").write_text(summarize(out / "raw.jsonl", args))
+    else:
+        out = run_all(args)
     print((out / "SUMMARY.md").read_text())
     print(f"results in {out}")
     return 0

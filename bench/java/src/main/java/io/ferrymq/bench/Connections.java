@@ -160,11 +160,7 @@ final class Connections {
       for (Channel c : channels) {
         c.close();
       }
-      out.put("messages", sent.get());
-      out.put("failed_requests", failed.get());
-      out.put("elapsed_s", elapsed);
-      out.put("msgs_per_s", sent.get() / elapsed);
-      VsBench.putLatency(out, "request_latency_us", recorder.getIntervalHistogram());
+      VsBench.putRate(out, sent.get(), failed.get(), elapsed, recorder);
     } finally {
       group.shutdownGracefully(0, 1, TimeUnit.SECONDS);
     }

@@ -240,11 +240,7 @@ public final class VsBench {
       mark("end");
     }
     p.shutdown();
-    out.put("messages", sent.get());
-    out.put("failed_requests", failed.get());
-    out.put("elapsed_s", elapsed);
-    out.put("msgs_per_s", sent.get() / elapsed);
-    putLatency(out, "request_latency_us", recorder.getIntervalHistogram());
+    putRate(out, sent.get(), failed.get(), elapsed, recorder);
     return start;
   }
 
@@ -348,11 +344,7 @@ public final class VsBench {
     double elapsed = (System.nanoTime() - start) / 1e9;
     mark("end");
     p.shutdown();
-    out.put("messages", sent.get());
-    out.put("failed_requests", failed.get());
-    out.put("elapsed_s", elapsed);
-    out.put("msgs_per_s", sent.get() / elapsed);
-    putLatency(out, "request_latency_us", recorder.getIntervalHistogram());
+    putRate(out, sent.get(), failed.get(), elapsed, recorder);
   }
 
   /** Oneway sends from --threads threads. Nothing is acknowledged, so the figure is what the
@@ -526,6 +518,15 @@ public final class VsBench {
   static void mark(String what) {
     System.out.println("MARK " + what);
     System.out.flush();
+  }
+
+  static void putRate(
+      Map<String, Object> out, long sent, long failed, double elapsed, Recorder recorder) {
+    out.put("messages", sent);
+    out.put("failed_requests", failed);
+    out.put("elapsed_s", elapsed);
+    out.put("msgs_per_s", sent / elapsed);
+    putLatency(out, "request_latency_us", recorder.getIntervalHistogram());
   }
 
   static void putLatency(Map<String, Object> out, String key, Histogram h) {
