@@ -621,6 +621,7 @@ def configs() -> list[str]:
 
 
 def main() -> int:
+    global WARMUP
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -653,7 +654,6 @@ def main() -> int:
     )
     p.add_argument("--warmup", type=int, default=WARMUP, help="requests before each window")
     args = p.parse_args()
-    global WARMUP
     WARMUP = args.warmup
     if args.summarize:
         out = Path(args.summarize)

@@ -251,7 +251,8 @@ async def test_many_requests_in_one_read_are_each_answered_once(server: Remoting
 async def test_answers_before_a_bad_frame_in_the_same_read_are_sent_before_the_close(
     server: RemotingServer,
 ) -> None:
-    good = [RemotingCommand.request(ECHO, {"n": str(i)}) for i in range(3)]
+    # more frames in the read than _CORK_MIN_FRAMES, so the answers are corked
+    good = [RemotingCommand.request(ECHO, {"n": str(i)}) for i in range(12)]
     bad_header = b"{not json"
     bad = struct.pack(">ii", 4 + len(bad_header), len(bad_header)) + bad_header
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)

@@ -33,6 +33,11 @@ log = logging.getLogger(__name__)
 
 # corked answers are written once they reach this many bytes, not only at the end of a read
 _CORK_LIMIT = 64 * 1024
+# Answers are corked only for a read of more frames than this. With few requests in flight the
+# client idles while its answers wait for the rest of the read, and broker and client end up
+# working in turn: corking every read made 8 sync threads 0.5x as fast (5 of 5 pairs, bench/
+# results/ab_cork_20261128); with many in flight the write and wake-up saved per answer win.
+_CORK_MIN_FRAMES = 8
 
 # changes a request in place just before it is written (e.g. adds AccessKey and Signature)
 RpcHook = Callable[[RemotingCommand], None]
@@ -137,7 +142,7 @@ class Channel(asyncio.Protocol):
                 self._release_budget()
                 self.close()
                 return
-        if len(frames) > 1:
+        if len(frames) > _CORK_MIN_FRAMES:
             self._corked = []
         try:
             for frame in frames:
