@@ -3,16 +3,37 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from ferrymq.message import MessageInner
 from ferrymq.store.config import MessageStoreConfig
 from ferrymq.store.message_store import MessageStore
 
 STORE_HOST = ("127.0.0.1", 10911)
+
+
+@contextlib.contextmanager
+def tmpfs(path: Path, size_mb: int) -> Iterator[Path]:
+    """A small file system of its own at ``path`` (a full disk that fills no real one)."""
+    path.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.fail(f"cannot mount a tmpfs (this test needs root, as in CI): {done.stderr}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
 
 
 def small_config(root: Path, **overrides: Any) -> MessageStoreConfig:

@@ -5,7 +5,6 @@ still an error before any write through the map (never SIGBUS)."""
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +12,8 @@ import numpy as np
 import pytest
 from ferrymq.store.index_file import IndexFile, index_key_hash
 from ferrymq.store.mapped_file import RESERVE_STEP, DiskFullError
+
+from .helpers import tmpfs
 
 SLOTS, ENTRIES = 1000, 1_000_000  # a 20 MB file
 
@@ -38,20 +39,8 @@ def test_entries_are_reserved_as_they_are_written(tmp_path: Path) -> None:
 
 @pytest.fixture
 def tiny_disk(tmp_path: Path) -> Iterator[Path]:
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(disk)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.fail(f"cannot mount a tmpfs (this test needs root, as in CI): {done.stderr}")
-    try:
+    with tmpfs(tmp_path / "disk", 6) as disk:
         yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
 def test_a_full_disk_refuses_the_entry_and_leaves_the_file_as_it_was(tiny_disk: Path) -> None:

@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ferrymq.acl.metrics import SecurityCollector
 from ferrymq.acl.service import AclService
@@ -34,6 +35,8 @@ from ferrymq.broker.metrics import (
     MetricsServer,
     TopicInCounter,
 )
+from ferrymq.broker.pop.settings import PopTimerSettings, load_pop_timer_settings
+from ferrymq.broker.pop.wiring import PopTimerServices
 from ferrymq.broker.processors.admin_broker import AdminBrokerProcessor
 from ferrymq.broker.processors.admin_consumer import AdminConsumerProcessor
 from ferrymq.broker.processors.admin_offset import AdminOffsetProcessor
@@ -63,6 +66,9 @@ from ferrymq.remoting.tls import ServerTls, TlsSettings, ha_contexts
 from ferrymq.store.config import BrokerRole, MessageStoreConfig
 from ferrymq.store.message_store import MessageStore
 
+if TYPE_CHECKING:
+    from ferrymq.proxy.app import ProxyApp
+
 log = logging.getLogger(__name__)
 
 
@@ -77,11 +83,17 @@ class BrokerApp:
         tls_settings: TlsSettings | None = None,
         controller_mode: ControllerModeSettings | None = None,
         lag_config: LagConfig | None = None,
+        pop_settings: PopTimerSettings | None = None,
     ) -> None:
         self.config = config
+        # RocketMQ 5 POP and timer messages (broker/pop, broker/timer): reviveQueueNum, timer* keys
+        self.pop_settings = pop_settings or load_pop_timer_settings(config.broker_config_path)
+        self.rocket5: PopTimerServices | None = None
         # consumerLag* keys of the same broker.conf (and FERRYMQ_* environment)
         self.lag_config = lag_config or load_lag_config(config.broker_config_path)
         self.lag: ConsumerLagSampler | None = None
+        # enableGrpcProxy: the 5.x gRPC proxy in this process (ferrymq.proxy.local)
+        self.grpc_proxy: ProxyApp | None = None
         self.inflow = TopicInCounter()
         self.stats_manager: BrokerStatsManager | None = None
         # security (issue 22): ACL guard on every request; TLS on the remoting port(s)
@@ -210,7 +222,7 @@ class BrokerApp:
         ha_port = getattr(self.store_config, "ha_listen_port", None)
         if ha_port is None:
             return None
-        return f"{self.config.broker_ip1}:{ha_port}"
+        return f"{self.config.broker_ip2 or self.config.broker_ip1}:{ha_port}"
 
     def _wants_master(self) -> bool:
         """A slave that no NameServer has named a master to yet (controller mode: the
@@ -271,6 +283,8 @@ class BrokerApp:
         self._wire(self.store)
         assert self.semantics is not None
         await self.semantics.start()
+        assert self.rocket5 is not None
+        await self.rocket5.start()
         self.store.add_dispatch_round_listener(self.hold.on_dispatch_round)
         self.store.add_dispatch_round_listener(self.inflow.on_dispatch_round)
         self.lag = ConsumerLagSampler(
@@ -298,6 +312,8 @@ class BrokerApp:
         self._every(self.config.client_channel_scan_interval, self._scan_channels)
         if self.config.metrics_port:
             self._start_metrics()
+        if self.config.enable_grpc_proxy:
+            await self._start_grpc_proxy()
         log.info(
             "broker %s (%s, id %d) serving on %s",
             self.config.broker_name,
@@ -324,6 +340,21 @@ class BrokerApp:
             config=self.semantics_config,
         )
         self.semantics.register(self.server)
+        self.rocket5 = PopTimerServices(
+            config=cfg,
+            settings=self.pop_settings,
+            store=store,
+            send_store=self.semantics.send_store,
+            offsets=self.offsets,
+            topics=self.topics,
+            groups=self.groups,
+            consumers=self.consumers,
+            client=self.client,
+            config_dir=config_dir(self.store_config.store_path_root_dir),
+            is_slave=lambda: self.is_slave,
+            on_topic_created=lambda topic: self.topics_changed(),
+        )
+        self.rocket5.register(self.server)
         self.send = SendMessageProcessor(
             cfg,
             self.semantics.send_store,
@@ -456,7 +487,9 @@ class BrokerApp:
             role=Role(self.store_config.broker_role.value),
             sync_flush_timeout_ms=self.store_config.sync_flush_timeout,
             bind_host=self.config.bind_address,
-            advertised_ip=self.config.broker_ip1,
+            # upstream's haServerAddr is brokerIP2 (replication may stay on an inner network
+            # while brokerIP1 is a load balancer's address); brokerIP1 when it is unset
+            advertised_ip=self.config.broker_ip2 or self.config.broker_ip1,
             client=self.client,
             tls=self.ha_tls,
             targets=ManagerSyncTargets(
@@ -638,11 +671,19 @@ class BrokerApp:
         self.metrics.start()
 
     # --- shutdown ---------------------------------------------------------------------------
+    async def _start_grpc_proxy(self) -> None:
+        """enableGrpcProxy: the 5.x gRPC proxy in the broker process (ferrymq.proxy.local)."""
+        from ferrymq.proxy.local import start_local_proxy
+
+        self.grpc_proxy = await start_local_proxy(self.config)
+
     async def stop(self) -> None:
         if self._stopped:
             return
         self._stopped = True
         log.info("broker %s shutting down", self.config.broker_name)
+        if self.grpc_proxy is not None:
+            await self.grpc_proxy.stop()
         if self.controller_mode is not None:
             await self.controller_mode.stop()
         await self.registration.stop()
@@ -669,6 +710,8 @@ class BrokerApp:
         await self.server.stop()
         if self.semantics is not None:
             await self.semantics.shutdown()
+        if self.rocket5 is not None:
+            await self.rocket5.shutdown()
         if self._persisting is not None:
             self.offsets.dirty = True
             self.groups.dirty = True
@@ -703,6 +746,7 @@ async def serve(conf: BrokerConf) -> None:
         tls_settings=conf.tls,
         controller_mode=conf.controller_mode,
         lag_config=conf.lag,
+        pop_settings=conf.pop,
     )
     shutdown = GracefulShutdown(config.shutdown_grace_seconds, name=f"broker {config.broker_name}")
 

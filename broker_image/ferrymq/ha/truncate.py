@@ -12,6 +12,7 @@ import logging
 import os
 
 from ferrymq.store.config import MessageStoreConfig
+from ferrymq.store.mapped_file import RESERVE_STEP
 from ferrymq.store.mapped_file_queue import MappedFileQueue
 
 log = logging.getLogger(__name__)
@@ -19,7 +20,10 @@ log = logging.getLogger(__name__)
 
 def truncate_commit_log(config: MessageStoreConfig, offset: int) -> None:
     """Cut the CommitLog of a *stopped* store at ``offset``. Blocking."""
-    mfq = MappedFileQueue(config.commit_log_dir, config.mapped_file_size_commit_log)
+    # loading reserves no more blocks than a step per file (the cut frees them anyway)
+    mfq = MappedFileQueue(
+        config.commit_log_dir, config.mapped_file_size_commit_log, reserve_step=RESERVE_STEP
+    )
     mfq.load()
     try:
         mfq.truncate_dirty_files(offset)

@@ -35,7 +35,12 @@ from ferrymq.message import (
 )
 from ferrymq.store import record as rec
 from ferrymq.store import record_layout as layout
-from ferrymq.store.mapped_file import MappedFile, SelectMappedBufferResult, StoreFileError
+from ferrymq.store.mapped_file import (
+    RESERVE_STEP,
+    MappedFile,
+    SelectMappedBufferResult,
+    StoreFileError,
+)
 from ferrymq.store.mapped_file_queue import MappedFileQueue
 from ferrymq.store.record_layout import HOST_V6_FLAGS, head_layout
 from ferrymq.store.results import AppendMessageResult, AppendMessageStatus
@@ -113,7 +118,11 @@ class CommitLog:
         store_host: tuple[str, int],
         max_message_size: int,
     ) -> None:
-        self.mapped_file_queue = MappedFileQueue(store_path, mapped_file_size)
+        # blocks reserved as records are written (RESERVE_STEP at a time, see _file_for), so a
+        # new file does not take its whole size (1 GB by default) from the disk at once
+        self.mapped_file_queue = MappedFileQueue(
+            store_path, mapped_file_size, reserve_step=RESERVE_STEP
+        )
         self.mapped_file_size = mapped_file_size
         self.store_host = store_host
         self._store_ip = pack_host(store_host[0])
@@ -212,15 +221,21 @@ class CommitLog:
         self._warming = False
 
     def _file_for(self, size: int, now_ms: int) -> MappedFile:
-        """The file with room for ``size`` bytes plus the blank minimum, rolling if needed."""
+        """The file with room for ``size`` bytes plus the blank minimum, rolling if needed, its
+        blocks reserved that far (the appenders come here whenever the reserved part of the
+        last file is too short: ``reserved - wrote_position``; DiskFullError before any byte
+        is written)."""
         mfq = self.mapped_file_queue
+        blank = rec.END_FILE_MIN_BLANK_LENGTH
         try:
             mf = mfq.get_or_create_last_mapped_file(0)
-            if mf.free_space < size + rec.END_FILE_MIN_BLANK_LENGTH:
+            if mf.free_space < size + blank:
                 if mf.free_space > 0:
+                    mf.ensure_reserved(mf.wrote_position + blank)  # the blank's head only
                     rec.encode_blank_into(mf.buffer, mf.wrote_position, mf.free_space)
                     mf.advance(mf.free_space, now_ms)
                 mf = mfq.get_or_create_last_mapped_file(0)
+            mf.ensure_reserved(min(mf.file_size, mf.wrote_position + size + blank))
         except StoreFileError:
             raise  # names the file already (DiskFullError: the disk is full)
         except OSError as exc:
@@ -270,7 +285,7 @@ class CommitLog:
             pack_head = head.struct.pack
         store_ts = int(time.time() * 1000) if now_ms is None else now_ms
         mf = self.mapped_file_queue.get_last_mapped_file()
-        if mf is None or mf.file_size - mf.wrote_position < size + _BLANK_MIN:
+        if mf is None or mf.reserved - mf.wrote_position < size + _BLANK_MIN:
             mf = self._file_for(size, store_ts)
         pos = mf.wrote_position
         wrote_offset = mf.file_from_offset + pos
@@ -415,7 +430,7 @@ class CommitLog:
                     f"batch is {total} bytes encoded; max {self.max_message_size}",
                 )
             mf = self.mapped_file_queue.get_last_mapped_file()
-            if mf is None or mf.file_size - mf.wrote_position < total + _BLANK_MIN:
+            if mf is None or mf.reserved - mf.wrote_position < total + _BLANK_MIN:
                 mf = self._file_for(total, store_ts)
             wpos = mf.wrote_position
             first_offset = mf.file_from_offset + wpos
@@ -444,7 +459,7 @@ class CommitLog:
                     batch, topic_part, view, first_offset, head_tail, queue_offset, has_slot
                 )
                 total = len(data)
-                if mf.free_space < total + _BLANK_MIN:
+                if mf.reserved - mf.wrote_position < total + _BLANK_MIN:
                     mf = self._file_for(total, store_ts)
                     first_offset = mf.file_from_offset + mf.wrote_position
                     data, record_offsets = self._encode_batch(
@@ -627,6 +642,7 @@ class CommitLog:
         while len(view):
             mf = mfq.get_or_create_last_mapped_file(start_offset)
             n = min(len(view), mf.free_space)
+            mf.ensure_reserved(mf.wrote_position + n)
             if not mf.append_bytes(view[:n]):
                 return False
             view = view[n:]

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ferrymq.store.config import CQ_STORE_UNIT_SIZE as CQ_STORE_UNIT_SIZE
-from ferrymq.store.mapped_file import MappedFile, SelectMappedBufferResult
+from ferrymq.store.mapped_file import CQ_RESERVE_STEP, MappedFile, SelectMappedBufferResult
 from ferrymq.store.mapped_file_queue import MappedFileQueue
 from ferrymq.store.record_layout import Field, Layout
 
@@ -66,7 +66,14 @@ class ConsumeQueue:
         self.topic = topic
         self.queue_id = queue_id
         self.mapped_file_size = mapped_file_size
-        self.mapped_file_queue = MappedFileQueue(root / topic / str(queue_id), mapped_file_size)
+        # blocks reserved as units are written (CQ_RESERVE_STEP at a time), not 6 MB per file;
+        # one descriptor per file (a broker has one or more files per queue)
+        self.mapped_file_queue = MappedFileQueue(
+            root / topic / str(queue_id),
+            mapped_file_size,
+            reserve_step=CQ_RESERVE_STEP,
+            keep_fd=False,
+        )
         # End (offset + size) of the last CommitLog record indexed here; -1 when empty.
         self.max_physic_offset = -1
         self.min_logic_offset = 0  # bytes
@@ -250,9 +257,9 @@ class ConsumeQueue:
         if (
             last is not None
             and last.file_from_offset + last.wrote_position == expect
-            and last.wrote_position < last.file_size
+            and last.wrote_position + CQ_STORE_UNIT_SIZE <= last.reserved
         ):
-            # The common case: the next unit of the current file.
+            # The common case: the next unit of the current file, its blocks reserved.
             CQ_UNIT.pack_into(last.buffer, last.wrote_position, offset, size, tags_code)
             last.wrote_position += CQ_STORE_UNIT_SIZE
             self.max_physic_offset = offset + size
@@ -294,6 +301,7 @@ class ConsumeQueue:
                 self._fill_blank(mf, n)
                 current += n
         mf = mfq.get_or_create_last_mapped_file(expect)
+        mf.ensure_reserved(mf.wrote_position + CQ_STORE_UNIT_SIZE)  # DiskFullError: nothing written
         CQ_UNIT.pack_into(mf.buffer, mf.wrote_position, offset, size, tags_code)
         mf.advance(CQ_STORE_UNIT_SIZE)
         self.max_physic_offset = offset + size
@@ -318,6 +326,7 @@ class ConsumeQueue:
             and last.file_from_offset + last.wrote_position == first_cq_offset * CQ_STORE_UNIT_SIZE
             and last.wrote_position + n * CQ_STORE_UNIT_SIZE <= last.file_size
         ):
+            last.ensure_reserved(last.wrote_position + n * CQ_STORE_UNIT_SIZE)
             units = np.empty(n, UNIT_DTYPE)
             units["offset"] = offsets
             units["size"] = sizes
@@ -336,6 +345,7 @@ class ConsumeQueue:
     @staticmethod
     def _fill_blank(mf: MappedFile, nbytes: int) -> None:
         pos = mf.wrote_position
+        mf.ensure_reserved(pos + nbytes)
         for p in range(pos, pos + nbytes, CQ_STORE_UNIT_SIZE):
             mf.buffer[p : p + CQ_STORE_UNIT_SIZE] = _BLANK_UNIT
         mf.advance(nbytes)

@@ -26,9 +26,21 @@ DELETE_FILES_BATCH_MAX = 10
 
 
 class MappedFileQueue:
-    def __init__(self, store_path: Path, mapped_file_size: int) -> None:
+    def __init__(
+        self,
+        store_path: Path,
+        mapped_file_size: int,
+        *,
+        reserve_step: int | None = None,
+        keep_fd: bool = True,
+    ) -> None:
+        """``reserve_step``: each file reserves its blocks that many bytes at a time as it is
+        written (writers call ``ensure_reserved``); None: each file whole when created.
+        ``keep_fd``: see :class:`MappedFile` (False: one descriptor per file, not two)."""
         self.store_path = store_path
         self.mapped_file_size = mapped_file_size
+        self.reserve_step = reserve_step
+        self.keep_fd = keep_fd
         self._files: list[MappedFile] = []
         self._lock = threading.Lock()
         self.flushed_where = 0
@@ -59,11 +71,24 @@ class MappedFileQueue:
                     len(names) - index,
                 )
                 break
-            mf = MappedFile(self.store_path / name, self.mapped_file_size, create=False)
+            mf = self._map(self.store_path / name, create=False)
             mf.set_positions(self.mapped_file_size)
             files.append(mf)
         with self._lock:
             self._files = files
+
+    def _map(self, path: Path, *, create: bool) -> MappedFile:
+        step = self.reserve_step
+        if step is None:
+            return MappedFile(path, self.mapped_file_size, create=create, keep_fd=self.keep_fd)
+        return MappedFile(
+            path,
+            self.mapped_file_size,
+            create=create,
+            reserve=step,
+            reserve_step=step,
+            keep_fd=self.keep_fd,
+        )
 
     # --- access ---------------------------------------------------------------------------
 
@@ -95,7 +120,7 @@ class MappedFileQueue:
             create_offset = last.file_from_offset + self.mapped_file_size
         else:
             return last
-        mf = MappedFile(self.store_path / offset_file_name(create_offset), self.mapped_file_size)
+        mf = self._map(self.store_path / offset_file_name(create_offset), create=True)
         with self._lock:
             if not self._files:
                 mf.first_create_in_queue = True

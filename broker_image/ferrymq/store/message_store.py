@@ -54,6 +54,7 @@ from ferrymq.store.flush import FlushConsumeQueueService, FlushRealTimeService, 
 from ferrymq.store.get_message import MessageFilter, PullLimits, offset_status, read_queue
 from ferrymq.store.index_service import IndexService
 from ferrymq.store.mapped_file import (
+    RESERVE_STEP,
     DiskFullError,
     SelectMappedBufferResult,
     StoreFileError,
@@ -460,10 +461,11 @@ class MessageStore:
         return None
 
     def _space_returned(self) -> bool:
-        """After a CommitLog file could not be reserved: whether the disk now has room for one
-        (a statvfs, not a new attempt per put, which on a nearly full disk would allocate and
-        free up to a whole file each time)."""
-        if free_bytes(self.config.commit_log_dir) < self.config.mapped_file_size_commit_log:
+        """After CommitLog blocks could not be reserved: whether the disk now has room for one
+        reservation step (a statvfs, not a new attempt per put, which on a nearly full disk
+        would allocate and free a step each time)."""
+        step = min(self.config.mapped_file_size_commit_log, RESERVE_STEP)
+        if free_bytes(self.config.commit_log_dir) < step:
             return False
         log.warning("store disk has room again; puts resume")
         self._reserve_failed = ""
@@ -709,6 +711,16 @@ class MessageStore:
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
         cq = self.consume_queues.find(topic, queue_id)
         return cq.min_offset_in_queue if cq else -1
+
+    def check_in_mem_by_consume_offset(self, topic: str, queue_id: int, cq_offset: int) -> bool:
+        """Upstream ``checkInMemByConsumeOffset`` (batch of one): the message at ``cq_offset``
+        exists and lies within the memory budget behind the CommitLog tail, the same notion
+        of "in memory" as the pull's slave suggestion (upstream asks the page cache)."""
+        cq = self.consume_queues.find(topic, queue_id)
+        unit = cq.get_unit(cq_offset) if cq else None
+        if unit is None or unit[1] == BLANK_UNIT_SIZE:
+            return False
+        return self.commit_log.max_offset - unit[0] <= self._limits.memory_budget
 
     def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, cq_offset: int) -> int:
         cq = self.consume_queues.find(topic, queue_id)
