@@ -162,7 +162,25 @@ def checkout(rev: str, into: Path) -> Path:
     return into
 
 
-class FerryBroker:
+class ClusterBroker:
+    """A started cluster: ferrymq's LocalCluster or the launcher's ApacheCluster, which name
+    these members the same way."""
+
+    name: str
+    cluster: Any
+
+    @property
+    def namesrv(self) -> str:
+        return str(self.cluster.namesrv_addr)
+
+    def server_pids(self) -> list[int]:
+        return [b.pid for b in self.cluster.brokers]
+
+    def stop(self) -> None:
+        self.cluster.stop()
+
+
+class FerryBroker(ClusterBroker):
     """``ferrymq local-cluster``'s own LocalCluster: one group, a slave for SYNC_MASTER. Named
     ``ferrymq@REV`` it runs commit REV's code (an A/B in the same run)."""
 
@@ -185,18 +203,8 @@ class FerryBroker:
         with python_path(tree):
             self.cluster.start()
 
-    @property
-    def namesrv(self) -> str:
-        return self.cluster.namesrv_addr
 
-    def server_pids(self) -> list[int]:
-        return [b.pid for b in self.cluster.brokers]
-
-    def stop(self) -> None:
-        self.cluster.stop()
-
-
-class ApacheBroker:
+class ApacheBroker(ClusterBroker):
     """Apache RocketMQ 5.4.0 from the interop launcher (tests/interop/reference): the same
     broker.conf keys; the master's role is given to the master only (a slave is SLAVE)."""
 
@@ -224,16 +232,6 @@ class ApacheBroker:
         except BaseException:
             self.cluster.stop()
             raise
-
-    @property
-    def namesrv(self) -> str:
-        return self.cluster.namesrv_addr
-
-    def server_pids(self) -> list[int]:
-        return [b.pid for b in self.cluster.brokers]
-
-    def stop(self) -> None:
-        self.cluster.stop()
 
 
 def start_broker(name: str, workdir: Path, setup: str) -> Broker:
