@@ -319,7 +319,7 @@ class LocalCluster:
             self.stop()
             raise
 
-    def start_broker(self, spec: BrokerSpec) -> Child:
+    def start_broker(self, spec: BrokerSpec, *, wait: bool = True) -> Child:
         name = f"{spec.group}-{spec.broker_id}"
         conf_dir = self.data_dir / "conf"
         conf_dir.mkdir(parents=True, exist_ok=True)
@@ -328,7 +328,8 @@ class LocalCluster:
         child = self._spawn(name, ["broker", "-c", str(conf_path)])
         child.conf_path = conf_path
         self.brokers.append(child)
-        self._wait_ready(child)
+        if wait:
+            self._wait_ready(child)
         return child
 
     def restart_broker(self, index: int, *, kill: bool = False) -> Child:
