@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import signal
 import time
@@ -65,7 +66,7 @@ async def test_a_frozen_member_leaves_the_sync_state_set_and_writes_resume(
             resumed = rec.first_ack_after(frozen_at + 0.5)
             assert resumed is not None
             # the longest gap between two acks from the freeze on: the stall writes saw
-            gaps = [b - a for a, b in zip(rec.ack_times, rec.ack_times[1:]) if b > frozen_at]
+            gaps = [b - a for a, b in itertools.pairwise(rec.ack_times) if b > frozen_at]
             stall = max(gaps)
             record_property("failover_outage", f"write stall with a frozen member {stall:.2f}s")
             await wait_healthy(client, cluster, timeout=60)
