@@ -51,6 +51,9 @@ class ControllerLocalCluster(LocalCluster):
                 specs.append(BrokerSpec(self.group_name(i), n, pick_free_port(self.host)))
         return specs
 
+    def ha_port(self, spec: BrokerSpec) -> int:
+        return pick_free_port(self.host)
+
     def broker_conf(self, spec: BrokerSpec) -> dict[str, str]:
         conf = super().broker_conf(spec)
         conf.update(
@@ -61,7 +64,7 @@ class ControllerLocalCluster(LocalCluster):
                 "controllerHeartBeatTimeoutMills": str(self.heartbeat_timeout_ms),
                 "brokerHeartbeatInterval": str(self.heartbeat_interval_ms),
                 "allAckInSyncStateSet": str(self.all_ack).lower(),
-                "haListenPort": str(pick_free_port(self.host)),
+                "haListenPort": str(self.ha_port(spec)),
                 "fastChannelEnable": "false",
             }
         )

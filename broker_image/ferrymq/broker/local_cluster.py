@@ -264,6 +264,10 @@ class LocalCluster:
         return conf
 
     # --- lifecycle --------------------------------------------------------------------------
+    def command_prefix(self, name: str) -> list[str]:
+        """What runs child ``name``'s command (a subclass: ``ip netns exec NS``)."""
+        return []
+
     def _spawn(self, name: str, args: list[str]) -> Child:
         logs = self.data_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
@@ -274,7 +278,7 @@ class LocalCluster:
         env.pop("NAMESRV_ADDR", None)  # each child gets its address explicitly
         try:
             proc = subprocess.Popen(
-                [self.python, "-m", "ferrymq.cli.main", *args],
+                [*self.command_prefix(name), self.python, "-m", "ferrymq.cli.main", *args],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

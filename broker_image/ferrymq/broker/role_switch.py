@@ -477,6 +477,17 @@ class ControllerMode:
 
     async def _apply(self, info: ReplicaInfo, sent: float | None) -> None:
         me = self.replica_id
+        newest = max(self.master_epoch, self.known.master_epoch if self.known else 0)
+        if info.master_epoch < newest:
+            # a stale answer: a heartbeat answered before an election whose notification got
+            # here first. Applied, it superseded the master just elected (which then never
+            # acknowledged again, nor grew its SyncStateSet: found by the partition harness)
+            log.info(
+                "ignoring the controller's answer of epoch %d: epoch %d is known",
+                info.master_epoch,
+                newest,
+            )
+            return
         if self.is_master:
             if info.master_broker_id == me and info.master_epoch == self.master_epoch:
                 if sent is not None and not self.superseded:
