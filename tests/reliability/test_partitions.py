@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import statistics
 import time
@@ -243,7 +244,7 @@ async def _one_round(
     await wait_until(f"round {n}: acks after the heal", lambda: _acks(run, after + 20), 60)
     done = time.monotonic()
     times = [t for t in run.rec.ack_times if start - 5 <= t <= done]
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False) if b > start]
+    gaps = [b - a for a, b in itertools.pairwise(times) if b > start]
     outage = max(gaps, default=0.0)
     first = run.rec.first_ack_after(healed)
     last_before = max((t for t in run.rec.ack_times if t <= healed), default=start)
