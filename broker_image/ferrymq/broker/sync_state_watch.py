@@ -105,17 +105,19 @@ class SyncStateCollector(Collector):
         f = self.read()
         names = [*self.labels, "replica"]
         values = [*self.labels.values(), str(f.replica_id)]
-        member = GaugeMetricFamily(
+
+        def gauge(name: str, doc: str, value: float) -> Metric:
+            metric = GaugeMetricFamily(name, doc, labels=names)
+            metric.add_metric(values, value)
+            return metric
+
+        yield gauge(
             "ferrymq_controller_replica_in_sync_state_set",
             "1 when the controller names this replica a member of its group's SyncStateSet",
-            labels=names,
+            float(f.in_sync_state_set),
         )
-        member.add_metric(values, float(f.in_sync_state_set))
-        yield member
-        out = GaugeMetricFamily(
+        yield gauge(
             "ferrymq_controller_replica_out_of_sync_state_set_seconds",
             "Seconds this replica has been outside its group's SyncStateSet (0: a member)",
-            labels=names,
+            f.out_of_sync_seconds,
         )
-        out.add_metric(values, f.out_of_sync_seconds)
-        yield out
