@@ -297,14 +297,14 @@ class Kube:
         except DynamicApiError as error:
             raise _translate(error, f"status of {kind} {namespace}/{name}") from error
 
-    def _patch_annotations(
-        self, api_version: str, kind: str, namespace: str, name: str, values: dict[str, str | None]
+    def _patch(
+        self, api_version: str, kind: str, namespace: str, name: str, body: dict[str, Any]
     ) -> bool:
         resource = self._resource(api_version, kind)
         try:
             self._client().patch(
                 resource,
-                body={"metadata": {"annotations": values}},
+                body=body,
                 name=name,
                 namespace=namespace,
                 content_type="application/merge-patch+json",
@@ -313,13 +313,28 @@ class Kube:
             return False
         return True
 
+    async def patch(
+        self, api_version: str, kind: str, namespace: str, name: str, body: dict[str, Any]
+    ) -> bool:
+        """Merge-patch (fields the operator does not own, e.g. a claim's size); False when the
+        object is gone."""
+        try:
+            return await asyncio.to_thread(self._patch, api_version, kind, namespace, name, body)
+        except DynamicApiError as error:
+            raise _translate(error, f"patch {kind} {namespace}/{name}") from error
+
     async def patch_annotations(
         self, api_version: str, kind: str, namespace: str, name: str, values: dict[str, str | None]
     ) -> bool:
         """Merge-patch annotations (None removes one); False when the object is gone."""
         try:
             return await asyncio.to_thread(
-                self._patch_annotations, api_version, kind, namespace, name, values
+                self._patch,
+                api_version,
+                kind,
+                namespace,
+                name,
+                {"metadata": {"annotations": values}},
             )
         except DynamicApiError as error:
             raise _translate(error, f"annotations of {kind} {namespace}/{name}") from error

@@ -18,7 +18,6 @@ from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     StringConstraints,
@@ -28,7 +27,10 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from ferrymq_operator.base_models import CamelModel
 from ferrymq_operator.images import BROKER_IMAGE, SPARK_IMAGE
+from ferrymq_operator.listener_models import ListenerSpec, ListenerStatus, check_listeners
+from ferrymq_operator.template_models import BrokerTemplate, NameServerTemplate, RackSpec
 
 GROUP = "ferrymq.io"
 VERSION = "v1alpha1"
@@ -44,6 +46,8 @@ DEFAULT_LISTEN_PORT = 10911
 PORT_STRIDE = 10
 # NodePort Services may only use this range (the API server's default --service-node-port-range).
 NODE_PORT_RANGE = (30000, 32767)
+DEFAULT_BROKER_NODE_PORT_BASE = 30911
+DEFAULT_NAMESRV_NODE_PORT = 30876
 
 # Kubernetes resource quantity (the subset users write: plain, decimal SI and binary SI suffixes).
 QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
@@ -81,17 +85,6 @@ def parse_quantity(text: str) -> Decimal:
     return Decimal(match.group(1)) * _QUANTITY_SUFFIX[match.group(2)]
 
 
-class CamelModel(BaseModel):
-    """camelCase aliases, unknown keys refused, immutable once parsed."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        populate_by_name=True,
-        extra="forbid",
-        frozen=True,
-    )
-
-
 class ResourceRequirements(CamelModel):
     """Container requests and limits, as in a Pod spec."""
 
@@ -117,25 +110,52 @@ class ResourceRequirements(CamelModel):
 class Toleration(CamelModel):
     """A Pod toleration (same fields as core/v1 Toleration)."""
 
-    key: str | None = None
-    operator: Literal["Exists", "Equal"] = "Equal"
-    value: str | None = None
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
-    toleration_seconds: int | None = Field(default=None, ge=0)
+    key: str | None = Field(default=None, description="Taint key; empty with Exists: any.")
+    operator: Literal["Exists", "Equal"] = Field(
+        default="Equal", description="Equal: the taint's value must be value; Exists: any value."
+    )
+    value: str | None = Field(default=None, description="Taint value for operator Equal.")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
+        default=None, description="Taint effect to tolerate; empty: all effects."
+    )
+    toleration_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        description="NoExecute only: how long the pod stays on a node after the taint appears.",
+    )
+
+
+# Requests the pods get when spec.resources is not given: enough to make them Burstable rather
+# than BestEffort (a BestEffort pod gets the minimum CPU weight and is the first evicted), small
+# enough for a development node. Size them for your load.
+DEFAULT_BROKER_REQUESTS = {"cpu": "100m", "memory": "256Mi"}
+DEFAULT_NAMESRV_REQUESTS = {"cpu": "50m", "memory": "128Mi"}
+
+
+def _default_resources(requests: dict[str, str]) -> ResourceRequirements:
+    return ResourceRequirements(requests=dict(requests))
 
 
 class PodSpecCommon(CamelModel):
     """Image and scheduling fields shared by NameServer and Broker pods."""
 
     image: str = Field(default=DEFAULT_IMAGE, min_length=1, description="Container image.")
-    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
+        default="IfNotPresent", description="imagePullPolicy of the containers."
+    )
     image_pull_secrets: list[DnsLabel] = Field(
         default_factory=list, description="Names of Secrets used to pull the image."
     )
     resources: ResourceRequirements = Field(default_factory=ResourceRequirements)
-    node_selector: dict[str, str] = Field(default_factory=dict)
-    tolerations: list[Toleration] = Field(default_factory=list)
-    priority_class_name: str | None = None
+    node_selector: dict[str, str] = Field(
+        default_factory=dict, description="Node labels the pods must run on."
+    )
+    tolerations: list[Toleration] = Field(
+        default_factory=list, description="Taints the pods tolerate."
+    )
+    priority_class_name: str | None = Field(
+        default=None, description="PriorityClass of the pods (preemption and eviction order)."
+    )
     pod_anti_affinity: Literal["Required", "Preferred"] = Field(
         default="Required",
         description=(
@@ -152,6 +172,13 @@ class PodSpecCommon(CamelModel):
         description=(
             "Run the pods on the node's network (dnsPolicy ClusterFirstWithHostNet); each pod "
             "then gets its own ports so that several fit on one node."
+        ),
+    )
+    rack: RackSpec | None = Field(
+        default=None,
+        description=(
+            "Zone awareness: spread each broker group's pods (or the NameServers) over the "
+            "values of a node label, so that one zone going down leaves a replica."
         ),
     )
 
@@ -225,7 +252,10 @@ class IssuerRef(CamelModel):
     """A cert-manager Issuer or ClusterIssuer."""
 
     name: str = Field(min_length=1, description="metadata.name of the issuer.")
-    kind: Literal["Issuer", "ClusterIssuer"] = "Issuer"
+    kind: Literal["Issuer", "ClusterIssuer"] = Field(
+        default="Issuer",
+        description="Issuer (in the resource's namespace) or ClusterIssuer.",
+    )
     group: str = Field(default="cert-manager.io", description="API group of the issuer.")
 
 
@@ -286,6 +316,18 @@ class TlsSpec(CamelModel):
 class NameServerSpec(PodSpecCommon):
     """Desired state of a NameServer ensemble."""
 
+    resources: ResourceRequirements = Field(
+        default_factory=lambda: _default_resources(DEFAULT_NAMESRV_REQUESTS),
+        description=(
+            "Requests and limits of the NameServer container; default requests cpu 50m, memory "
+            "128Mi (not BestEffort)."
+        ),
+    )
+    template: NameServerTemplate = Field(
+        default_factory=NameServerTemplate,
+        description="Labels, annotations, env, service account, placement and volumes of the pods.",
+    )
+
     replicas: int = Field(default=2, ge=1, le=16, description="Number of NameServer pods.")
     pod_anti_affinity: Literal["Required", "Preferred"] = Field(
         default="Preferred",
@@ -306,9 +348,18 @@ class NameServerSpec(PodSpecCommon):
         description="Check admin requests (upstream ACL); accounts from Secrets.",
     )
     tls: TlsSpec | None = Field(default=None, description="TLS on the NameServers' port.")
+    listeners: list[ListenerSpec] = Field(
+        default_factory=list,
+        description=(
+            "How clients reach the NameServers: the internal Services always exist; one "
+            "nodeport or loadbalancer listener adds a Service in front of every NameServer for "
+            "clients outside the cluster (status.listeners has the addresses)."
+        ),
+    )
 
     @model_validator(mode="after")
     def _reserved(self) -> NameServerSpec:
+        check_listeners(self.listeners, self.host_network)
         _refuse_reserved(self.config, NAMESRV_RESERVED_KEYS, "set spec.port instead")
         _refuse_security_keys(self.config, self.acl, self.tls)
         if self.host_network and self.port + self.replicas - 1 > 65535:
@@ -332,10 +383,23 @@ class NameServerRef(CamelModel):
 class StorageSpec(CamelModel):
     """The persistent volume of each broker pod (CommitLog, ConsumeQueue, index, metadata)."""
 
+    type: Literal["persistent-claim", "ephemeral"] = Field(
+        default="persistent-claim",
+        description=(
+            "persistent-claim: a PersistentVolumeClaim per pod; ephemeral: an emptyDir of at most "
+            "size (development only: the store is lost with the pod)."
+        ),
+    )
     storage_class_name: str | None = Field(
         default=None, description="StorageClass of the claims; the cluster default when unset."
     )
-    size: Quantity = Field(default="10Gi", description="Size of each pod's claim.")
+    size: Quantity = Field(
+        default="10Gi",
+        description=(
+            "Size of each pod's claim. Raising it expands the existing claims when their "
+            "StorageClass allows volume expansion (the pods keep running); claims never shrink."
+        ),
+    )
     delete_claim_on_scale_down: bool = Field(
         default=False,
         description=(
@@ -370,7 +434,7 @@ class ExternalAccess(CamelModel):
         )
     )
     node_port_base: int = Field(
-        default=30911,
+        default=DEFAULT_BROKER_NODE_PORT_BASE,
         ge=NODE_PORT_RANGE[0],
         le=NODE_PORT_RANGE[1],
         description=(
@@ -382,7 +446,11 @@ class ExternalAccess(CamelModel):
 
 
 class AuditStorage(CamelModel):
-    storage_class_name: str | None = None
+    """The audit CronJob's claim."""
+
+    storage_class_name: str | None = Field(
+        default=None, description="StorageClass of the claim; the cluster default when unset."
+    )
     size: Quantity = Field(default="5Gi", description="Snapshot history and reports.")
 
 
@@ -402,15 +470,31 @@ class AuditSpec(CamelModel):
         ),
     )
     reports: bool = Field(default=True, description="Run the backlog and rebalance reports too.")
-    suspend: bool = False
-    storage: AuditStorage = Field(default_factory=AuditStorage)
+    suspend: bool = Field(default=False, description="Suspend the CronJob (no new runs).")
+    storage: AuditStorage = Field(
+        default_factory=AuditStorage, description="The claim holding snapshots and reports."
+    )
     resources: ResourceRequirements = Field(default_factory=ResourceRequirements)
 
 
 class BrokerSpec(PodSpecCommon):
     """Desired state of a broker cluster: ``groups`` groups of one master and its slaves."""
 
-    name_server_ref: NameServerRef
+    name_server_ref: NameServerRef = Field(description="The NameServer the brokers register with.")
+    resources: ResourceRequirements = Field(
+        default_factory=lambda: _default_resources(DEFAULT_BROKER_REQUESTS),
+        description=(
+            "Requests and limits of the broker container; default requests cpu 100m, memory "
+            "256Mi (not BestEffort)."
+        ),
+    )
+    template: BrokerTemplate = Field(
+        default_factory=BrokerTemplate,
+        description=(
+            "Labels, annotations, env, service account, placement and volumes of the broker and "
+            "controller pods."
+        ),
+    )
     cluster_name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,64}$")] | None = (
         Field(default=None, description="brokerClusterName; defaults to metadata.name.")
     )
@@ -421,7 +505,13 @@ class BrokerSpec(PodSpecCommon):
     broker_role: Literal["SYNC_MASTER", "ASYNC_MASTER"] = Field(
         default="ASYNC_MASTER", description="Replication mode of every group's master."
     )
-    flush_disk_type: Literal["ASYNC_FLUSH", "SYNC_FLUSH"] = "ASYNC_FLUSH"
+    flush_disk_type: Literal["ASYNC_FLUSH", "SYNC_FLUSH"] = Field(
+        default="ASYNC_FLUSH",
+        description=(
+            "flushDiskType: SYNC_FLUSH acknowledges a send once it is on disk, ASYNC_FLUSH once "
+            "it is in the page cache."
+        ),
+    )
     storage: StorageSpec = Field(default_factory=StorageSpec)
     audit: AuditSpec | None = Field(
         default=None, description="Scheduled snapshot collection and lag/rebalance reports."
@@ -449,7 +539,18 @@ class BrokerSpec(PodSpecCommon):
     )
     external_access: ExternalAccess | None = Field(
         default=None,
-        description="Make each broker reachable (and advertised) for clients outside the cluster.",
+        description=(
+            "Make each broker reachable (and advertised) for clients outside the cluster. "
+            "NodePort is the older spelling of a nodeport listener; use spec.listeners."
+        ),
+    )
+    listeners: list[ListenerSpec] = Field(
+        default_factory=list,
+        description=(
+            "How clients reach the brokers: the internal listener (headless Service) always "
+            "exists; at most one nodeport or loadbalancer listener makes every broker advertise "
+            "an address outside the pod network (RocketMQ advertises one address per broker)."
+        ),
     )
     failover: Literal["none", "controller"] = Field(
         default="none",
@@ -468,6 +569,20 @@ class BrokerSpec(PodSpecCommon):
             "derived from spec fields and the pod's ordinal",
         )
         _refuse_security_keys(self.config, self.acl, self.tls)
+        check_listeners(self.listeners, self.host_network)
+        if self.external_access is not None and self.external_listener is not None:
+            raise ValueError(
+                "externalAccess and a nodeport/loadbalancer listener both set how brokers are "
+                "reached from outside; keep the listener and remove externalAccess"
+            )
+        if self.external_listener is not None and self.external_listener.type == "nodeport":
+            last = self.node_port_base + PORT_STRIDE * (self.pod_count - 1)
+            if last > NODE_PORT_RANGE[1]:
+                raise ValueError(
+                    f"listeners[{self.external_listener.name}].nodePortBase {self.node_port_base} "
+                    f"leaves no room for {self.pod_count} pods (the last would get {last}, beyond "
+                    f"{NODE_PORT_RANGE[1]}); lower nodePortBase or the number of pods"
+                )
         if self.external_access is not None:
             if self.external_access.type == "HostNetwork" and not self.host_network:
                 raise ValueError(
@@ -487,7 +602,7 @@ class BrokerSpec(PodSpecCommon):
                     f"room for {self.pod_count} pods (the last would get {last}, beyond "
                     f"{NODE_PORT_RANGE[1]}); lower nodePortBase or the number of pods"
                 )
-        if self.per_pod_ports and self.external_access is None:
+        if self.host_network and self.external_access is None:
             last = self.listen_port + PORT_STRIDE * (self.pod_count - 1) + 1
             if last > 65535:
                 raise ValueError(
@@ -506,17 +621,40 @@ class BrokerSpec(PodSpecCommon):
         return self.groups * self.replicas_per_group
 
     @property
+    def external_listener(self) -> ListenerSpec | None:
+        """The nodeport or loadbalancer listener, if any (at most one)."""
+        return next((listener for listener in self.listeners if listener.external), None)
+
+    @property
+    def access_type(self) -> Literal["HostNetwork", "NodePort", "LoadBalancer"] | None:
+        """How the brokers are reached from outside the pod network (None: pod network only)."""
+        listener = self.external_listener
+        if listener is not None:
+            return "NodePort" if listener.type == "nodeport" else "LoadBalancer"
+        if self.external_access is not None:
+            return self.external_access.type
+        return None
+
+    @property
+    def node_port_base(self) -> int:
+        """nodePort of broker pod 0 with NodePort access."""
+        listener = self.external_listener
+        if listener is not None and listener.node_port_base is not None:
+            return listener.node_port_base
+        if self.external_access is not None:
+            return self.external_access.node_port_base
+        return DEFAULT_BROKER_NODE_PORT_BASE
+
+    @property
     def per_pod_ports(self) -> bool:
         """Every broker pod has its own ports (host network, or its own NodePort)."""
-        return self.host_network or (
-            self.external_access is not None and self.external_access.type == "NodePort"
-        )
+        return self.host_network or self.access_type == "NodePort"
 
     def pod_ports(self, group: int, broker_id: int) -> tuple[int, int]:
         """(listenPort, haListenPort) of one broker pod."""
         index = group * self.replicas_per_group + broker_id
-        if self.external_access is not None and self.external_access.type == "NodePort":
-            listen = self.external_access.node_port_base + PORT_STRIDE * index
+        if self.access_type == "NodePort":
+            listen = self.node_port_base + PORT_STRIDE * index
         elif self.host_network:
             listen = self.listen_port + PORT_STRIDE * index
         else:
@@ -569,6 +707,10 @@ class ClusterStatus(CamelModel):
     conditions: list[Condition] = Field(default_factory=list)
     certificates: list[CertificateStatus] = Field(
         default_factory=list, description="Certificates the pods use and when they expire."
+    )
+    listeners: list[ListenerStatus] = Field(
+        default_factory=list,
+        description="The addresses of every listener (internal and external).",
     )
 
 

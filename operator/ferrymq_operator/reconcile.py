@@ -25,12 +25,21 @@ from ferrymq_operator import (
 from ferrymq_operator.builders import audit as audit_builder
 from ferrymq_operator.builders import broker as broker_builder
 from ferrymq_operator.builders import controller as controller_builder
+from ferrymq_operator.builders import listeners as listener_builder
 from ferrymq_operator.builders import names
 from ferrymq_operator.builders import namesrv as namesrv_builder
 from ferrymq_operator.builders.names import Owner
 from ferrymq_operator.claims import claims_to_delete
-from ferrymq_operator.lifecycle import draining, namesrv_push, pausing, rolling
+from ferrymq_operator.lifecycle import (
+    advertising,
+    draining,
+    namesrv_push,
+    pausing,
+    rolling,
+    storage_growth,
+)
 from ferrymq_operator.lifecycle.pods import PortOf
+from ferrymq_operator.listener_models import ListenerStatus
 from ferrymq_operator.security import netpol
 from ferrymq_operator.security import secrets as security_secrets
 from ferrymq_operator.security import session as security_session
@@ -256,6 +265,8 @@ async def reconcile_nameserver(ctx: Context, body: Mapping[str, Any]) -> Result:
             failure = secured.failure
         if failure is None:
             failure = await _apply_all(ctx.kube, objects, result)
+        if failure is None and listener_builder.namesrv_external(spec) is None:
+            await remove_namesrv_external(ctx, owner, result)
     workloads = await observe_nameserver(ctx.kube, owner, replicas) if replicas else []
     builder.observe(workloads, failure)
     if replicas:
@@ -268,7 +279,20 @@ async def reconcile_nameserver(ctx: Context, body: Mapping[str, Any]) -> Result:
             spec.port,
             per_pod=spec.host_network,
         )
+        builder.status.listeners = [
+            ListenerStatus.model_validate(entry)
+            for entry in await advertising.nameserver_listeners(
+                ctx.kube, owner, spec, builder.status.addresses
+            )
+        ]
     return _report(builder, failure, result)
+
+
+async def remove_namesrv_external(ctx: Context, owner: Owner, result: Result) -> None:
+    """The NameServer's external Service once its nodeport/loadbalancer listener is removed."""
+    name = listener_builder.namesrv_external_service_name(owner.name)
+    if await ctx.kube.delete("v1", "Service", owner.namespace, name):
+        result.events.append(("Normal", "Deleted", f"deleted Service {name}"))
 
 
 # --- Broker ---
@@ -630,6 +654,8 @@ class Applied:
     addr: str | None
     secured: security_secrets.SecurityOutcome
     failure: Failure | None = None
+    # status.listeners, once every child applied
+    listeners: list[dict[str, Any]] | None = None
 
     @property
     def lifecycle_addr(self) -> str | None:
@@ -669,12 +695,16 @@ async def apply_broker(
     )
     if failure is not None:
         return Applied(spec, addr, secured, failure)
-    deployed = await failover_mode.observe(ctx.kube, owner, await existing_groups(ctx.kube, owner))
+    groups = await existing_groups(ctx.kube, owner)
+    deployed = await failover_mode.observe(ctx.kube, owner, groups)
     failure = failover_mode.refusal(deployed, spec.failover)
     if failure is not None:
         if deployed is not None:
             # refused: the rest of the pass observes the cluster as it runs
             spec = spec.model_copy(update={"failover": deployed})
+        return Applied(spec, addr, secured, failure)
+    failure = await storage_growth.grow(ctx.kube, owner, spec, groups, result.events)
+    if failure is not None:
         return Applied(spec, addr, secured, failure)
     objects = controller_builder.desired(owner, spec)
     objects += broker_builder.desired(owner, spec, addr, ctx.versions.pdb)
@@ -689,7 +719,10 @@ async def apply_broker(
     await remove_stale_network_policies(ctx, owner, spec, result)
     if spec.storage.delete_claim_on_scale_down:
         await delete_removed_claims(ctx, owner, spec, result)
-    return Applied(spec, addr, secured)
+    advertised = await advertising.advertise_broker(
+        ctx.kube, owner, spec, ctx.settings.cluster_domain
+    )
+    return Applied(spec, addr, secured, listeners=advertised)
 
 
 async def drain_removed_groups(
@@ -774,6 +807,10 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
     builder.status.drains = [models.DrainStatus.model_validate(d) for d in drains]
     if masters is not None:
         builder.status.group_masters = [models.GroupMaster.model_validate(m) for m in masters]
+    if applied.listeners is not None:
+        builder.status.listeners = [
+            ListenerStatus.model_validate(entry) for entry in applied.listeners
+        ]
     if applied.addr is not None:
         builder.status.name_server_addr = applied.addr
         if namesrv_note is not None and previous.name_server_addr:

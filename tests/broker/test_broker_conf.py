@@ -18,6 +18,7 @@ from ferrymq.broker.broker_conf import BrokerConf, load_broker_conf, parse_broke
 from ferrymq.broker.config import BrokerConfig
 from ferrymq.broker.controller_mode_config import ControllerModeSettings
 from ferrymq.broker.lag.config import LagConfig
+from ferrymq.broker.pop.settings import PopTimerSettings
 from ferrymq.broker.semantics import SemanticsConfig
 from ferrymq.ha.config import HASettings
 from ferrymq.properties import ConfigError, known_keys
@@ -30,6 +31,7 @@ BAD_VALUE_BY_PART = {
     "store": ("flushDiskType=SOMETIMES", "flushDiskType", "ASYNC_FLUSH"),
     "ha": ("haTransferBatchSize=0", "haTransferBatchSize", "greater than or equal to 1"),
     "semantics": ("transactionCheckMax=0", "transactionCheckMax", "greater than or equal to 1"),
+    "pop": ("reviveQueueNum=0", "reviveQueueNum", "greater than or equal to 1"),
     "lag": ("consumerLagEnable=perhaps", "consumerLagEnable", "valid boolean"),
     "controller_mode": ("brokerHeartbeatInterval=x", "brokerHeartbeatInterval", "valid integer"),
     "acl": ("aclReloadInterval=-1", "aclReloadInterval", "greater than 0"),
@@ -43,6 +45,7 @@ def test_parts_are_every_model_read_from_broker_conf() -> None:
         "store": MessageStoreConfig,
         "ha": HASettings,
         "semantics": SemanticsConfig,
+        "pop": PopTimerSettings,
         "lag": LagConfig,
         "controller_mode": ControllerModeSettings,
         "acl": AclSettings,

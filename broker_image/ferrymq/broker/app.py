@@ -34,6 +34,8 @@ from ferrymq.broker.metrics import (
     MetricsServer,
     TopicInCounter,
 )
+from ferrymq.broker.pop.settings import PopTimerSettings, load_pop_timer_settings
+from ferrymq.broker.pop.wiring import PopTimerServices
 from ferrymq.broker.processors.admin_broker import AdminBrokerProcessor
 from ferrymq.broker.processors.admin_consumer import AdminConsumerProcessor
 from ferrymq.broker.processors.admin_offset import AdminOffsetProcessor
@@ -78,8 +80,12 @@ class BrokerApp:
         tls_settings: TlsSettings | None = None,
         controller_mode: ControllerModeSettings | None = None,
         lag_config: LagConfig | None = None,
+        pop_settings: PopTimerSettings | None = None,
     ) -> None:
         self.config = config
+        # RocketMQ 5 POP and timer messages (broker/pop, broker/timer): reviveQueueNum, timer* keys
+        self.pop_settings = pop_settings or load_pop_timer_settings(config.broker_config_path)
+        self.rocket5: PopTimerServices | None = None
         # consumerLag* keys of the same broker.conf (and FERRYMQ_* environment)
         self.lag_config = lag_config or load_lag_config(config.broker_config_path)
         self.lag: ConsumerLagSampler | None = None
@@ -211,7 +217,7 @@ class BrokerApp:
         ha_port = getattr(self.store_config, "ha_listen_port", None)
         if ha_port is None:
             return None
-        return f"{self.config.broker_ip1}:{ha_port}"
+        return f"{self.config.broker_ip2 or self.config.broker_ip1}:{ha_port}"
 
     def _wants_master(self) -> bool:
         """A slave that no NameServer has named a master to yet (controller mode: the
@@ -272,6 +278,8 @@ class BrokerApp:
         self._wire(self.store)
         assert self.semantics is not None
         await self.semantics.start()
+        assert self.rocket5 is not None
+        await self.rocket5.start()
         self.store.add_dispatch_round_listener(self.hold.on_dispatch_round)
         self.store.add_dispatch_round_listener(self.inflow.on_dispatch_round)
         self.lag = ConsumerLagSampler(
@@ -325,6 +333,21 @@ class BrokerApp:
             config=self.semantics_config,
         )
         self.semantics.register(self.server)
+        self.rocket5 = PopTimerServices(
+            config=cfg,
+            settings=self.pop_settings,
+            store=store,
+            send_store=self.semantics.send_store,
+            offsets=self.offsets,
+            topics=self.topics,
+            groups=self.groups,
+            consumers=self.consumers,
+            client=self.client,
+            config_dir=config_dir(self.store_config.store_path_root_dir),
+            is_slave=lambda: self.is_slave,
+            on_topic_created=lambda topic: self.topics_changed(),
+        )
+        self.rocket5.register(self.server)
         self.send = SendMessageProcessor(
             cfg,
             self.semantics.send_store,
@@ -457,7 +480,9 @@ class BrokerApp:
             role=Role(self.store_config.broker_role.value),
             sync_flush_timeout_ms=self.store_config.sync_flush_timeout,
             bind_host=self.config.bind_address,
-            advertised_ip=self.config.broker_ip1,
+            # upstream's haServerAddr is brokerIP2 (replication may stay on an inner network
+            # while brokerIP1 is a load balancer's address); brokerIP1 when it is unset
+            advertised_ip=self.config.broker_ip2 or self.config.broker_ip1,
             client=self.client,
             tls=self.ha_tls,
             targets=ManagerSyncTargets(
@@ -673,6 +698,8 @@ class BrokerApp:
         await self.server.stop()
         if self.semantics is not None:
             await self.semantics.shutdown()
+        if self.rocket5 is not None:
+            await self.rocket5.shutdown()
         if self._persisting is not None:
             self.offsets.dirty = True
             self.groups.dirty = True
@@ -707,6 +734,7 @@ async def serve(conf: BrokerConf) -> None:
         tls_settings=conf.tls,
         controller_mode=conf.controller_mode,
         lag_config=conf.lag,
+        pop_settings=conf.pop,
     )
     shutdown = GracefulShutdown(config.shutdown_grace_seconds, name=f"broker {config.broker_name}")
 

@@ -11,6 +11,7 @@ broker             BrokerConfig                brokerName, listenPort, namesrvAd
 store              MessageStoreConfig          storePathRootDir, flushDiskType, ...
 ha                 HASettings                  haListenPort, haSendHeartbeatInterval, ...
 semantics          SemanticsConfig             transactionTimeOut, flushDelayOffsetInterval
+pop                PopTimerSettings            reviveQueueNum, timerMaxDelaySec, ...
 lag                LagConfig                   consumerLagSampleInterval, ...
 controller_mode    ControllerModeSettings      enableControllerMode, controllerAddr, ...
 acl                AclSettings                 aclEnable, aclFilePath, rocketmqHome
@@ -37,6 +38,7 @@ from ferrymq.acl.settings import AclSettings, add_rocketmq_home
 from ferrymq.broker.config import BrokerConfig, role_problem
 from ferrymq.broker.controller_mode_config import ControllerModeSettings
 from ferrymq.broker.lag.config import LagConfig
+from ferrymq.broker.pop.settings import PopTimerSettings
 from ferrymq.broker.semantics import SemanticsConfig
 from ferrymq.ha.config import HASettings
 from ferrymq.properties import ConfigError, build_model, collect_values, known_keys, load_properties
@@ -59,6 +61,7 @@ class BrokerConf(BaseModel):
     store: MessageStoreConfig
     ha: HASettings
     semantics: SemanticsConfig
+    pop: PopTimerSettings
     lag: LagConfig
     controller_mode: ControllerModeSettings
     acl: AclSettings

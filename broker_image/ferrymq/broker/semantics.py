@@ -17,6 +17,7 @@ Settings the broker's own config does not carry (upstream BrokerConfig names
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from ferrymq.broker.processors.rebalance_lock import RebalanceLockProcessor
 from ferrymq.broker.retry import RetryService
 from ferrymq.broker.schedule import SCHEDULE_TOPIC, ScheduleMessageService, to_schedule_topic
 from ferrymq.broker.store_port import MessagePuts, MessageStorePort
+from ferrymq.broker.timer.timer_message import TIMER_TOPIC, TimerRewrite
 from ferrymq.broker.transaction import (
     HALF_TOPIC,
     OP_HALF_TOPIC,
@@ -109,6 +111,9 @@ class SendSemanticsStore:
         self._max_delay_level = max_delay_level
         self._reject_transaction_message = reject_transaction_message
         self._put_nowait = store.put_message_nowait  # bound once: every send takes this path
+        # timer messages (RocketMQ 5, ferrymq.broker.timer): set by the broker's wiring
+        self.timer: TimerRewrite | None = None
+        self._recall_handle: str | None = None  # of the timer message being put (one loop)
 
     @staticmethod
     def _forbidden(topic: str) -> PutMessageResult | None:
@@ -131,7 +136,16 @@ class SendSemanticsStore:
         stored = self._as_stored(msg)
         if isinstance(stored, PutMessageResult):
             return stored
+        if self.timer is not None and stored.topic == TIMER_TOPIC:
+            return await self._timer_put(stored, self._recall_handle)
         return await self._store.put_message(stored)
+
+    async def _timer_put(self, stored: MessageInner, handle: str | None) -> PutMessageResult:
+        """A timer message's put, with its recall handle on the result."""
+        result = await self._store.put_message(stored)
+        if result.is_ok and handle is not None:
+            result.recall_handle = handle
+        return result
 
     def put_message_nowait(
         self, msg: MessageInner
@@ -141,6 +155,8 @@ class SendSemanticsStore:
         stored = self._as_stored(msg)
         if isinstance(stored, PutMessageResult):
             return stored
+        if self.timer is not None and stored.topic == TIMER_TOPIC:
+            return self._timer_put(stored, self._recall_handle)
         return self._put_nowait(stored)
 
     def _as_stored(self, msg: MessageInner) -> MessageInner | PutMessageResult:
@@ -156,6 +172,11 @@ class SendSemanticsStore:
                     remark="this broker rejects transaction messages (rejectTransactionMessage)",
                 )
             return to_half_message(msg)
+        if self.timer is not None:
+            rewritten = self.timer.rewrite(msg, int(time.time() * 1000))
+            if isinstance(rewritten, PutMessageResult):
+                return rewritten
+            msg, self._recall_handle = rewritten
         return to_schedule_topic(msg, self._max_delay_level())
 
 

@@ -12,6 +12,14 @@ from rich.live import Live
 from rich.table import Table
 
 from ferrymq.cli.client_common import NamesrvOption, namesrv_list, run_client
+from ferrymq.cli.output import (
+    OutputFormat,
+    OutputLongOption,
+    OutputOption,
+    emit_json,
+    not_found,
+    wants_json,
+)
 from ferrymq.client.admin import AdminClient, QueueProgress
 from ferrymq.client.lag_watch import LagRow, LagWatcher, format_eta
 from ferrymq.message import MessageExt
@@ -81,6 +89,7 @@ def topic_list(
     system: Annotated[
         bool, typer.Option(help="Include system topics (TBW102, %RETRY%...).")
     ] = False,
+    output: OutputOption = OutputFormat.TABLE,
     verbose: Verbose = False,
 ) -> None:
     """List the topics the NameServer knows."""
@@ -90,9 +99,16 @@ def topic_list(
         async with AdminClient(addrs) as admin:
             return await admin.topic_list()
 
-    for topic in run_client(go(), verbose=verbose):
-        if system or not (topic.startswith("%") or is_system_topic(topic)):
-            console.print(topic, highlight=False)
+    topics = [
+        topic
+        for topic in run_client(go(), verbose=verbose)
+        if system or not (topic.startswith("%") or is_system_topic(topic))
+    ]
+    if wants_json(output):
+        emit_json({"topicList": topics})
+        return
+    for topic in topics:
+        console.print(topic, highlight=False)
 
 
 @topic_app.command("delete")
@@ -119,6 +135,7 @@ def topic_delete(
 def topic_route(
     topic: Annotated[str, typer.Option("--topic", "-t")],
     namesrv: NamesrvOption = "127.0.0.1:9876",
+    output: OutputOption = OutputFormat.TABLE,
     verbose: Verbose = False,
 ) -> None:
     """Show the topic's route: brokers and queue counts."""
@@ -129,6 +146,9 @@ def topic_route(
             return await admin.topic_route(topic)
 
     route = run_client(go(), verbose=verbose)
+    if wants_json(output):
+        emit_json(route_json(route))
+        return
     table = Table("broker", "addresses", "read", "write", "perm", title=f"route of {topic}")
     addrs_by_name = {bd.broker_name: bd.broker_addrs for bd in route.broker_datas}
     for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
@@ -140,8 +160,35 @@ def topic_route(
     console.print(table)
 
 
+def route_json(route: bodies.TopicRouteData) -> dict[str, object]:
+    """TopicRouteData in upstream's field names (brokerDatas, queueDatas)."""
+    return {
+        "brokerDatas": [
+            {
+                "cluster": bd.cluster,
+                "brokerName": bd.broker_name,
+                "brokerAddrs": {str(k): v for k, v in sorted(bd.broker_addrs.items())},
+            }
+            for bd in sorted(route.broker_datas, key=lambda b: b.broker_name)
+        ],
+        "queueDatas": [
+            {
+                "brokerName": qd.broker_name,
+                "readQueueNums": qd.read_queue_nums,
+                "writeQueueNums": qd.write_queue_nums,
+                "perm": qd.perm,
+            }
+            for qd in sorted(route.queue_datas, key=lambda q: q.broker_name)
+        ],
+    }
+
+
 @cluster_app.command("list")
-def cluster_list(namesrv: NamesrvOption = "127.0.0.1:9876", verbose: Verbose = False) -> None:
+def cluster_list(
+    namesrv: NamesrvOption = "127.0.0.1:9876",
+    output: OutputOption = OutputFormat.TABLE,
+    verbose: Verbose = False,
+) -> None:
     """Clusters, broker groups and their addresses."""
     addrs = namesrv_list(namesrv)
 
@@ -150,13 +197,25 @@ def cluster_list(namesrv: NamesrvOption = "127.0.0.1:9876", verbose: Verbose = F
             return await admin.cluster_info()
 
     info = run_client(go(), verbose=verbose)
+    rows = [
+        (cluster, name, bid, addr)
+        for cluster, names in sorted(info.cluster_addr_table.items())
+        for name in sorted(names)
+        for bid, addr in sorted(_broker_addrs(info, name).items())
+    ]
+    if wants_json(output):
+        keys = ("cluster", "brokerName", "brokerId", "address")
+        emit_json([dict(zip(keys, row, strict=True)) for row in rows])
+        return
     table = Table("cluster", "broker", "id", "address")
-    for cluster, names in sorted(info.cluster_addr_table.items()):
-        for name in sorted(names):
-            data = info.broker_addr_table.get(name)
-            for bid, addr in sorted((data.broker_addrs if data else {}).items()):
-                table.add_row(cluster, name, str(bid), addr)
+    for cluster, name, bid, addr in rows:
+        table.add_row(cluster, name, str(bid), addr)
     console.print(table)
+
+
+def _broker_addrs(info: bodies.ClusterInfo, name: str) -> dict[int, str]:
+    data = info.broker_addr_table.get(name)
+    return dict(data.broker_addrs) if data else {}
 
 
 def progress_table(group: str, rows: list[QueueProgress]) -> Table:
@@ -189,6 +248,7 @@ def consumer_progress(
     namesrv: NamesrvOption = "127.0.0.1:9876",
     topic: Annotated[str | None, typer.Option("--topic", "-t", help="Only this topic.")] = None,
     show_retry: Annotated[bool, typer.Option(help="Include the group's %RETRY% queues.")] = False,
+    output: OutputOption = OutputFormat.TABLE,
     verbose: Verbose = False,
 ) -> None:
     """Per queue: broker offset, consumer offset, diff (lag) and last consume time."""
@@ -200,8 +260,36 @@ def consumer_progress(
             return await admin.consumer_progress(group, topic), stats.consume_tps
 
     rows, tps = run_client(go(), verbose=verbose)
+    if not rows:
+        # as mqadmin: "Not found the consumer group consume stats, because return offset table
+        # is empty, maybe the consumer not consume any message"
+        raise not_found(
+            f"consumer group {group!r}"
+            + (f" on topic {topic!r}" if topic else "")
+            + ": no broker holds offsets of it (unknown group, or it never consumed)"
+        )
     if not show_retry:
         rows = [r for r in rows if not r.queue.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)]
+    if wants_json(output):
+        emit_json(
+            {
+                "consumeTps": tps,
+                "diffTotal": sum(r.diff for r in rows),
+                "offsetTable": [
+                    {
+                        "topic": r.queue.topic,
+                        "brokerName": r.queue.broker_name,
+                        "queueId": r.queue.queue_id,
+                        "brokerOffset": r.broker_offset,
+                        "consumerOffset": r.consumer_offset,
+                        "diff": r.diff,
+                        "lastTimestamp": r.last_timestamp,
+                    }
+                    for r in rows
+                ],
+            }
+        )
+        return
     console.print(progress_table(group, rows))
     console.print(f"consume TPS: {tps:.2f}   diff total: {sum(r.diff for r in rows)}")
 
@@ -222,12 +310,28 @@ def _message_table(msgs: list[MessageExt]) -> Table:
     return table
 
 
+def message_json(m: MessageExt) -> dict[str, object]:
+    return {
+        "msgId": m.msg_id,
+        "offsetMsgId": m.offset_msg_id,
+        "topic": m.topic,
+        "queueId": m.queue_id,
+        "queueOffset": m.queue_offset,
+        "tags": m.tags,
+        "keys": list(m.keys),
+        "storeTimestamp": m.store_timestamp,
+        "properties": dict(sorted(m.properties.items())),
+        "body": m.body.decode("utf-8", "replace"),
+    }
+
+
 @message_app.command("query")
 def message_query(
     topic: Annotated[str, typer.Option("--topic", "-t")],
     key: Annotated[str, typer.Option("--key", "-k")],
     namesrv: NamesrvOption = "127.0.0.1:9876",
     max_num: Annotated[int, typer.Option(min=1, max=64000)] = 64,
+    output: OutputOption = OutputFormat.TABLE,
     verbose: Verbose = False,
 ) -> None:
     """Messages of TOPIC whose keys contain KEY."""
@@ -238,7 +342,10 @@ def message_query(
             return await admin.query_message_by_key(topic, key, max_num)
 
     msgs = run_client(go(), verbose=verbose)
-    console.print(_message_table(msgs))
+    if wants_json(output):
+        emit_json([message_json(m) for m in msgs])
+    else:
+        console.print(_message_table(msgs))
     if not msgs:
         raise typer.Exit(1)
 
@@ -252,6 +359,7 @@ def message_view(
     topic: Annotated[
         str | None, typer.Option("--topic", "-t", help="Needed for a client id.")
     ] = None,
+    output: OutputOption = OutputFormat.TABLE,
     verbose: Verbose = False,
 ) -> None:
     """One message by id, with its properties."""
@@ -262,6 +370,9 @@ def message_view(
             return await admin.view_message(msg_id, topic)
 
     msg = run_client(go(), verbose=verbose)
+    if wants_json(output):
+        emit_json(message_json(msg))
+        return
     console.print(_message_table([msg]))
     for name, value in sorted(msg.properties.items()):
         console.print(f"  {name} = {value}", highlight=False)
@@ -289,6 +400,7 @@ def reset_offset(
     force: Annotated[
         bool, typer.Option(help="Also move forward (--no-force: only ever move back).")
     ] = True,
+    output: OutputLongOption = OutputFormat.TABLE,
     verbose: Verbose = False,
 ) -> None:
     """Move a consumer group's offsets on a topic to a time or an offset. Online consumers move at
@@ -312,10 +424,19 @@ def reset_offset(
                 group, topic, timestamp=at_ms, offset=offset, force=force
             )
 
+    moved = sorted(run_client(go(), verbose=verbose).items())
+    if wants_json(output):
+        emit_json([{**queue_json(mq), "offset": new} for mq, new in moved])
+        return
     table = Table("topic", "broker", "queue", "new offset", title=f"reset-offset of {group}")
-    for mq, new in sorted(run_client(go(), verbose=verbose).items()):
+    for mq, new in moved:
         table.add_row(mq.topic, mq.broker_name, str(mq.queue_id), str(new))
     console.print(table)
+
+
+def queue_json(mq: bodies.MessageQueue) -> dict[str, object]:
+    """A MessageQueue in upstream's field names."""
+    return {"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id}
 
 
 def parse_timestamp(text: str) -> int:
@@ -339,6 +460,7 @@ def consumer_status(
     topic: Annotated[str, typer.Option("--topic", "-t")],
     namesrv: NamesrvOption = "127.0.0.1:9876",
     client_id: Annotated[str | None, typer.Option("--client-id", "-i")] = None,
+    output: OutputOption = OutputFormat.TABLE,
     verbose: Verbose = False,
 ) -> None:
     """The offsets each online consumer of the group holds (INVOKE_BROKER_TO_GET_CONSUMER_STATUS)."""
@@ -348,8 +470,17 @@ def consumer_status(
         async with AdminClient(addrs) as admin:
             return await admin.consumer_status(group, topic, client_id)
 
+    status = sorted(run_client(go(), verbose=verbose).items())
+    if wants_json(output):
+        emit_json(
+            {
+                client: [{**queue_json(mq), "offset": v} for mq, v in sorted(offsets.items())]
+                for client, offsets in status
+            }
+        )
+        return
     table = Table("client", "broker", "queue", "offset", title=f"consumer status of {group}")
-    for client, offsets in sorted(run_client(go(), verbose=verbose).items()):
+    for client, offsets in status:
         for mq, value in sorted(offsets.items()):
             table.add_row(client, mq.broker_name, str(mq.queue_id), str(value))
     console.print(table)
@@ -359,6 +490,7 @@ def consumer_status(
 def topic_stats(
     topic: Annotated[str, typer.Option("--topic", "-t")],
     namesrv: NamesrvOption = "127.0.0.1:9876",
+    output: OutputOption = OutputFormat.TABLE,
     verbose: Verbose = False,
 ) -> None:
     """Per queue: min and max offset and the last store time (mqadmin topicStatus)."""
@@ -369,6 +501,23 @@ def topic_stats(
             return await admin.topic_stats(topic)
 
     stats = run_client(go(), verbose=verbose)
+    if not stats.offset_table:
+        raise not_found(f"topic {topic!r}: no broker has queues of it")
+    if wants_json(output):
+        emit_json(
+            {
+                "offsetTable": [
+                    {
+                        **queue_json(mq),
+                        "minOffset": off.min_offset,
+                        "maxOffset": off.max_offset,
+                        "lastUpdateTimestamp": off.last_update_timestamp,
+                    }
+                    for mq, off in sorted(stats.offset_table.items())
+                ]
+            }
+        )
+        return
     table = Table("broker", "queue", "min offset", "max offset", "last updated", title=topic)
     for mq, off in sorted(stats.offset_table.items()):
         table.add_row(
@@ -418,10 +567,13 @@ def lag(
     count: Annotated[
         int, typer.Option(min=0, help="Stop after this many refreshes (0: until Ctrl-C).")
     ] = 0,
+    output: OutputOption = OutputFormat.TABLE,
     verbose: Verbose = False,
 ) -> None:
     """Consumer lag per group and topic with a Burrow-style status (OK, WARN, ERR) and the time
     until the backlog clears. Without --watch: three samples, one table."""
+    if watch and wants_json(output):
+        raise typer.BadParameter("--watch redraws a table; use it without -o json", param_hint="-o")
     addrs = namesrv_list(namesrv)
     samples = count or (0 if watch else 3)
 
@@ -447,5 +599,24 @@ def lag(
             return rows
 
     rows = run_client(go(), verbose=verbose)
-    if not watch:
-        console.print(lag_table(rows, "consumer lag"))
+    if group is not None and not rows:
+        raise not_found(f"consumer group {group!r}: no broker holds offsets of it")
+    if watch:
+        return
+    if wants_json(output):
+        emit_json(
+            [
+                {
+                    "group": r.group,
+                    "topic": r.topic,
+                    "lag": r.lag,
+                    "lagLatencyMs": r.latency_ms,
+                    "status": r.status.name,
+                    "etaSeconds": r.eta_s,
+                    "online": r.online,
+                }
+                for r in rows
+            ]
+        )
+        return
+    console.print(lag_table(rows, "consumer lag"))

@@ -24,6 +24,9 @@ class PutMessageStatus(enum.Enum):
     PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
     OS_PAGECACHE_BUSY = "OS_PAGECACHE_BUSY"
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
+    # timer messages (RocketMQ 5): the remark carries upstream's text
+    WHEEL_TIMER_MSG_ILLEGAL = "WHEEL_TIMER_MSG_ILLEGAL"
+    WHEEL_TIMER_NOT_ENABLE = "WHEEL_TIMER_NOT_ENABLE"
 
     @property
     def is_ok(self) -> bool:
@@ -86,6 +89,8 @@ class PutMessageResult:
     status: PutMessageStatus
     append_result: AppendMessageResult | None = None
     remark: str = ""
+    # a timer message's handle for RECALL_MESSAGE (the send response's recallHandle)
+    recall_handle: str | None = None
 
     @property
     def is_ok(self) -> bool:

@@ -62,10 +62,10 @@ removed by the garbage collector through ownerReferences.
 */}}
 {{- define "ferrymq-operator.namespacedRules" -}}
 - apiGroups: ["ferrymq.io"]
-  resources: ["nameservers", "brokers"]
+  resources: ["nameservers", "brokers", "consoles"]
   verbs: ["get", "list", "watch", "patch", "update"]
 - apiGroups: ["ferrymq.io"]
-  resources: ["nameservers/status", "brokers/status"]
+  resources: ["nameservers/status", "brokers/status", "consoles/status"]
   verbs: ["get", "patch", "update"]
 # Topic and ConsumerGroup: patch also sets and removes the operator's finalizer.
 - apiGroups: ["ferrymq.io"]
@@ -77,6 +77,10 @@ removed by the garbage collector through ownerReferences.
 # delete: a broker group's StatefulSet, ConfigMap and PDB once a drained scale-in removed it.
 - apiGroups: ["apps"]
   resources: ["statefulsets"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+# A Console's rocketmq-dashboard.
+- apiGroups: ["apps"]
+  resources: ["deployments"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
 - apiGroups: [""]
   resources: ["services"]
@@ -104,7 +108,8 @@ removed by the garbage collector through ownerReferences.
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get", "list", "watch", "delete"]
-# The audit claim of spec.audit; delete only with storage.deleteClaimOnScaleDown (removed slaves).
+# The audit claim of spec.audit; patch also grows the store claims (storage.size); delete only
+# with storage.deleteClaimOnScaleDown (removed slaves).
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
   verbs: ["get", "list", "create", "patch", "delete"]

@@ -22,14 +22,14 @@ from __future__ import annotations
 from typing import Any
 
 from ferrymq_operator import models
-from ferrymq_operator.builders import controller, names, pod
+from ferrymq_operator.builders import controller, listeners, names, pod, template
 from ferrymq_operator.builders.names import Owner
 from ferrymq_operator.models import BrokerSpec
 from ferrymq_operator.security import builders as security
 
 STORE_DIR = f"{pod.HOME}/store"
 # The broker reads FERRYMQ_<upstream key> from the environment over broker.conf (ferrymq.properties).
-BROKER_IP1_ENV = "FERRYMQ_brokerIP1"
+BROKER_IP1_ENV = listeners.BROKER_IP1_ENV
 STORE_VOLUME = "store"
 # Recovery of a large store after a crash rebuilds queues from the CommitLog: give it up to
 # 30 minutes before liveness may restart the pod.
@@ -183,49 +183,15 @@ def headless_service(owner: Owner, spec: BrokerSpec) -> dict[str, Any]:
 
 
 def node_port_services(owner: Owner, spec: BrokerSpec) -> list[dict[str, Any]]:
-    """externalAccess NodePort: one Service per broker pod, its nodePort the pod's listenPort.
-
-    ``externalTrafficPolicy: Local``: the broker advertises its own node's address, so traffic
-    never needs a second hop (and clients' addresses are kept).
-    """
-    if spec.external_access is None or spec.external_access.type != "NodePort":
-        return []
-    out = []
-    for group in range(spec.groups):
-        labels = group_labels(owner, group)
-        for broker_id in range(spec.replicas_per_group):
-            pod_name = names.broker_pod(owner.name, group, broker_id)
-            listen, _ = spec.pod_ports(group, broker_id)
-            out.append(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Service",
-                    "metadata": names.metadata(
-                        owner, names.broker_external_service(owner.name, group, broker_id), labels
-                    ),
-                    "spec": {
-                        "type": "NodePort",
-                        "externalTrafficPolicy": "Local",
-                        "selector": {names.LABEL_POD_NAME: pod_name},
-                        "ports": [
-                            {
-                                "name": "broker",
-                                "port": listen,
-                                "targetPort": listen,
-                                "nodePort": listen,
-                                "protocol": "TCP",
-                            }
-                        ],
-                    },
-                }
-            )
-    return out
+    """One Service per broker pod for NodePort or LoadBalancer access (builders.listeners)."""
+    return listeners.broker_services(owner, spec)
 
 
-def _command() -> list[str]:
+def _command(spec: BrokerSpec) -> list[str]:
     # The ordinal after the last '-' of the pod name is the brokerId; exec keeps the broker PID 1
     # so it receives SIGTERM and shuts down cleanly (normal recovery next start).
-    return ["/bin/sh", "-c", f'exec ferrymq broker -c "{_conf_path()}"']
+    run = f'exec ferrymq broker -c "{_conf_path()}"'
+    return ["/bin/sh", "-c", listeners.wait_for_address(spec, run)]
 
 
 def _conf_path() -> str:
@@ -233,10 +199,8 @@ def _conf_path() -> str:
 
 
 def _env(owner: Owner, spec: BrokerSpec) -> list[dict[str, Any]]:
-    env = pod.downward_env() + pod.probe_env()
-    if spec.host_network or spec.external_access is not None:
-        # Clients outside the pod network reach the broker at the node's address.
-        env.append(pod.field_env(BROKER_IP1_ENV, "status.hostIP"))
+    # Clients outside the pod network reach the broker at the node's (or load balancer's) address.
+    env = pod.downward_env() + pod.probe_env() + listeners.broker_env(spec)
     return env + security.env(owner, names.COMPONENT_BROKER, spec)
 
 
@@ -273,7 +237,7 @@ def statefulset(owner: Owner, spec: BrokerSpec, namesrv_addr: str, group: int) -
             "name": "broker",
             "image": spec.image,
             "imagePullPolicy": spec.image_pull_policy,
-            "command": _command(),
+            "command": _command(spec),
             **({"ports": ports} if ports else {}),
             "env": _env(owner, spec),
             **_probes(spec),
@@ -284,6 +248,7 @@ def statefulset(owner: Owner, spec: BrokerSpec, namesrv_addr: str, group: int) -
                 {"name": "logs", "mountPath": f"{pod.HOME}/logs"},
                 {"name": "tmp", "mountPath": pod.TMP_DIR},
                 *security.mounts(spec),
+                *listeners.broker_mounts(spec),
             ],
         },
         spec,
@@ -299,6 +264,8 @@ def statefulset(owner: Owner, spec: BrokerSpec, namesrv_addr: str, group: int) -
             {"name": "logs", "emptyDir": {}},
             {"name": "tmp", "emptyDir": {}},
             *security.volumes(owner, names.COMPONENT_BROKER, spec),
+            *listeners.broker_volumes(owner, spec),
+            *ephemeral_store(spec),
         ],
         **pod.scheduling(spec, selector),
     }
@@ -315,17 +282,34 @@ def statefulset(owner: Owner, spec: BrokerSpec, namesrv_addr: str, group: int) -
             # only once the previous is Ready and caught up (ferrymq_operator.rollout).
             "updateStrategy": {"type": "OnDelete"},
             "selector": {"matchLabels": selector},
-            "template": pod.pod_template(labels, conf_hash, pod_spec),
-            "volumeClaimTemplates": [
-                {
-                    "apiVersion": "v1",
-                    "kind": "PersistentVolumeClaim",
-                    "metadata": {"name": STORE_VOLUME, "labels": labels},
-                    "spec": pod.claim_spec(spec.storage),
-                }
-            ],
+            "template": template.customise(
+                pod.pod_template(labels, conf_hash, pod_spec),
+                spec.template.pod,
+                spec.rack,
+                selector,
+            ),
+            **claim_templates(spec, labels),
         },
     }
+
+
+def claim_templates(spec: BrokerSpec, labels: dict[str, str]) -> dict[str, Any]:
+    """The store's claim template (none with ephemeral storage: the store is an emptyDir)."""
+    if spec.storage.type == "ephemeral":
+        return {}
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": STORE_VOLUME, "labels": labels},
+        "spec": pod.claim_spec(spec.storage),
+    }
+    return {"volumeClaimTemplates": [claim]}
+
+
+def ephemeral_store(spec: BrokerSpec) -> list[dict[str, Any]]:
+    if spec.storage.type != "ephemeral":
+        return []
+    return [{"name": STORE_VOLUME, "emptyDir": {"sizeLimit": spec.storage.size}}]
 
 
 def pdb(owner: Owner, group: int, api_version: str) -> dict[str, Any]:

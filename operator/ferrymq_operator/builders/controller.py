@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 from ferrymq.controller.state import STATE_FILE, GroupState
 
-from ferrymq_operator.builders import names, pod
+from ferrymq_operator.builders import names, pod, template
 from ferrymq_operator.builders.names import Owner
 from ferrymq_operator.models import BrokerSpec
 
@@ -231,7 +231,12 @@ def statefulset(owner: Owner, spec: BrokerSpec) -> dict[str, Any]:
             "podManagementPolicy": "Parallel",
             "updateStrategy": {"type": "RollingUpdate"},
             "selector": {"matchLabels": selector},
-            "template": pod.pod_template(labels, conf_hash, pod_spec),
+            "template": template.customise(
+                pod.pod_template(labels, conf_hash, pod_spec),
+                spec.template.controller_pod,
+                spec.rack,
+                selector,
+            ),
         },
     }
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ferrymq_operator.builders import names, pod
+from ferrymq_operator.builders import listeners, names, pod, template
 from ferrymq_operator.builders.names import Owner
 from ferrymq_operator.models import NameServerSpec
 from ferrymq_operator.security import builders as security
@@ -136,7 +136,12 @@ def statefulset(owner: Owner, spec: NameServerSpec) -> dict[str, Any]:
             "podManagementPolicy": "Parallel",
             "updateStrategy": {"type": "RollingUpdate"},
             "selector": {"matchLabels": selector},
-            "template": pod.pod_template(labels, conf_hash, pod_spec),
+            "template": template.customise(
+                pod.pod_template(labels, conf_hash, pod_spec),
+                spec.template.pod,
+                spec.rack,
+                selector,
+            ),
         },
     }
 
@@ -162,6 +167,7 @@ def desired(owner: Owner, spec: NameServerSpec, pdb_api_version: str) -> list[di
         configmap(owner, spec),
         headless_service(owner, spec),
         client_service(owner, spec),
+        *listeners.namesrv_services(owner, spec),
         statefulset(owner, spec),
         pdb(owner, pdb_api_version),
     ]

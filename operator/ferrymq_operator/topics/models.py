@@ -15,7 +15,8 @@ from ferrymq.broker.topic_config import TOPIC_MAX_LENGTH
 from pydantic import ConfigDict, Field, StringConstraints, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from ferrymq_operator.models import CamelModel, Condition, DnsLabel, InvalidSpec, explain
+from ferrymq_operator.base_models import CamelModel
+from ferrymq_operator.models import Condition, DnsLabel, InvalidSpec, explain
 
 # Upstream TopicValidator's character rule (ferrymq.broker.topic_config._VALID_TOPIC).
 TOPIC_NAME_PATTERN = r"^[%|a-zA-Z0-9_-]+$"
@@ -112,16 +113,54 @@ class ConsumerGroupSpec(CamelModel):
         default=None, description="RocketMQ consumer group name; defaults to metadata.name."
     )
     consume_enable: bool = Field(default=True, description="Consumers may pull.")
-    consume_from_min_enable: bool = True
-    consume_broadcast_enable: bool = True
-    consume_message_orderly: bool = False
-    retry_queue_nums: int = Field(default=1, ge=0, le=MAX_QUEUES)
-    retry_max_times: int = Field(default=16, ge=-1, le=1000)
+    consume_from_min_enable: bool = Field(
+        default=True,
+        description=(
+            "consumeFromMinEnable: a queue the group has no committed offset for is read from "
+            "its minimum offset."
+        ),
+    )
+    consume_broadcast_enable: bool = Field(
+        default=True, description="The group may consume in broadcasting mode."
+    )
+    consume_message_orderly: bool = Field(
+        default=False,
+        description="Consumers consume in order (queue locks; retries stay in the queue).",
+    )
+    retry_queue_nums: int = Field(
+        default=1,
+        ge=0,
+        le=MAX_QUEUES,
+        description="Queues of the group's retry topic %RETRY%<group> on each broker group.",
+    )
+    retry_max_times: int = Field(
+        default=16,
+        ge=-1,
+        le=1000,
+        description=(
+            "Deliveries of a failed message before it goes to the dead-letter topic "
+            "%DLQ%<group> (-1: upstream's default of 16 per client setting)."
+        ),
+    )
     broker_id: int = Field(default=0, ge=0, description="Broker id consumers pull from (0 master).")
-    which_broker_when_consume_slowly: int = Field(default=1, ge=0)
-    notify_consumer_ids_changed_enable: bool = True
-    group_sys_flag: int = Field(default=0, ge=0)
-    consume_timeout_minute: int = Field(default=15, ge=1, le=1440)
+    which_broker_when_consume_slowly: int = Field(
+        default=1,
+        ge=0,
+        description="Broker id consumers are sent to when they fall behind (slaveReadEnable).",
+    )
+    notify_consumer_ids_changed_enable: bool = Field(
+        default=True,
+        description="Tell the group's consumers when one joins or leaves, so they rebalance at once.",
+    )
+    group_sys_flag: int = Field(
+        default=0, ge=0, description="Upstream's groupSysFlag bit set (0 for ordinary groups)."
+    )
+    consume_timeout_minute: int = Field(
+        default=15,
+        ge=1,
+        le=1440,
+        description="Minutes a message may be consumed before it is redelivered (push consumers).",
+    )
 
 
 class ObjectStatus(CamelModel):

@@ -69,6 +69,8 @@ _PUT_STATUS: dict[PutMessageStatus, tuple[ResponseCode, str | None]] = {
     ),
     PutMessageStatus.OS_PAGECACHE_BUSY: (ResponseCode.SYSTEM_BUSY, "[PC_SYNCHRONIZED] broker busy"),
     PutMessageStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "unknown store error"),
+    PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL: (ResponseCode.MESSAGE_ILLEGAL, None),
+    PutMessageStatus.WHEEL_TIMER_NOT_ENABLE: (ResponseCode.SYSTEM_ERROR, None),
 }
 
 
@@ -343,9 +345,12 @@ class SendMessageProcessor:
         offsets = append.record_offsets
         msg_id = f"{append.msg_id_prefix}{offsets[0]:016X}" if len(offsets) == 1 else append.msg_id
         # the SendMessageResponseHeader fields, all strings: built directly (every send pays)
+        ext = {"msgId": msg_id, "queueId": str(queue_id), "queueOffset": str(append.queue_offset)}
+        if result.recall_handle is not None:
+            ext["recallHandle"] = result.recall_handle
         return RemotingCommand(
             int(code) if code is not ResponseCode.SUCCESS else _SUCCESS,
-            {"msgId": msg_id, "queueId": str(queue_id), "queueOffset": str(append.queue_offset)},
+            ext,
             None,
             request.opaque,
             RESPONSE_FLAG,

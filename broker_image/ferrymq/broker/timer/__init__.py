@@ -1,0 +1,1 @@
+"""RocketMQ 5 timer messages: the rewrite on put, the delivery service, recall."""

@@ -1,0 +1,1 @@
+"""Interoperability tests: upstream clients and Apache RocketMQ itself (the oracle) beside ferrymq."""
