@@ -10,7 +10,8 @@ a PushConsumer run throughout, from a namespace of their own. Scenarios:
   haMaxTimeSlaveNotCatchup) and joins again after the heal;
 - ``controller``: the controller cut off: no election, masters fence themselves when their lease
   ends; after the heal the brokers reconnect at once (no stalled connection reused);
-- ``flapping``: the master's links to the controller and slaves cut and healed every 2 s;
+- ``flapping``: the master's links to the controller and slaves cut and healed every 2 s, for
+  20 s (a minute in the slow variant);
 - ``slow``: 200 ms added to everything the master sends to its slaves (a relay in each broker's
   namespace in front of its HA port: this kernel has no ``netem`` qdisc).
 
@@ -62,7 +63,8 @@ from netns import HA_PORT, HA_PROXY_PORT, DelayProxy, NetnsCluster, Network, net
 
 SCENARIOS = ["master", "slave", "controller", "flapping", "slow"]
 HOLD_S = 8.0  # how long a cut lasts
-FLAP_S = 20.0  # how long a link flaps (cut 2 s, healed 2 s)
+FLAP_S = 20.0  # how long a link flaps (cut 2 s, healed 2 s); the slow variant: a minute
+SOAK_FLAP_S = 60.0
 SLOW_ROUNDS = int(os.environ.get("FERRYMQ_PARTITION_ROUNDS", "20"))
 
 
@@ -108,7 +110,7 @@ def _cluster(net: Network, data_dir: Path) -> NetnsCluster:
 async def test_partition(
     scenario: str, net: Network, tmp_path: Path, record_property: pytest.RecordProperty
 ) -> None:
-    await _partition_rounds(scenario, 2, net, tmp_path, record_property)
+    await _partition_rounds(scenario, 2, net, tmp_path, record_property, FLAP_S)
 
 
 @pytest.mark.slow
@@ -117,11 +119,16 @@ async def test_partition(
 async def test_partition_soak(
     scenario: str, net: Network, tmp_path: Path, record_property: pytest.RecordProperty
 ) -> None:
-    await _partition_rounds(scenario, SLOW_ROUNDS, net, tmp_path, record_property)
+    await _partition_rounds(scenario, SLOW_ROUNDS, net, tmp_path, record_property, SOAK_FLAP_S)
 
 
 async def _partition_rounds(
-    scenario: str, rounds: int, net: Network, tmp_path: Path, prop: pytest.RecordProperty
+    scenario: str,
+    rounds: int,
+    net: Network,
+    tmp_path: Path,
+    prop: pytest.RecordProperty,
+    flap_s: float,
 ) -> None:
     cluster = _cluster(net, tmp_path / "cluster")
     proxies: dict[int, DelayProxy] = {}
@@ -135,7 +142,7 @@ async def _partition_rounds(
     cluster.start()  # on the loop's thread: children die with the thread that started them
     try:
         run = await asyncio.to_thread(
-            net.run_in, "cli", lambda: _drive(scenario, rounds, cluster, net, proxies)
+            net.run_in, "cli", lambda: _drive(scenario, rounds, cluster, net, proxies, flap_s)
         )
     finally:
         cluster.stop()
@@ -161,6 +168,7 @@ async def _drive(
     cluster: NetnsCluster,
     net: Network,
     proxies: dict[int, DelayProxy],
+    flap_s: float,
 ) -> Run:
     """Runs in the client's namespace: the workload, the faults, the checks."""
     client = RemotingClient()
@@ -182,7 +190,7 @@ async def _drive(
         tasks.append(asyncio.create_task(produce(cluster.namesrv_addr, run.rec, stop, 11)))
         tasks.append(asyncio.create_task(_poll_route(cluster, run, stop)))
         for n in range(rounds):
-            result = await _one_round(scenario, n, client, cluster, net, run, proxies)
+            result = await _one_round(scenario, n, client, cluster, net, run, proxies, flap_s)
             run.results.append(result)
     finally:
         stop.set()
@@ -205,6 +213,7 @@ async def _one_round(
     net: Network,
     run: Run,
     proxies: dict[int, DelayProxy],
+    flap_s: float,
 ) -> RoundResult:
     state = await _healthy(client, cluster)
     master = int(state["masterBrokerId"])
@@ -226,7 +235,7 @@ async def _one_round(
         await asyncio.sleep(HOLD_S)
         net.heal("ctl")
     elif scenario == "flapping":
-        until = start + FLAP_S
+        until = start + flap_s
         while time.monotonic() < until:
             net.cut(m, ["ctl", *slaves])
             await asyncio.sleep(2.0)
