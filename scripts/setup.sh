@@ -33,4 +33,6 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt
   .venv/bin/python -m pip install -q -c constraints.txt -e ".[all,dev,interop]"
   touch "$stamp"
 fi
+# the gRPC proxy's stubs, generated from the published RocketMQ 5.x .proto files (not committed)
+./scripts/gen-proto.sh
 echo "setup: ready (.venv/bin/ferrymq)"
