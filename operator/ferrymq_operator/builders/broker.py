@@ -58,6 +58,7 @@ def broker_conf(
     defaults: dict[str, str] = {}
     if controller.enabled(spec):
         defaults["allAckInSyncStateSet"] = "true"
+        defaults.update(controller.broker_failover_defaults())
         # the controller picks the master: every pod is a replica with id ordinal + 1 (ids >= 1)
         # and brokerRole says only whether a master waits for its in-sync replicas
         role, broker_id = spec.broker_role, broker_id + 1
