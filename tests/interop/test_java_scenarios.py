@@ -212,8 +212,16 @@ def produce_on_each(
 
 
 def test_lite_pull_subscribe_and_assign_seek(
-    java_client: JavaScenarios, targets: list[Target]
+    java_client: JavaScenarios, targets: list[Target], request: pytest.FixtureRequest
 ) -> None:
+    if java_client.client == "5.4.0":
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                reason="found, not yet fixed (README): the 5.4.0 lite pull consumer gets nothing "
+                "from ferrymq",
+            )
+        )
     topic = names(java_client, "LitePull")
     produce_on_each(java_client, targets, topic, 4, 8, "lite")
 
@@ -250,6 +258,11 @@ def test_broadcasting(java_client: JavaScenarios, targets: list[Target]) -> None
     )
 
 
+@pytest.mark.xfail(
+    strict=False,
+    reason="found, not yet fixed (README): ferrymq sometimes redelivers consumed messages of one "
+    "queue after the restart (seen with 4.9.8 and 5.4.0; passed in one 4.9.8 run)",
+)
 def test_consumer_offsets_survive_a_broker_restart(
     java_client: JavaScenarios, targets: list[Target]
 ) -> None:
