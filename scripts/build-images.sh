@@ -17,6 +17,8 @@
 #   docker.io and debootstrap)
 #   FERRYMQ_IMAGES_CACHE  cache for the base rootfs and the private daemon (default ~/.cache/ferrymq-images)
 #   FERRYMQ_K8S_CACHE     the node's cache (default ~/.cache/ferrymq-k8s; its dockerd socket is node/docker.sock)
+#   FERRYMQ_IMAGES_SAVE   a directory: each built image is also written there as <broker|operator|spark>.tar
+#                         (`docker save`; scripts/kind-cluster.sh load hands them to `kind load image-archive`)
 set -euo pipefail
 
 main() {
@@ -40,6 +42,9 @@ PY="$REPO_ROOT/.venv/bin/python"
 names=$(PYTHONPATH="$REPO_ROOT/operator:$REPO_ROOT/broker_image" "$PY" -m ferrymq_operator.images) \
   || fail "python -m ferrymq_operator.images (run scripts/setup.sh first?)"
 eval "$names"
+# the gRPC proxy's generated stubs (ferrymq/proxy/v2, not committed) go into the images with the
+# package tree: make sure they are there
+"$REPO_ROOT/scripts/gen-proto.sh" || fail "scripts/gen-proto.sh (run scripts/setup.sh first?)"
 : "${BROKER_IMAGE:?}" "${OPERATOR_IMAGE:?}" "${SPARK_IMAGE:?}"
 
 wanted=("$@")
@@ -151,6 +156,15 @@ for image in "${wanted[@]}"; do
       ;;
   esac
 done
+if [ -n "${FERRYMQ_IMAGES_SAVE:-}" ]; then
+  mkdir -p "$FERRYMQ_IMAGES_SAVE"
+  for image in "${wanted[@]}"; do
+    case $image in broker) name=$BROKER_IMAGE ;; operator) name=$OPERATOR_IMAGE ;; spark) name=$SPARK_IMAGE ;; esac
+    "$DOCKER" save -o "$FERRYMQ_IMAGES_SAVE/$image.tar.tmp" "$name" || fail "docker save $name"
+    mv "$FERRYMQ_IMAGES_SAVE/$image.tar.tmp" "$FERRYMQ_IMAGES_SAVE/$image.tar"
+  done
+  log "saved ${wanted[*]} to $FERRYMQ_IMAGES_SAVE"
+fi
 log "built ${wanted[*]}"
 "$DOCKER" image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep -E "^ferrymq/" >&2 || true
 }

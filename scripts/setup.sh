@@ -41,4 +41,6 @@ fi
 # Apache RocketMQ 5.4.0's jars and the Java scenario module, fetched from Maven Central into ~/.m2
 # once (cached; a no-op afterwards), so no test pays the cold fetch inside its timeout.
 PYTHONPATH=tests .venv/bin/python -m interop.reference
+# the gRPC proxy's stubs, generated from the published RocketMQ 5.x .proto files (not committed)
+./scripts/gen-proto.sh
 echo "setup: ready (.venv/bin/ferrymq)"

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ferrymq.acl.permission import check_permission, needs_admin, perm_name
-from ferrymq.acl.plain_config import AclTable
+from ferrymq.acl.plain_config import Account, AclTable
 from ferrymq.acl.resources import needed_permissions
 from ferrymq.acl.signature import ACCESS_KEY, SIGNATURE, combine_content, verify
 from ferrymq.remoting.command import RemotingCommand
@@ -49,11 +49,19 @@ def host_of(remote_addr: str) -> str:
     return host.strip("[]") if sep else remote_addr
 
 
+def globally_white(table: AclTable, remote_ip: str) -> bool:
+    """Whether ``remote_ip`` is in globalWhiteRemoteAddresses (admitted without a key)."""
+    return any(pattern.matches(remote_ip) for pattern in table.global_white)
+
+
+def unknown_key(access_key: str) -> Refusal:
+    return Refusal(REASON_UNKNOWN_ACCESS_KEY, f"ACL: no acl config for accessKey {access_key!r}")
+
+
 def decide(table: AclTable, remote_ip: str, request: RemotingCommand) -> Refusal | None:
     """None when ``request`` from ``remote_ip`` is allowed, else why not."""
-    for pattern in table.global_white:
-        if pattern.matches(remote_ip):
-            return None
+    if globally_white(table, remote_ip):
+        return None
     ext = request.ext_fields
     access_key = ext.get(ACCESS_KEY)
     if not access_key:
@@ -64,9 +72,7 @@ def decide(table: AclTable, remote_ip: str, request: RemotingCommand) -> Refusal
         )
     account = table.accounts.get(access_key)
     if account is None:
-        return Refusal(
-            REASON_UNKNOWN_ACCESS_KEY, f"ACL: no acl config for accessKey {access_key!r}"
-        )
+        return unknown_key(access_key)
     if account.white is not None and account.white.matches(remote_ip):
         return None
     content = combine_content(ext, request.body_bytes())
@@ -82,7 +88,14 @@ def decide(table: AclTable, remote_ip: str, request: RemotingCommand) -> Refusal
             f"ACL: request code {request.code} needs admin permission, "
             f"but accessKey {access_key!r} is not admin",
         )
-    needed = needed_permissions(request)
+    return resource_refusal(account, needed_permissions(request))
+
+
+def resource_refusal(account: Account, needed: list[tuple[str, int]]) -> Refusal | None:
+    """None when ``account`` holds every (resource, permission) in ``needed`` (groups as
+    ``%RETRY%<group>``), else the first one missing; an admin account without resource lists
+    holds them all."""
+    access_key = account.access_key
     if not needed or (account.admin and not account.resource_perms):
         return None
     for resource, perm in needed:

@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ferrymq.acl.metrics import SecurityCollector
 from ferrymq.acl.service import AclService
@@ -66,6 +67,9 @@ from ferrymq.remoting.tls import ServerTls, TlsSettings, ha_contexts
 from ferrymq.store.config import BrokerRole, MessageStoreConfig
 from ferrymq.store.message_store import MessageStore
 
+if TYPE_CHECKING:
+    from ferrymq.proxy.app import ProxyApp
+
 log = logging.getLogger(__name__)
 
 
@@ -89,6 +93,8 @@ class BrokerApp:
         # consumerLag* keys of the same broker.conf (and FERRYMQ_* environment)
         self.lag_config = lag_config or load_lag_config(config.broker_config_path)
         self.lag: ConsumerLagSampler | None = None
+        # enableGrpcProxy: the 5.x gRPC proxy in this process (ferrymq.proxy.local)
+        self.grpc_proxy: ProxyApp | None = None
         self.inflow = TopicInCounter()
         self.stats_manager: BrokerStatsManager | None = None
         # security (issue 22): ACL guard on every request; TLS on the remoting port(s)
@@ -307,6 +313,8 @@ class BrokerApp:
         self._every(self.config.client_channel_scan_interval, self._scan_channels)
         if self.config.metrics_port:
             self._start_metrics()
+        if self.config.enable_grpc_proxy:
+            await self._start_grpc_proxy()
         log.info(
             "broker %s (%s, id %d) serving on %s",
             self.config.broker_name,
@@ -670,11 +678,19 @@ class BrokerApp:
         self.metrics.start()
 
     # --- shutdown ---------------------------------------------------------------------------
+    async def _start_grpc_proxy(self) -> None:
+        """enableGrpcProxy: the 5.x gRPC proxy in the broker process (ferrymq.proxy.local)."""
+        from ferrymq.proxy.local import start_local_proxy
+
+        self.grpc_proxy = await start_local_proxy(self.config)
+
     async def stop(self) -> None:
         if self._stopped:
             return
         self._stopped = True
         log.info("broker %s shutting down", self.config.broker_name)
+        if self.grpc_proxy is not None:
+            await self.grpc_proxy.stop()
         if self.controller_mode is not None:
             await self.controller_mode.stop()
         await self.registration.stop()

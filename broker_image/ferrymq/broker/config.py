@@ -63,6 +63,10 @@ class BrokerConfig(ServerSettings):
     # ferrymq extension: the interface to bind (upstream binds all)
     bind_address: str = "0.0.0.0"
     namesrv_addr: str | None = None
+    # the RocketMQ 5.x gRPC proxy in this process (upstream's local mode; ferrymq.proxy) on
+    # grpcServerPort; it reaches the brokers of the cluster through namesrvAddr
+    enable_grpc_proxy: bool = False
+    grpc_server_port: int = Field(default=8081, ge=0, le=65535)
 
     broker_permission: int = Field(default=PERM_READ | PERM_WRITE, ge=0, le=15)
     auto_create_topic_enable: bool = True
@@ -79,6 +83,8 @@ class BrokerConfig(ServerSettings):
     trace_on: bool = True
     # request-reply: replies are also stored in <cluster>_REPLY_TOPIC (upstream default true)
     store_reply_message_enable: bool = True
+    # RocketMQ 5 topic attribute message.type=MIXED accepted (upstream default: refused)
+    enable_mixed_message_type: bool = False
 
     register_name_server_period: int = Field(default=30_000, ge=1000, description="ms")
     register_broker_timeout_mills: int = Field(default=6_000, ge=100, description="ms")

@@ -506,6 +506,8 @@ class ControllerMode:
         await self._begin_term(info, sent, start)
         self._apply_role(True)
         await app.restart_ha()
+        if app.rocket5 is not None:  # POP revive and timer delivery run on the master only
+            await app.rocket5.promote()
         app.registration.trigger()
         self.role_changes += 1
         self._wake.set()  # heartbeat now: publishes the HA address and takes the lease
@@ -558,6 +560,8 @@ class ControllerMode:
             await ha.shutdown()
         self._apply_role(False)
         self.following = None
+        if app.rocket5 is not None:
+            await app.rocket5.shutdown()
         await app.restart_ha()
         app.registration.trigger()
         self.role_changes += 1

@@ -20,6 +20,7 @@ from ferrymq.cli import (
     local_cluster,
     namesrv,
     produce,
+    proxy,
 )
 from ferrymq.cli import controller as controller_cli
 from ferrymq.cli import probe as probe_cli
@@ -51,6 +52,7 @@ app.command("local-cluster")(local_cluster.local_cluster)
 bench_app.command("store")(bench_store.bench_store)
 app.command("probe")(probe_cli.probe)
 app.command("controller")(controller_cli.controller)
+app.command("proxy")(proxy.proxy)
 
 
 def main() -> None:

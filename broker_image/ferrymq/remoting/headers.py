@@ -676,3 +676,81 @@ class QueryConsumeQueueRequestHeader(Header):
 @dataclass(slots=True)
 class GetAllProducerInfoRequestHeader(Header):
     pass
+
+
+# --- POP consumption, topic/group config, recall (5.x; upstream remoting/protocol/header) --------
+
+
+@dataclass(slots=True)
+class PopMessageRequestHeader(Header):
+    consumer_group: str
+    topic: str
+    queue_id: int  # -1: every readable queue of the topic
+    max_msg_nums: int
+    invisible_time: int  # ms
+    poll_time: int  # ms the broker may hold the request when nothing is found
+    born_time: int
+    init_mode: int  # ConsumeInitMode: 0 MIN, 1 MAX (first pop of a group on a queue)
+    exp_type: str | None = None  # TAG | SQL92
+    exp: str | None = None
+    order: bool = False
+    attempt_id: str | None = None
+
+
+@dataclass(slots=True)
+class PopMessageResponseHeader(Header):
+    pop_time: int
+    invisible_time: int
+    revive_qid: int
+    rest_num: int
+    start_offset_info: str | None = None
+    msg_offset_info: str | None = None
+    order_count_info: str | None = None
+
+
+@dataclass(slots=True)
+class AckMessageRequestHeader(Header):
+    consumer_group: str
+    topic: str
+    queue_id: int
+    extra_info: str
+    offset: int
+
+
+@dataclass(slots=True)
+class ChangeInvisibleTimeRequestHeader(Header):
+    consumer_group: str
+    topic: str
+    queue_id: int
+    extra_info: str
+    offset: int
+    invisible_time: int
+
+
+@dataclass(slots=True)
+class ChangeInvisibleTimeResponseHeader(Header):
+    pop_time: int
+    invisible_time: int
+    revive_qid: int
+
+
+@dataclass(slots=True)
+class GetTopicConfigRequestHeader(Header):
+    topic: str
+
+
+@dataclass(slots=True)
+class GetSubscriptionGroupConfigRequestHeader(Header):
+    group: str
+
+
+@dataclass(slots=True)
+class RecallMessageRequestHeader(Header):
+    topic: str
+    recall_handle: str
+    producer_group: str | None = None
+
+
+@dataclass(slots=True)
+class RecallMessageResponseHeader(Header):
+    msg_id: str

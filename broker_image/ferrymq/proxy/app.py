@@ -1,0 +1,109 @@
+"""Wiring of the proxy: config -> backend -> processors -> gRPC service -> server; and the
+process entry of ``ferrymq proxy`` (serve until SIGTERM)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from ferrymq.acl.service import AclService
+from ferrymq.acl.settings import AclSettings
+from ferrymq.properties import ConfigError
+from ferrymq.proxy.backend import Backend
+from ferrymq.proxy.cluster import ClusterBackend
+from ferrymq.proxy.config import ProxyConfig, ProxyMode
+from ferrymq.proxy.grpc.channels import TelemetryChannels, TransactionCheckRelay
+from ferrymq.proxy.grpc.server import GrpcServer
+from ferrymq.proxy.grpc.service import MessagingService
+from ferrymq.proxy.grpc.settings import ClientSettingsManager
+from ferrymq.proxy.processor.consumer import ConsumerProcessor
+from ferrymq.proxy.processor.producer import ProducerProcessor
+from ferrymq.proxy.processor.transaction import TransactionDataManager, TransactionProcessor
+from ferrymq.remoting.eventloop import GracefulShutdown, serve_until_shutdown
+
+SHUTDOWN_GRACE_S = 30.0
+
+
+class ProxyApp:
+    """One proxy: its gRPC server over ``backend`` (cluster mode: every broker group)."""
+
+    def __init__(
+        self, config: ProxyConfig, backend: Backend, acl: AclService | None = None
+    ) -> None:
+        self.config = config
+        self.backend = backend
+        self.acl = acl
+        transactions = TransactionDataManager()
+        self.settings = ClientSettingsManager(config)
+        self.channels = TelemetryChannels()
+        producer = ProducerProcessor(config, backend, transactions)
+        self.service = MessagingService(
+            config,
+            backend,
+            producer,
+            ConsumerProcessor(backend, producer),
+            TransactionProcessor(backend, transactions),
+            self.settings,
+            self.channels,
+            acl,
+        )
+        backend.set_transaction_check_listener(
+            TransactionCheckRelay(self.channels, self.settings, transactions)
+        )
+        self.server = GrpcServer(config, self.service)
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    async def start(self) -> None:
+        if self.acl is not None:
+            self.acl.load()
+            self.acl.start()
+        await self.backend.start()
+        await self.server.start()
+
+    async def stop(self) -> None:
+        self.channels.close_all()
+        await self.server.stop()
+        await self.backend.shutdown()
+        if self.acl is not None:
+            await self.acl.stop()
+
+
+def cluster_backend(config: ProxyConfig) -> ClusterBackend:
+    return ClusterBackend(
+        config.namesrv_addrs(),
+        config.rocket_mq_cluster_name,
+        route_ttl_s=config.topic_route_service_cache_refresh_seconds,
+        heartbeat_period_s=config.transaction_heartbeat_period_second,
+    )
+
+
+def acl_service(settings: AclSettings) -> AclService | None:
+    """The ACL of the gRPC port when ``aclEnable`` (plain_acl.yml accounts, reloaded on change)."""
+    if not settings.acl_enable:
+        return None
+    return AclService(settings.files, name="proxy", check_interval=settings.acl_reload_interval)
+
+
+async def serve(
+    config: ProxyConfig,
+    ready: asyncio.Future[ProxyApp] | None = None,
+    acl_settings: AclSettings | None = None,
+) -> None:
+    """Run a standalone proxy until SIGTERM or SIGINT."""
+    if config.proxy_mode is not ProxyMode.CLUSTER:
+        raise ConfigError(
+            "proxy mode local runs inside the broker (broker.conf enableGrpcProxy=true); "
+            "`ferrymq proxy` is the standalone cluster-mode proxy: use -pm cluster"
+        )
+    app = ProxyApp(config, cluster_backend(config), acl_service(acl_settings or AclSettings()))
+    shutdown = GracefulShutdown(SHUTDOWN_GRACE_S, name="proxy")
+
+    def serving() -> None:
+        if not shutdown.requested.is_set():
+            print(f"Proxy ready on gRPC port {app.port}", flush=True)
+        if ready is not None and not ready.done():
+            ready.set_result(app)
+
+    await serve_until_shutdown(app, config.grpc_server_port, shutdown, serving)

@@ -1,0 +1,1 @@
+"""The gRPC side of the proxy: server, metadata, client settings, Telemetry channels, handlers."""
