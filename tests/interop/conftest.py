@@ -15,11 +15,13 @@ from ferrymq.broker.local_cluster import LocalCluster
 from .java_runner import CLIENTS, JavaScenarios
 from .reference import TARGETS, ApacheCluster, Target, ferrymq_cluster
 
-# Broker settings both clusters get: SQL92 filtering on (upstream's default is off), and the
-# transaction check-back after 1 s instead of upstream's 6 s timeout and 30 s (ferrymq 60 s) period.
+# Broker settings both clusters get: SQL92 filtering on (upstream's default is off), the trace
+# topic created (off by default), and the transaction check-back after 3 s instead of upstream's
+# 6 s timeout and 30 s (ferrymq 60 s) period.
 BROKER_CONF = {
     "enablePropertyFilter": "true",
-    "transactionTimeOut": "1000",
+    "traceTopicEnable": "true",
+    "transactionTimeOut": "3000",
     "transactionCheckInterval": "1000",
 }
 

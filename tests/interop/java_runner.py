@@ -16,7 +16,7 @@ from .reference.tools import build_module
 
 MODULE = Path(__file__).with_name("java")
 MARK = "@@RESULT "
-# client version -> Maven profile of tests/interop/java/pom.xml
+# client version -> Maven profile of tests/interop/java/pom.xml (reference/__main__.py prefetches)
 CLIENTS = {"4.9.8": "client4", "5.4.0": "client5"}
 
 
@@ -82,6 +82,8 @@ class JavaScenarios:
         stdin.write((json.dumps(request) + "\n").encode())
         stdin.flush()
         answer = self._next(timeout_s * 4 + 60)
+        while answer.get("id", request_id) < request_id:  # a late answer to an abandoned request
+            answer = self._next(timeout_s * 4 + 60)
         if answer.get("id") != request_id:
             raise ScenarioError(f"answer {answer} for request {request_id}")
         if "error" in answer:

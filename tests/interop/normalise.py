@@ -31,7 +31,16 @@ ID_KEYS = frozenset(
 )
 # store positions: where in the CommitLog a message landed depends on all that broker stored
 POSITION_KEYS = frozenset({"commitLogOffset", "preparedTransactionOffset"})
-TIME_KEYS = frozenset({"CONSUME_START_TIME", "TIMER_OUT_MS", "TIMER_DELIVER_MS", "MSG_TIMESTAMP"})
+TIME_KEYS = frozenset(
+    {
+        "CONSUME_START_TIME",
+        "TIMER_OUT_MS",
+        "TIMER_DELIVER_MS",
+        "MSG_TIMESTAMP",
+        "ARRIVE_TIME",
+        "PUSH_REPLY_TIME",
+    }
+)
 
 
 def _is_time_key(key: str) -> bool:

@@ -47,6 +47,7 @@ from ferrymq.broker.processors.consumer_manage import ConsumerManageProcessor
 from ferrymq.broker.processors.pull import PullMessageProcessor
 from ferrymq.broker.processors.query_message import QueryMessageProcessor
 from ferrymq.broker.processors.queue_offsets import QueueOffsetProcessor
+from ferrymq.broker.processors.reply import ReplyMessageProcessor
 from ferrymq.broker.processors.send import SendMessageProcessor
 from ferrymq.broker.register import BrokerRegistration, RegisterOutcome
 from ferrymq.broker.role_switch import ControllerMode
@@ -366,6 +367,12 @@ class BrokerApp:
             is_slave=lambda: self.is_slave,
         )
         self.send.register_to(self.server)
+        ReplyMessageProcessor(
+            self.send,
+            self.producers,
+            store_host=f"{cfg.broker_ip1}:{cfg.listen_port}",
+            store_reply_message_enable=cfg.store_reply_message_enable,
+        ).register_to(self.server)
         self.pull = PullMessageProcessor(
             cfg,
             store,

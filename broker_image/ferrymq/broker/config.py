@@ -77,6 +77,12 @@ class BrokerConfig(ServerSettings):
     trace_topic_enable: bool = False
     msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
     enable_property_filter: bool = False
+    # upstream regionId / traceOn: the broker writes both into every message it stores (MSG_REGION,
+    # TRACE_ON) and the client's trace records carry the region
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
+    # request-reply: replies are also stored in <cluster>_REPLY_TOPIC (upstream default true)
+    store_reply_message_enable: bool = True
     # RocketMQ 5 topic attribute message.type=MIXED accepted (upstream default: refused)
     enable_mixed_message_type: bool = False
 

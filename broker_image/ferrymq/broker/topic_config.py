@@ -36,6 +36,7 @@ from ferrymq.topic_validator import TOPIC_MAX_LENGTH as TOPIC_MAX_LENGTH
 from ferrymq.topic_validator import check_topic_name as check_topic_name
 from ferrymq.topic_validator import dlq_topic as dlq_topic
 from ferrymq.topic_validator import is_system_topic as is_system_topic
+from ferrymq.topic_validator import reply_topic
 from ferrymq.topic_validator import retry_topic as retry_topic
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,8 @@ class TopicConfigManager:
         self._add_system(OFFSET_MOVED_EVENT, 1, 1)
         self._add_system(SCHEDULE_TOPIC, SCHEDULE_LEVELS, SCHEDULE_LEVELS)
         self._add_system(RMQ_SYS_TRANS_HALF_TOPIC, 1, 1)
+        # where request-reply stores replies (upstream TopicConfigManager: cluster + "_REPLY_TOPIC")
+        self._add_system(reply_topic(cluster_name), 1, 1)
         if trace_topic:
             self._add_system(trace_topic, 1, 1)
 

@@ -179,7 +179,9 @@ class NamesrvProcessor:
         if route is None:
             return request.response(
                 ResponseCode.TOPIC_NOT_EXIST,
-                f"No topic route info in name server for the topic: {header.topic}",
+                f"No topic route info in name server for the topic: {header.topic}"
+                # upstream appends FAQUrl.suggestTodo(APPLY_TOPIC_URL); clients show it as is
+                "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details.",
             )
         order_conf = self.kv.get(ORDER_TOPIC_CONFIG, header.topic)
         if order_conf is not None:
