@@ -379,3 +379,21 @@ async def test_orderly_state_survives_a_restart(
         assert blocked.messages == []
         [again] = await pop_until(api, app2, 1, invisible_time_ms=60_000, **kw)
         assert (again.body, again.reconsume_times) == (b"f0", 1)
+
+
+async def test_first_pop_from_last_starts_at_zero_while_message_zero_is_in_memory(
+    broker: BrokerApp, client: RemotingClient
+) -> None:
+    """Upstream getInitOffset with initPopOffsetByCheckMsgInMem (default true): a new group that
+    pops CONSUME_FROM_LAST a queue still beginning at 0 gets message 0 onwards, not only the last
+    (ferrymq began at max-1: a 5.x FIFO consumer started after its producer lost 9 of 10)."""
+    topic = "PopInitLast"
+    make_topic(broker, topic, queues=1)
+    for i in range(4):
+        await send(client, broker.addr, topic, f"m{i}".encode(), queue_id=0)
+    await wait_dispatched(broker, topic, 0, 4)
+    api = PopApi(client)
+    result = await api.pop(
+        broker.addr, "broker-a", group="pop_init_last", topic=topic, max_msg_nums=32, init_mode=1
+    )
+    assert [m.body for m in result.messages] == [b"m0", b"m1", b"m2", b"m3"]

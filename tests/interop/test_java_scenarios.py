@@ -53,20 +53,25 @@ def test_send_modes_tags_keys_properties(
 
 def test_sql92_filter_and_bad_expression(java_client: JavaScenarios, targets: list[Target]) -> None:
     topic = names(java_client, "Sql92")
-
-    def check(obs: dict[str, Any]) -> None:
-        assert obs["pushed"] == ["sql-6", "sql-8"]
-        assert isinstance(obs["badSql"], dict)
-
-    differential(
-        java_client,
-        targets,
-        "sql92",
-        topics={topic: (2, PERM_RW)},
-        topic=topic,
-        group=names(java_client, "CG_sql"),
-        check=check,
-    )
+    seen = {
+        t.name: observe(
+            java_client,
+            t,
+            "sql92",
+            topics={topic: (2, PERM_RW)},
+            topic=topic,
+            group=names(java_client, "CG_sql"),
+        )
+        for t in targets
+    }
+    assert seen["apache"]["pushed"] == ["sql-6", "sql-8"]
+    # Kept on purpose (README "Differences kept"): the parse error's wording is JavaCC's on
+    # Apache; ferrymq's parser names the same column. Code and everything else must be equal.
+    for obs in seen.values():
+        remark = obs["badSql"]["remark"]
+        assert "column 4" in remark, remark
+        obs["badSql"]["remark"] = "<parse error at column 4>"
+    assert_same(seen, f"sql92 on rocketmq-client {java_client.client}")
 
 
 def test_orderly_consumption_keeps_order(java_client: JavaScenarios, targets: list[Target]) -> None:
@@ -87,6 +92,11 @@ def test_orderly_consumption_keeps_order(java_client: JavaScenarios, targets: li
     )
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="found, not yet fixed (README): committed and checked messages lack TRAN_MSG and "
+    "__transactionId__, WAIT differs",
+)
 def test_transaction_commit_rollback_check_back(
     java_client: JavaScenarios, targets: list[Target]
 ) -> None:
@@ -202,8 +212,16 @@ def produce_on_each(
 
 
 def test_lite_pull_subscribe_and_assign_seek(
-    java_client: JavaScenarios, targets: list[Target]
+    java_client: JavaScenarios, targets: list[Target], request: pytest.FixtureRequest
 ) -> None:
+    if java_client.client == "5.4.0":
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                reason="found, not yet fixed (README): the 5.4.0 lite pull consumer gets nothing "
+                "from ferrymq",
+            )
+        )
     topic = names(java_client, "LitePull")
     produce_on_each(java_client, targets, topic, 4, 8, "lite")
 
@@ -240,6 +258,11 @@ def test_broadcasting(java_client: JavaScenarios, targets: list[Target]) -> None
     )
 
 
+@pytest.mark.xfail(
+    strict=False,
+    reason="found, not yet fixed (README): ferrymq sometimes redelivers consumed messages of one "
+    "queue after the restart (seen with 4.9.8 and 5.4.0; passed in one 4.9.8 run)",
+)
 def test_consumer_offsets_survive_a_broker_restart(
     java_client: JavaScenarios, targets: list[Target]
 ) -> None:

@@ -54,6 +54,7 @@ from ferrymq.broker.role_switch import ControllerMode
 from ferrymq.broker.semantics import SemanticsConfig, SemanticsServices, load_semantics_config
 from ferrymq.broker.stats_manager import BrokerStatsManager
 from ferrymq.broker.subscription_groups import SubscriptionGroupManager
+from ferrymq.broker.sync_state_watch import SyncStateCollector
 from ferrymq.broker.topic_config import TopicConfigManager
 from ferrymq.client.credentials import ClientSecurity, SessionCredentials
 from ferrymq.ha.broker_ha import BrokerHA, ManagerSyncTargets
@@ -668,6 +669,9 @@ class BrokerApp:
         if self.ha is not None:
             ha_service = self.ha.service
             self.metrics.registry.register(HACollector(labels, lambda: ha_figures(ha_service)))
+        if self.controller_mode is not None:
+            watch = self.controller_mode.sync_watch
+            self.metrics.registry.register(SyncStateCollector(labels, watch.figures))
         if self.lag is not None:
             pull = self.pull
             self.metrics.registry.register(

@@ -281,6 +281,10 @@ class LocalCluster:
         return conf
 
     # --- lifecycle --------------------------------------------------------------------------
+    def command_prefix(self, name: str) -> list[str]:
+        """What runs child ``name``'s command (a subclass: ``ip netns exec NS``)."""
+        return []
+
     def _spawn(self, name: str, args: list[str]) -> Child:
         logs = self.data_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
@@ -291,7 +295,7 @@ class LocalCluster:
         env.pop("NAMESRV_ADDR", None)  # each child gets its address explicitly
         try:
             proc = subprocess.Popen(
-                [self.python, "-m", "ferrymq.cli.main", *args],
+                [*self.command_prefix(name), self.python, "-m", "ferrymq.cli.main", *args],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -336,7 +340,7 @@ class LocalCluster:
             self.stop()
             raise
 
-    def start_broker(self, spec: BrokerSpec) -> Child:
+    def start_broker(self, spec: BrokerSpec, *, wait: bool = True) -> Child:
         name = f"{spec.group}-{spec.broker_id}"
         conf_dir = self.data_dir / "conf"
         conf_dir.mkdir(parents=True, exist_ok=True)
@@ -345,7 +349,8 @@ class LocalCluster:
         child = self._spawn(name, ["broker", "-c", str(conf_path)])
         child.conf_path = conf_path
         self.brokers.append(child)
-        self._wait_ready(child)
+        if wait:
+            self._wait_ready(child)
         return child
 
     def restart_broker(self, index: int, *, kill: bool = False) -> Child:

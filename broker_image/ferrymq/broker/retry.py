@@ -162,13 +162,19 @@ class RetryService:
             )
         props = dict(msg.properties)
         props.setdefault(MessageConst.PROPERTY_RETRY_TOPIC, msg.topic)
-        props.setdefault(
-            MessageConst.PROPERTY_ORIGIN_MESSAGE_ID,
-            origin_msg_id or msg.msg_id or msg.offset_msg_id,
+        # upstream: the first copy's id, else the broker's id of the failed message (its offset
+        # msgId, what the broker's MessageExt.getMsgId() is), not the producer's unique key
+        props[MessageConst.PROPERTY_ORIGIN_MESSAGE_ID] = (
+            props.get(MessageConst.PROPERTY_ORIGIN_MESSAGE_ID)
+            or msg.offset_msg_id
+            or origin_msg_id
+            or msg.msg_id
         )
         props[MessageConst.PROPERTY_WAIT_STORE_MSG_OK] = "false"
         if decision.delay_level > 0:
             props[MessageConst.PROPERTY_DELAY_TIME_LEVEL] = str(decision.delay_level)
+        elif decision.to_dlq:
+            props[MessageConst.PROPERTY_DELAY_TIME_LEVEL] = "0"  # upstream's DLQ copy has DELAY=0
         else:
             props.pop(MessageConst.PROPERTY_DELAY_TIME_LEVEL, None)
         body, sys_flag = stored_body(msg)

@@ -112,13 +112,22 @@ class TopicConfigManager:
             data_version=self.data_version.model_copy(),
         )
 
-    def _bump(self) -> None:
-        self.data_version = DataVersion(timestamp=_now_ms(), counter=self.data_version.counter + 1)
+    def _bump(self, state_version: int | None = None) -> None:
+        self.data_version = DataVersion(
+            timestamp=_now_ms(),
+            counter=self.data_version.counter + 1,
+            state_version=self.data_version.state_version
+            if state_version is None
+            else state_version,
+        )
 
-    def next_version(self) -> None:
+    def next_version(self, state_version: int | None = None) -> None:
         """A change the NameServers must apply although no topic changed (the broker's
-        permission, which clamps every topic's perm): upstream DataVersion.nextVersion."""
-        self._bump()
+        permission, which clamps every topic's perm): upstream DataVersion.nextVersion.
+        ``state_version``: a controller-mode broker's master epoch (upstream
+        ``nextVersion(newMasterEpoch)`` on each role change), by which a NameServer ignores a
+        registration older than the entry it holds."""
+        self._bump(state_version)
 
     # --- queries ------------------------------------------------------------------------------
     def get(self, topic: str) -> TopicConfig | None:

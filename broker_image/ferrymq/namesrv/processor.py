@@ -129,6 +129,9 @@ class NamesrvProcessor:
             now_ms=self.clock_ms(),
             channel=channel,
         )
+        if result.conflict is not None:
+            # upstream answers SUCCESS with an empty result and logs the conflict
+            log.warning("REGISTER_BROKER from %s: %s", channel.remote_addr, result.conflict)
         self._watch(channel)
         reply = RegisterBrokerResponseHeader(
             ha_server_addr=result.ha_server_addr, master_addr=result.master_addr

@@ -735,6 +735,16 @@ class MessageStore:
         cq = self.consume_queues.find(topic, queue_id)
         return cq.min_offset_in_queue if cq else -1
 
+    def check_in_mem_by_consume_offset(self, topic: str, queue_id: int, cq_offset: int) -> bool:
+        """Upstream ``checkInMemByConsumeOffset`` (batch of one): the message at ``cq_offset``
+        exists and lies within the memory budget behind the CommitLog tail, the same notion
+        of "in memory" as the pull's slave suggestion (upstream asks the page cache)."""
+        cq = self.consume_queues.find(topic, queue_id)
+        unit = cq.get_unit(cq_offset) if cq else None
+        if unit is None or unit[1] == BLANK_UNIT_SIZE:
+            return False
+        return self.commit_log.max_offset - unit[0] <= self._limits.memory_budget
+
     def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, cq_offset: int) -> int:
         cq = self.consume_queues.find(topic, queue_id)
         unit = cq.get_unit(cq_offset) if cq else None

@@ -72,6 +72,7 @@ class PopConfig:
     revive_queue_num: int = 8  # upstream reviveQueueNum
     enable_retry_topic_v2: bool = False  # upstream enableRetryTopicV2
     pop_from_retry_probability: int = 20  # upstream popFromRetryProbability (percent)
+    init_pop_offset_by_check_msg_in_mem: bool = True  # upstream initPopOffsetByCheckMsgInMem
 
     @property
     def revive_topic(self) -> str:

@@ -65,6 +65,7 @@ class PopTimerServices:
                 revive_queue_num=settings.revive_queue_num,
                 enable_retry_topic_v2=settings.enable_retry_topic_v2,
                 pop_from_retry_probability=settings.pop_from_retry_probability,
+                init_pop_offset_by_check_msg_in_mem=settings.init_pop_offset_by_check_msg_in_mem,
             ),
             store,
             offsets,
