@@ -103,6 +103,18 @@ def without_rates(found: list[str]) -> list[str]:
     return [_RT.sub("rt=<N>ms", _NUMBER.sub("<N>", ln)) for ln in found]
 
 
+def is_empty_retry_row(cols: list[str]) -> bool:
+    """A ``%RETRY%`` queue row with broker and consumer offset 0: whether it is listed depends only
+    on whether the live consumer had yet committed offset 0 for its empty retry queue (the client
+    persists every 5 s), on either broker; it carries no other information."""
+    return (
+        len(cols) > 4
+        and cols[0].startswith("%RETRY%")
+        and cols[2].isdigit()
+        and cols[3] == cols[4] == "0"
+    )
+
+
 def progress_view(found: list[str]) -> list[str]:
     """consumerProgress -g: rates replaced, and the Inflight column (pull offset - committed
     offset), which depends on whether a closed consumer's long-polling pull was still held when
@@ -111,6 +123,8 @@ def progress_view(found: list[str]) -> list[str]:
     out = []
     for line in without_rates(found):
         cols = line.split(" ")
+        if is_empty_retry_row(cols):
+            continue
         if len(cols) == 8 and not line.startswith("#") and cols[2].isdigit():
             cols[6] = "<INFLIGHT>"
             line = " ".join(cols)

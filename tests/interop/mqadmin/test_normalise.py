@@ -38,3 +38,15 @@ def test_what_a_user_reads_still_differs() -> None:
     assert n.without_rates(["Consume TPS: 0.60 lag 3"]) != n.without_rates(
         ["Consume TPS: 0.00 lag 2"]
     )
+
+
+def test_progress_view_drops_only_empty_retry_rows() -> None:
+    rows = [
+        "%RETRY%g broker-a 0 0 0 127.0.0.1 0 0",
+        "%RETRY%g broker-a 0 3 1 127.0.0.1 2 0",
+        "T broker-a 0 0 0 127.0.0.1 0 0",
+    ]
+    kept = n.progress_view(rows)
+    assert len(kept) == 2
+    assert kept[0].startswith("%RETRY%g broker-a 0 3 1")
+    assert kept[1].startswith("T broker-a 0 0 0")
