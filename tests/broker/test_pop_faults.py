@@ -174,10 +174,15 @@ async def test_revive_topic_is_replicated_to_the_slave(tmp_path: Path) -> None:
                 master, GROUP, topic, [m.properties[MessageConst.PROPERTY_POP_CK] for m in got[:2]]
             )
             revive = "rmq_sys_REVIVE_LOG_DefaultCluster"
-            on_master = [await max_offset(client, master, revive, q) for q in range(8)]
-            assert sum(on_master) >= 2  # at least one checkpoint and one ack
             loop = asyncio.get_running_loop()
             deadline = loop.time() + 30
+            # at least one checkpoint and one ack, once both are dispatched to the revive queues
+            # (the ack's dispatch may still be under way when batch_ack answers)
+            on_master = [await max_offset(client, master, revive, q) for q in range(8)]
+            while sum(on_master) < 2:
+                assert loop.time() < deadline, f"revive queues on the master: {on_master}"
+                await asyncio.sleep(0.1)
+                on_master = [await max_offset(client, master, revive, q) for q in range(8)]
             while [await max_offset(client, slave, revive, q) for q in range(8)] != on_master:
                 assert loop.time() < deadline, "the revive topic did not reach the slave"
                 await asyncio.sleep(0.2)
