@@ -39,7 +39,7 @@ from ferrymq.broker.config import BrokerConfig, role_problem
 from ferrymq.broker.controller_mode_config import ControllerModeSettings
 from ferrymq.broker.lag.config import LagConfig
 from ferrymq.broker.pop.settings import PopTimerSettings
-from ferrymq.broker.semantics import SemanticsConfig
+from ferrymq.broker.semantics_config import SemanticsConfig
 from ferrymq.ha.config import HASettings
 from ferrymq.properties import ConfigError, build_model, collect_values, known_keys, load_properties
 from ferrymq.remoting.tls import TlsSettings, add_tls_config_file

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import javaproperties
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 from ferrymq.mixall import MASTER_ID
@@ -157,33 +157,12 @@ __all__ = [
     "PERM_INHERIT",
     "BrokerConfig",
     "config_dir",
-    "load_broker_configs",
     "merge_properties_text",
     "namesrv_list",
     "persist_properties",
     "property_value",
     "role_problem",
 ]
-
-
-def load_broker_configs(
-    path: Path | None,
-    env: Mapping[str, str] | None = None,
-    overrides: Mapping[str, str] | None = None,
-    also_read_by: tuple[type[BaseModel], ...] = (),
-) -> tuple[BrokerConfig, MessageStoreConfig]:
-    """The broker and store parts of :func:`ferrymq.broker.broker_conf.load_broker_conf`, which
-    parses the whole broker.conf once (every part validated, unknown keys warned about once).
-
-    ``also_read_by`` is accepted for callers written before the parts were composed: every model
-    read from broker.conf is a part now, so their keys are known anyway.
-    """
-    del also_read_by
-    # imported here: the parts' modules import broker code that imports this module
-    from ferrymq.broker.broker_conf import load_broker_conf
-
-    conf = load_broker_conf(path, env, overrides)
-    return conf.broker, conf.store
 
 
 def role_problem(broker_id: int, broker_role: str) -> str | None:
