@@ -3,6 +3,10 @@
 - With ``E2E_KUBECONFIG`` set, that cluster is used (its current context, or ``E2E_CONTEXT``), and
   nothing is created or deleted outside the suite's namespaces; the context name must look like a
   test cluster (``kind-*``, or containing test/e2e/ci), else the suite refuses to run.
+- ``E2E_KIND_NETNS`` (with ``scripts/kind-cluster.sh exec .venv/bin/pytest e2e``, which also sets
+  the two above): the 3-node kind cluster of Kubernetes 1.34, the suite inside its network
+  namespace. Images are built by scripts/build-images.sh and loaded into every node
+  (``scripts/kind-cluster.sh load broker operator``).
 - ``E2E_NODE=1`` (with ``eval "$(scripts/k8s-node.sh env)"``, which also sets the two above): the
   single-node cluster on 127.0.0.1. Images are built into its dockerd by scripts/build-images.sh
   (names from ``ferrymq_operator.images``); the operator is installed with ``hostNetwork=true``.
@@ -27,6 +31,7 @@ import pytest
 from e2e.kind_env import (
     BROKER_IMAGE,
     CLUSTER_NAME,
+    KIND_NETNS,
     NODE_MODE,
     OPERATOR_IMAGE,
     OPERATOR_IMAGE_REPO,
@@ -37,6 +42,7 @@ from e2e.kind_env import (
     Refused,
     check_context,
     helm_path,
+    inside_netns,
     missing_tools,
     run,
 )
@@ -58,6 +64,12 @@ class Cluster:
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[Cluster]:
     existing = os.environ.get("E2E_KUBECONFIG")
+    if KIND_NETNS and not inside_netns(KIND_NETNS):
+        pytest.exit(
+            f"E2E_KIND_NETNS={KIND_NETNS}: run the suite inside that network namespace, where the "
+            "cluster's API and pods are: scripts/kind-cluster.sh exec .venv/bin/pytest e2e",
+            returncode=2,
+        )
     needed = ["kubectl"] if existing else ["docker", "kind", "kubectl"]
     missing = missing_tools(needed)
     helm = helm_path()
@@ -66,10 +78,13 @@ def cluster() -> Iterator[Cluster]:
     if NODE_MODE and not existing:
         missing.append('E2E_KUBECONFIG (eval "$(scripts/k8s-node.sh env)")')
     if missing or helm is None:
-        pytest.skip(
+        # scripts/test.sh (FERRYMQ_REQUIRE_ALL=1) runs the kind smoke test: a missing tool fails it
+        give_up = pytest.fail if os.environ.get("FERRYMQ_REQUIRE_ALL") == "1" else pytest.skip
+        give_up(
             f"e2e needs {', '.join(missing)} ("
             + ("set E2E_KUBECONFIG to an existing test cluster, or " if not existing else "")
-            + "install docker + kind to let the suite create one; or scripts/k8s-node.sh up)"
+            + "install docker + kind to let the suite create one; or scripts/kind-cluster.sh up "
+            + "and run the suite with scripts/kind-cluster.sh exec .venv/bin/pytest e2e)"
         )
     created = False
     if existing:
@@ -99,7 +114,14 @@ def cluster() -> Iterator[Cluster]:
         # Idempotent: starts whatever stopped and re-offers the local volumes earlier runs released.
         run([str(ROOT / "scripts" / "k8s-node.sh"), "up"], timeout=3600)
     if os.environ.get("E2E_SKIP_BUILD") != "1":
-        if NODE_MODE:
+        if KIND_NETNS:
+            # Built outside the netns (pip and debootstrap need the network), then loaded into
+            # every node; the Spark image by the Spark test itself (it is large).
+            run(
+                [str(ROOT / "scripts" / "kind-cluster.sh"), "load", "broker", "operator"],
+                timeout=3600,
+            )
+        elif NODE_MODE:
             # Into the node's dockerd (DOCKER_HOST from k8s-node.sh env), where its kubelet looks.
             # The Spark image (~4 min, and another suite may be using it) only when it is absent.
             docker = "/usr/bin/docker" if os.access("/usr/bin/docker", os.X_OK) else "docker"
@@ -141,7 +163,8 @@ def kube(cluster: Cluster) -> Iterator[Kube]:
     k = _namespace(cluster, "ferrymq-e2e")
     release = "ferrymq-e2e"
     helm_env = {"KUBECONFIG": cluster.kubeconfig}
-    host_network = ["--set", "hostNetwork=true"] if NODE_MODE else []
+    # one operator pod on the host network: two replicas on one node would share its ports
+    host_network = ["--set", "hostNetwork=true", "--set", "replicas=1"] if NODE_MODE else []
     # helm installs a chart's CRDs only when they are absent and never upgrades them; on a cluster
     # that outlives runs (the node), the CRDs of this tree are applied first.
     k.kubectl("apply", "-f", str(ROOT / "charts" / "ferrymq-operator" / "crds"))

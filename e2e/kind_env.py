@@ -1,13 +1,19 @@
 """The environment of the e2e suite: tool checks, context guard, cluster, images, chart.
 
 Nothing here runs in the default test run (``testpaths`` is ``tests/``); ``.venv/bin/pytest e2e``
-runs it. Two kinds of cluster:
+runs it. The clusters:
 
-- kind (the default): images tagged ``e2e`` and loaded with ``kind load``; pods on the pod network.
+- the kind cluster of ``scripts/kind-cluster.sh`` (``E2E_KIND_NETNS``, set by
+  ``scripts/kind-cluster.sh exec .venv/bin/pytest e2e``, which runs the suite inside the cluster's
+  network namespace): 3 nodes of Kubernetes 1.34, pods on the pod network, reachable from the
+  netns; images named by ``ferrymq_operator.images``, built by ``scripts/build-images.sh`` and
+  loaded with ``kind load image-archive`` (``scripts/kind-cluster.sh load``);
 - the single-node cluster of ``scripts/k8s-node.sh`` (``E2E_NODE=1``, set by
-  ``eval "$(scripts/k8s-node.sh env)"``): images named by ``ferrymq_operator.images`` and built
-  into the node's dockerd by ``scripts/build-images.sh``; every pod on the host network (there is
-  no pod network on that node), so clients on the host reach the brokers at 127.0.0.1.
+  ``eval "$(scripts/k8s-node.sh env)"``): Kubernetes 1.20; images built into the node's dockerd by
+  ``scripts/build-images.sh``; every pod on the host network (there is no pod network on that
+  node), so clients on the host reach the brokers at 127.0.0.1;
+- any other kind cluster (a registry-backed kind elsewhere): created by the suite when absent,
+  images tagged ``e2e`` and loaded with ``kind load docker-image``.
 
 Where docker or kind is missing the suite skips and says what to install.
 """
@@ -30,8 +36,10 @@ ROOT = Path(__file__).resolve().parents[1]
 CLUSTER_NAME = os.environ.get("E2E_KIND_CLUSTER", "ferrymq-e2e")
 #: The single-node cluster of scripts/k8s-node.sh: host networking, images in the node's dockerd.
 NODE_MODE = os.environ.get("E2E_NODE") == "1"
-# On the node, build-images.sh builds exactly the names the chart and CRD defaults use.
-TAG = images.TAG if NODE_MODE else os.environ.get("E2E_IMAGE_TAG", "e2e")
+#: The network namespace of scripts/kind-cluster.sh's cluster (the suite runs inside it).
+KIND_NETNS = os.environ.get("E2E_KIND_NETNS", "")
+# build-images.sh builds exactly the names the chart and CRD defaults use.
+TAG = images.TAG if NODE_MODE or KIND_NETNS else os.environ.get("E2E_IMAGE_TAG", "e2e")
 BROKER_IMAGE = f"{images.BROKER_REPOSITORY}:{TAG}"
 OPERATOR_IMAGE_REPO = images.OPERATOR_REPOSITORY
 OPERATOR_IMAGE = f"{OPERATOR_IMAGE_REPO}:{TAG}"
@@ -63,6 +71,14 @@ def helm_path() -> str | None:
     cache = Path(os.environ.get("FERRYMQ_K8S_CACHE", Path.home() / ".cache" / "ferrymq-k8s"))
     candidate = cache / "bin" / "helm"
     return str(candidate) if candidate.exists() else None
+
+
+def inside_netns(name: str) -> bool:
+    """Whether this process runs in network namespace ``name`` (of ``ip netns``)."""
+    try:
+        return os.stat(f"/run/netns/{name}").st_ino == os.stat("/proc/self/ns/net").st_ino
+    except OSError:
+        return False
 
 
 def is_test_context(name: str) -> bool:

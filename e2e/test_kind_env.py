@@ -23,19 +23,9 @@ def test_missing_tools_are_named() -> None:
     assert missing_tools(["sh", "no-such-tool-ferrymq"]) == ["no-such-tool-ferrymq"]
 
 
-def test_the_suites_custom_resources_are_valid_specs() -> None:
-    """The CRs the suite applies parse with the operator's models (so they cannot go stale)."""
-    from ferrymq_operator import models
-
-    from e2e.test_e2e_kind import broker_cr, nameserver_cr
-
-    models.parse_nameserver_spec(nameserver_cr("ferrymq/ferrymq:e2e")["spec"])
-    models.parse_broker_spec(broker_cr("ferrymq/ferrymq:e2e")["spec"])
-
-
 def test_the_real_node_custom_resources_are_valid_specs() -> None:
-    """The real-node suite's CRs use the hostNetwork contract's fields (hostNetwork, port,
-    listenPort, externalAccess); they must parse with the operator's models."""
+    """The real-cluster suite's CRs (pod network here; the hostNetwork contract's fields on the
+    k8s-node.sh node) must parse with the operator's models."""
     from ferrymq_operator import models
 
     from e2e.test_real_node import broker_cr, nameserver_cr
@@ -44,3 +34,9 @@ def test_the_real_node_custom_resources_are_valid_specs() -> None:
         pytest.skip("the operator's models have no hostNetwork yet (contract-hostnetwork.md)")
     models.parse_nameserver_spec(nameserver_cr("ferrymq/ferrymq:0.1.0")["spec"])
     models.parse_broker_spec(broker_cr("ferrymq/ferrymq:0.1.0")["spec"])
+
+
+def test_the_suite_knows_whether_it_runs_in_a_netns() -> None:
+    from e2e.kind_env import inside_netns
+
+    assert inside_netns("no-such-netns-ferrymq") is False

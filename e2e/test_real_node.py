@@ -1,15 +1,19 @@
-"""The real-node suite (issue 16): the chart's operator, a NameServer of 2 and a Broker of
-2 groups x (master + slave), SYNC_MASTER, all on the one node of scripts/k8s-node.sh with host
-networking (per-pod ports as the hostNetwork contract says), driven from the host.
+"""The real-cluster suite (issues 16 and 32): the chart's operator, a NameServer of 2 and a Broker
+of 2 groups x (master + slave), SYNC_MASTER, driven by clients outside the pods.
 
-Only on that cluster (``E2E_NODE=1``). The tests share one NameServer/Broker pair and run in file
-order: produce/consume (ferrymq and the upstream C++ client), kill -9 of a master, the pause and
-manual-restart annotations, a config roll under load, scale 2 -> 3 -> 2, the audit CronJob, and
-deletion of the custom resources.
+Two clusters run it:
 
-Ports (contract-hostnetwork.md): NameServer pod k listens on PORT + k; broker pod with global index
-i = group * replicasPerGroup + brokerId on LISTEN_PORT + 10 * i. Non-default bases keep the suite
-clear of anything using RocketMQ's defaults on this host.
+- kind (``E2E_KIND_NETNS``, run inside the netns of scripts/kind-cluster.sh): 3 nodes of
+  Kubernetes 1.34, pods on the pod network; master and slave of each group on different workers
+  (``podAntiAffinity: Required``); the clients run in the netns, which routes every podCIDR;
+- the single node of scripts/k8s-node.sh (``E2E_NODE=1``): Kubernetes 1.20, every pod on the host
+  network on its own ports (contract-hostnetwork.md: NameServer pod k on PORT + k; broker pod with
+  global index i = group * replicasPerGroup + brokerId on LISTEN_PORT + 10 * i), clients on the host.
+
+The tests share one NameServer/Broker pair and run in file order: produce/consume (ferrymq and the
+upstream C++ client), kill -9 of a master, the pause and manual-restart annotations, a config roll
+under load, scale 2 -> 3 -> 2, the audit CronJob, a controller-mode roll, and deletion of the
+custom resources.
 """
 
 from __future__ import annotations
@@ -28,11 +32,14 @@ from typing import Any
 
 import pytest
 
-from e2e.kind_env import NODE_MODE, ROOT, Kube, run, wait_for
+from e2e.kind_env import KIND_NETNS, NODE_MODE, ROOT, Kube, run, wait_for
 
 pytestmark = pytest.mark.skipif(
-    not NODE_MODE, reason='only on the scripts/k8s-node.sh cluster (eval "$(k8s-node.sh env)")'
+    not (NODE_MODE or KIND_NETNS),
+    reason="only on the clusters of scripts/kind-cluster.sh (exec) or scripts/k8s-node.sh (env)",
 )
+#: Every pod on the node's network (k8s-node.sh) or each on its own pod IP (kind).
+HOST_NETWORK = NODE_MODE
 
 NS_NAME = "routes"
 BROKER = "orders"
@@ -40,8 +47,18 @@ NS_PORT = 19876
 NS_REPLICAS = 2
 LISTEN_PORT = 20911
 PER_GROUP = 2
-NAMESRV = ";".join(f"127.0.0.1:{NS_PORT + k}" for k in range(NS_REPLICAS))
+DEFAULT_NS_PORT, DEFAULT_LISTEN_PORT = 9876, 10911
+# Where the clients find the NameServers: fixed ports on the host, pod IPs on kind (set by `stack`).
+ENDPOINTS = {"namesrv": ";".join(f"127.0.0.1:{NS_PORT + k}" for k in range(NS_REPLICAS))}
+
+
+def namesrv() -> str:
+    return ENDPOINTS["namesrv"]
+
+
 CPP_CLIENT = ROOT / "tests" / "interop" / "cpp_client.py"
+# Debian's client matches the Debian dockerd of both clusters (DOCKER_HOST from their `env`).
+DOCKER = "/usr/bin/docker" if os.access("/usr/bin/docker", os.X_OK) else "docker"
 # A CPU request makes the pods Burstable: BestEffort containers get the minimum CPU weight (2
 # shares) and starved next to other pods with requests (a broker got 1 s of CPU in 10 minutes, its
 # probes failed). Small enough that 10 broker pods, the NameServers, the operator and another
@@ -53,7 +70,18 @@ RESTART = "ferrymq.io/manual-rolling-restart"
 
 
 def broker_port(group: int, broker_id: int) -> int:
+    if not HOST_NETWORK:
+        return DEFAULT_LISTEN_PORT
     return LISTEN_PORT + 10 * (group * PER_GROUP + broker_id)
+
+
+def placement() -> dict[str, Any]:
+    """Spec fields of where pods go: the node's network and ports, or kind's workers."""
+    if HOST_NETWORK:
+        # One node: a Required rule would leave the second replica Pending.
+        return {"hostNetwork": True, "podAntiAffinity": "Preferred"}
+    # Two workers: the two NameServers, and master and slave of each group, on different ones.
+    return {"podAntiAffinity": "Required"}
 
 
 def nameserver_cr(image: str) -> dict[str, Any]:
@@ -65,10 +93,8 @@ def nameserver_cr(image: str) -> dict[str, Any]:
             "replicas": NS_REPLICAS,
             "image": image,
             "imagePullPolicy": "Never",
-            "hostNetwork": True,
-            "port": NS_PORT,
-            # One node: a Required rule would leave the second replica Pending.
-            "podAntiAffinity": "Preferred",
+            **placement(),
+            **({"port": NS_PORT} if HOST_NETWORK else {}),
             "resources": {"requests": POD_REQUESTS},
         },
     }
@@ -86,10 +112,12 @@ def broker_cr(image: str) -> dict[str, Any]:
             "brokerRole": "SYNC_MASTER",
             "image": image,
             "imagePullPolicy": "Never",
-            "hostNetwork": True,
-            "listenPort": LISTEN_PORT,
-            "externalAccess": {"type": "HostNetwork"},
-            "podAntiAffinity": "Preferred",
+            **placement(),
+            **(
+                {"listenPort": LISTEN_PORT, "externalAccess": {"type": "HostNetwork"}}
+                if HOST_NETWORK
+                else {}
+            ),
             "resources": {"requests": POD_REQUESTS},
             "storage": {"size": "1Gi", "deleteClaimOnScaleDown": True},
             "config": {"autoCreateTopicEnable": "true", "slaveReadEnable": "true"},
@@ -116,10 +144,14 @@ def pod_ready(pod: dict[str, Any]) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
 
 
-def listening(port: int) -> bool:
+def pod_ip(pod: dict[str, Any]) -> str:
+    return "127.0.0.1" if HOST_NETWORK else str(pod["status"]["podIP"])
+
+
+def listening(host: str, port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(1)
-        return s.connect_ex(("127.0.0.1", port)) == 0
+        return s.connect_ex((host, port)) == 0
 
 
 def traffic(*args: str, timeout: float = 300) -> tuple[int, list[dict[str, Any]]]:
@@ -155,15 +187,17 @@ def consumed(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {e["body"]: e for e in events if "body" in e}
 
 
-def produce(topic: str, prefix: str, count: int) -> list[str]:
-    rc, events = traffic("produce", NAMESRV, topic, "--count", str(count), "--prefix", prefix)
+def produce(topic: str, prefix: str, count: int, ns: str | None = None) -> list[str]:
+    rc, events = traffic(
+        "produce", ns or namesrv(), topic, "--count", str(count), "--prefix", prefix
+    )
     bodies = acked(events)
     assert rc == 0 and len(bodies) == count, events[-5:]
     return bodies
 
 
 def consume_all(
-    topic: str, group: str, expected: list[str], timeout: float = 180
+    topic: str, group: str, expected: list[str], timeout: float = 180, ns: str | None = None
 ) -> dict[str, dict[str, Any]]:
     """Consumes until every expected body arrived (a send that failed on the client may still
     have been stored, so counting messages is not enough)."""
@@ -171,7 +205,7 @@ def consume_all(
         until = Path(tmp) / "expected.json"
         until.write_text(json.dumps(expected))
         _rc, events = traffic(
-            "consume", NAMESRV, topic, group, "--until-file", str(until), "--from-first",
+            "consume", ns or namesrv(), topic, group, "--until-file", str(until), "--from-first",
             "--timeout", str(timeout), timeout=timeout + 60,
         )  # fmt: skip
     got = consumed(events)
@@ -186,41 +220,66 @@ def stack(kube: Kube, broker_image: str) -> Iterator[Kube]:
     kube.apply(broker_cr(broker_image))
     wait_for("the NameServer Ready", lambda: ready(kube, "nameservers", NS_NAME), timeout=600)
     wait_for("the Broker Ready", lambda: ready(kube, "brokers", BROKER), timeout=900)
+    if not HOST_NETWORK:
+        pods = [
+            p
+            for p in kube.get_json("pods").get("items", [])
+            if p["metadata"]["name"].startswith(f"{NS_NAME}-namesrv-")
+        ]
+        ENDPOINTS["namesrv"] = ";".join(f"{pod_ip(p)}:{DEFAULT_NS_PORT}" for p in pods)
     yield kube
 
 
-def test_operator_runs_in_a_pod_on_the_host_network_and_stays_ready(kube: Kube) -> None:
+def test_operator_runs_in_a_pod_and_stays_ready(kube: Kube) -> None:
     pods = [
         p for p in kube.get_json("pods").get("items", []) if "operator" in p["metadata"]["name"]
     ]
     assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
     pod = pods[0]
-    assert pod["spec"].get("hostNetwork") is True
-    assert pod["spec"].get("dnsPolicy") == "ClusterFirstWithHostNet"
+    if HOST_NETWORK:
+        assert pod["spec"].get("hostNetwork") is True
+        assert pod["spec"].get("dnsPolicy") == "ClusterFirstWithHostNet"
+    else:
+        assert not pod["spec"].get("hostNetwork")
     assert pod_ready(pod)
     assert all(s["restartCount"] == 0 for s in pod["status"]["containerStatuses"])
 
 
-def test_nameserver_and_broker_pods_share_the_node_on_their_own_ports(stack: Kube) -> None:
-    ns_pods = [
-        p
-        for p in stack.get_json("pods").get("items", [])
-        if p["metadata"]["name"].startswith(f"{NS_NAME}-namesrv-")
-    ]
+def test_nameserver_and_broker_pods_are_placed_and_listening(stack: Kube) -> None:
+    ns_pods = sorted(
+        (
+            p
+            for p in stack.get_json("pods").get("items", [])
+            if p["metadata"]["name"].startswith(f"{NS_NAME}-namesrv-")
+        ),
+        key=lambda p: str(p["metadata"]["name"]),
+    )
     assert len(ns_pods) == NS_REPLICAS
     pods = broker_pods(stack)
     assert sorted(pods) == [f"{BROKER}-broker-{g}-{b}" for g in range(2) for b in range(2)]
     for pod in [*ns_pods, *pods.values()]:
-        assert pod["spec"]["nodeName"] == "127.0.0.1"
-        assert pod["spec"].get("hostNetwork") is True
         assert pod_ready(pod), pod["metadata"]["name"]
-    for k in range(NS_REPLICAS):
-        assert listening(NS_PORT + k), f"NameServer pod {k} not on {NS_PORT + k}"
+        if HOST_NETWORK:
+            assert pod["spec"]["nodeName"] == "127.0.0.1"
+            assert pod["spec"].get("hostNetwork") is True
+        else:
+            assert not pod["spec"].get("hostNetwork")
+    if not HOST_NETWORK:
+        # kind: master and slave of each group on different workers, both workers used
+        for g in range(2):
+            nodes = {pods[f"{BROKER}-broker-{g}-{b}"]["spec"]["nodeName"] for b in range(2)}
+            assert len(nodes) == 2, f"group {g} on {nodes}"
+        assert len({p["spec"]["nodeName"] for p in ns_pods}) == NS_REPLICAS
+    for k, pod in enumerate(ns_pods):
+        port = NS_PORT + k if HOST_NETWORK else DEFAULT_NS_PORT
+        assert listening(pod_ip(pod), port), f"NameServer pod {k} not on {pod_ip(pod)}:{port}"
     for g in range(2):
         for b in range(2):
-            assert listening(broker_port(g, b)), f"broker {g}-{b} not on {broker_port(g, b)}"
+            host = pod_ip(pods[f"{BROKER}-broker-{g}-{b}"])
+            assert listening(host, broker_port(g, b)), f"broker {g}-{b} not on {host}"
         # The master's HA port (listenPort + 1) takes the slave's replication connection.
-        assert listening(broker_port(g, 0) + 1), f"master {g} HA port {broker_port(g, 0) + 1}"
+        master = pod_ip(pods[f"{BROKER}-broker-{g}-0"])
+        assert listening(master, broker_port(g, 0) + 1), f"master {g} HA port"
     # The group ConfigMaps carry each pod's own ports (broker-<id>.conf).
     conf = stack.get_json("configmap", f"{BROKER}-broker-1-config")["data"]
     assert f"listenPort={broker_port(1, 1)}" in conf["broker-1.conf"]
@@ -257,9 +316,9 @@ def test_the_upstream_cpp_client_produces_and_consumes_from_the_host(
 ) -> None:
     pytest.importorskip("rocketmq.client", reason="rocketmq==0.4.4 (the interop extra) missing")
     topic = "node-cpp"
-    rc, sent = run_cpp(["produce", NAMESRV, topic, "50"], tmp_path, timeout=180)
+    rc, sent = run_cpp(["produce", namesrv(), topic, "50"], tmp_path, timeout=180)
     assert rc == 0 and len(sent) == 50 and all(e["status"] == 0 for e in sent), sent[-3:]
-    rc, events = run_cpp(["consume", NAMESRV, topic, "g-cpp", "50", "120"], tmp_path, 240)
+    rc, events = run_cpp(["consume", namesrv(), topic, "g-cpp", "50", "120"], tmp_path, 240)
     got = {e["body"]: e for e in events if "body" in e}
     assert rc == 0 and len(got) == 50
     for i in range(50):
@@ -267,7 +326,7 @@ def test_the_upstream_cpp_client_produces_and_consumes_from_the_host(
         assert got[f"cpp-body-{i}"]["keys"] == f"cpp-key-{i}"
     # And ferrymq's consumer reads what the C++ producer wrote, tags and keys intact.
     rc, events = traffic(
-        "consume", NAMESRV, topic, "g-cpp-ferrymq", "--count", "50", "--from-first",
+        "consume", namesrv(), topic, "g-cpp-ferrymq", "--count", "50", "--from-first",
         "--timeout", "120", timeout=240,
     )  # fmt: skip
     mine = consumed(events)
@@ -330,7 +389,7 @@ def test_a_topic_and_a_consumer_group_applied_with_kubectl_serve_host_clients(
     assert group_status["name"] == "g_node_declared"
     # From the host: the producer finds the topic's route (3 queues on each group, as declared;
     # an auto-created topic would have 4) and the declared group consumes it.
-    rc, events = traffic("produce", NAMESRV, "Node_Declared", "--count", "60", "--prefix", "decl")
+    rc, events = traffic("produce", namesrv(), "Node_Declared", "--count", "60", "--prefix", "decl")
     bodies = acked(events)
     assert rc == 0 and len(bodies) == 60, events[-5:]
     queues = {e["queue"] for e in events if "queue" in e}
@@ -343,14 +402,24 @@ def test_a_topic_and_a_consumer_group_applied_with_kubectl_serve_host_clients(
     stack.ns("delete", "-f", str(manifest), "--wait=true", timeout=300)
 
 
-def container_pid(kube: Kube, pod: str) -> tuple[int, int]:
-    """The host PID of the pod's broker container (node's dockerd) and its restart count."""
-    status = kube.get_json("pod", pod)["status"]["containerStatuses"][0]
-    cid = status["containerID"].removeprefix("docker://")
-    # Debian's client matches the node's Debian dockerd (DOCKER_HOST from k8s-node.sh env).
-    docker = "/usr/bin/docker" if os.access("/usr/bin/docker", os.X_OK) else "docker"
-    out = run([docker, "inspect", "-f", "{{.State.Pid}}", cid]).stdout.strip()
-    return int(out), int(status["restartCount"])
+def kill_9(kube: Kube, pod: str) -> int:
+    """SIGKILL to the pod's broker process, from outside the pod; returns its restart count before.
+
+    The node's dockerd knows the container's host PID; on kind the process lives in a node
+    container, whose containerd (``ctr tasks ls``) knows its PID in that node's PID namespace."""
+    body = kube.get_json("pod", pod)
+    status = body["status"]["containerStatuses"][0]
+    runtime, cid = status["containerID"].split("://", 1)
+    if runtime == "docker":
+        out = run([DOCKER, "inspect", "-f", "{{.State.Pid}}", cid]).stdout.strip()
+        os.kill(int(out), signal.SIGKILL)
+    else:
+        node = body["spec"]["nodeName"]
+        tasks = run([DOCKER, "exec", node, "ctr", "-n", "k8s.io", "tasks", "ls"]).stdout
+        pids = [line.split()[1] for line in tasks.splitlines() if line.startswith(cid)]
+        assert pids, f"container {cid} of {pod} not among {node}'s tasks:\n{tasks}"
+        run([DOCKER, "exec", node, "kill", "-9", pids[0]])
+    return int(status["restartCount"])
 
 
 def test_kill_9_of_a_master_consumers_continue_and_it_returns_with_every_ack(
@@ -359,8 +428,7 @@ def test_kill_9_of_a_master_consumers_continue_and_it_returns_with_every_ack(
     topic = "node-kill"
     bodies = produce(topic, "kill", 200)
     master = f"{BROKER}-broker-0-0"
-    pid, restarts = container_pid(stack, master)
-    os.kill(pid, signal.SIGKILL)
+    restarts = kill_9(stack, master)
     # While the master restarts, a new group reads group 0's queues from its slave.
     consume_all(topic, "g-kill-during", bodies)
     wait_for(
@@ -429,12 +497,12 @@ def test_a_config_change_rolls_one_pod_at_a_time_slaves_first_losing_no_ack(
     stop, expect = tmp_path / "stop", tmp_path / "expected.json"
     before = {name: p["metadata"]["uid"] for name, p in broker_pods(stack).items()}
     producer = subprocess.Popen(
-        [sys.executable, "-m", "e2e.traffic", "produce", NAMESRV, topic, "--count", "1000000",
+        [sys.executable, "-m", "e2e.traffic", "produce", namesrv(), topic, "--count", "1000000",
          "--prefix", "roll", "--stop-file", str(stop), "--deadline", "1500", "--interval", "0.05"],
         cwd=ROOT, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     consumer = subprocess.Popen(
-        [sys.executable, "-m", "e2e.traffic", "consume", NAMESRV, topic, "g-roll",
+        [sys.executable, "-m", "e2e.traffic", "consume", namesrv(), topic, "g-roll",
          "--until-file", str(expect), "--from-first", "--timeout", "1800"],
         cwd=ROOT, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -508,10 +576,10 @@ def test_scale_out_to_3_groups_copies_topics_and_in_to_2_drains(stack: Kube) -> 
     # producer asking before that is routed to groups 0 and 1 only.
     wait_for(
         "every NameServer routing the topic to group 2",
-        lambda: all(routed(topic, ns, f"{BROKER}-broker-2") for ns in NAMESRV.split(";")),
+        lambda: all(routed(topic, ns, f"{BROKER}-broker-2") for ns in namesrv().split(";")),
         timeout=300,
     )
-    rc, events = traffic("produce", NAMESRV, topic, "--count", "120", "--prefix", "scale")
+    rc, events = traffic("produce", namesrv(), topic, "--count", "120", "--prefix", "scale")
     assert rc == 0
     assert any(e["queue"].startswith(f"{BROKER}-broker-2:") for e in events if "queue" in e)
     bodies = acked(events)
@@ -562,14 +630,29 @@ def test_the_audit_cronjob_runs_to_completion_with_default_settings(stack: Kube)
     name = wait_for("an audit Job to succeed", succeeded_job, timeout=600)
     log = stack.ns("logs", f"job/{name}")
     assert "PySpark is not installed" not in log
-    # the reports are on the audit claim: its `local` PersistentVolume is a directory of this host
+    # The reports are on the audit claim: its PersistentVolume is a directory of the node that
+    # holds it (k8s-node.sh: a `local` volume on this host; kind: local-path-provisioner's
+    # hostPath inside the node container).
     claim = stack.get_json("pvc", f"{BROKER}-audit")
-    volume = stack.get_json("pv", claim["spec"]["volumeName"])
-    reports = Path(volume["spec"]["local"]["path"]) / "reports"
-    for report in ("backlog", "rebalance"):
-        for written in ("report.html", "summary.json"):
-            path = reports / report / written
+    volume = stack.get_json("pv", claim["spec"]["volumeName"])["spec"]
+    wanted = [
+        f"reports/{r}/{w}"
+        for r in ("backlog", "rebalance")
+        for w in ("report.html", "summary.json")
+    ]
+    if "local" in volume:
+        reports = Path(volume["local"]["path"])
+        for rel in wanted:
+            path = reports / rel
             assert path.is_file() and path.stat().st_size > 0, sorted(map(str, reports.rglob("*")))
+    else:
+        terms = volume["nodeAffinity"]["required"]["nodeSelectorTerms"]
+        node = terms[0]["matchExpressions"][0]["values"][0]
+        base = volume["hostPath"]["path"]
+        listing = run([DOCKER, "exec", node, "find", base, "-type", "f"]).stdout
+        for rel in wanted:
+            check = run([DOCKER, "exec", node, "test", "-s", f"{base}/{rel}"], check=False)
+            assert check.returncode == 0, f"{rel} missing or empty on {node}:\n{listing}"
 
 
 HA_BROKER = "ha"
@@ -581,9 +664,9 @@ def ha_broker_cr(image: str) -> dict[str, Any]:
     the brief allows on this machine (a group of 2 groups would be 4 more broker pods)."""
     cr = broker_cr(image)
     cr["metadata"]["name"] = HA_BROKER
-    cr["spec"].update(
-        {"groups": 1, "replicasPerGroup": 2, "failover": "controller", "listenPort": HA_LISTEN_PORT}
-    )
+    cr["spec"].update({"groups": 1, "replicasPerGroup": 2, "failover": "controller"})
+    if HOST_NETWORK:
+        cr["spec"]["listenPort"] = HA_LISTEN_PORT
     return cr
 
 
@@ -610,7 +693,7 @@ def test_a_controller_mode_broker_rolls_with_a_switchover_and_no_send_fails(
         stop = tmp_path / "stop"
         pods = {n: p["metadata"]["uid"] for n, p in broker_pods(stack, HA_BROKER).items()}
         producer = subprocess.Popen(
-            [sys.executable, "-m", "e2e.traffic", "produce", NAMESRV, topic, "--count", "1000000",
+            [sys.executable, "-m", "e2e.traffic", "produce", namesrv(), topic, "--count", "1000000",
              "--prefix", "ha", "--stop-file", str(stop), "--deadline", "1500",
              "--interval", "0.05"],
             cwd=ROOT, stdout=subprocess.PIPE, text=True,

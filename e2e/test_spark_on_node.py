@@ -1,15 +1,18 @@
-"""spark-submit of the backlog job to the single-node cluster in cluster mode (issue 20).
+"""spark-submit of the backlog job to a real cluster in cluster mode (issues 20 and 32).
 
-The driver and at least two executors run as pods of the ferrymq Spark image, on the host network
-(the node has no pod network), with the pod templates of ``ferrymq_spark.k8s_manifests`` and the
-snapshot history on a node directory mounted at ``/audit`` on every pod. The JSON summary must be
-the one ``ferrymq report backlog`` writes in ``local[*]`` mode from the same snapshots.
+The driver and at least two executors run as pods of the ferrymq Spark image, with the pod
+templates of ``ferrymq_spark.k8s_manifests`` and the snapshot history on a node directory mounted
+at ``/audit`` on every pod. The JSON summary must be the one ``ferrymq report backlog`` writes in
+``local[*]`` mode from the same snapshots.
 
-Only on that cluster (``E2E_NODE=1``), in namespace ``spark-e2e``; the spark image must be built
-(``scripts/build-images.sh spark``). Run alone:
+- kind (``E2E_KIND_NETNS``, scripts/kind-cluster.sh): pods on the pod network, on any worker; the
+  node directory is ``E2E_KIND_SHARED``, the same directory on this host and in every worker;
+- the single node of scripts/k8s-node.sh (``E2E_NODE=1``): pods on the host network.
 
-    eval "$(scripts/k8s-node.sh env)"
-    E2E_SKIP_BUILD=1 .venv/bin/pytest e2e/test_spark_on_node.py
+In namespace ``spark-e2e``; the Spark image must be built and, on kind, loaded
+(``scripts/kind-cluster.sh load spark``). Run alone:
+
+    scripts/kind-cluster.sh exec env E2E_SKIP_BUILD=1 .venv/bin/pytest e2e/test_spark_on_node.py
 """
 
 from __future__ import annotations
@@ -33,11 +36,23 @@ from ferrymq.broker.local_cluster import pick_free_ports
 from ferrymq_spark import k8s_manifests as km
 
 from e2e.apply_patch_proxy import apply_patch_proxy
-from e2e.kind_env import NODE_MODE, ROOT, SPARK_IMAGE, Kube, check_context, wait_for
+from e2e.kind_env import (
+    KIND_NETNS,
+    NODE_MODE,
+    ROOT,
+    SPARK_IMAGE,
+    Kube,
+    check_context,
+    run,
+    wait_for,
+)
 
 pytestmark = pytest.mark.skipif(
-    not NODE_MODE, reason='only on the scripts/k8s-node.sh cluster (eval "$(k8s-node.sh env)")'
+    not (NODE_MODE or KIND_NETNS),
+    reason="only on the clusters of scripts/kind-cluster.sh (exec) or scripts/k8s-node.sh (env)",
 )
+#: kind: a directory shared by this host and every worker (kind extraMounts)
+SHARED = os.environ.get("E2E_KIND_SHARED")
 
 NAMESPACE = "spark-e2e"
 # The crafted histories of the Spark unit tests (tests/spark is not a package).
@@ -89,7 +104,9 @@ def _api_for_spark_submit(kube: Kube) -> Iterator[str]:
     version = json.loads(kube.kubectl("get", "--raw", "/version"))
     minor = int("".join(ch for ch in version["minor"] if ch.isdigit()))
     if (int(version["major"]), minor) > (1, 20):
-        yield "https://127.0.0.1:443"
+        yield kube.kubectl(
+            "config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}"
+        )
         return
     with apply_patch_proxy(kube.kubeconfig, kube.context) as url:
         yield url
@@ -104,6 +121,9 @@ def kube() -> Iterator[Kube]:
             'needs eval "$(scripts/k8s-node.sh env)" (E2E_KUBECONFIG, E2E_CONTEXT, kubectl)'
         )
     check_context(context)
+    if KIND_NETNS and os.environ.get("E2E_SKIP_BUILD") != "1":
+        # built outside the netns, then into every node (the conftest loads broker + operator)
+        run([str(ROOT / "scripts" / "kind-cluster.sh"), "load", "spark"], timeout=3600)
     k = Kube(kubeconfig, context, NAMESPACE)
     k.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=true", timeout=300)
     k.kubectl("create", "namespace", NAMESPACE)
@@ -116,7 +136,7 @@ def kube() -> Iterator[Kube]:
 @pytest.fixture
 def audit_dir() -> Iterator[Path]:
     """The node directory every pod mounts at /audit, owned by the image's user."""
-    base = Path(tempfile.mkdtemp(prefix="ferrymq-spark-e2e-"))
+    base = Path(tempfile.mkdtemp(prefix="ferrymq-spark-e2e-", dir=SHARED if KIND_NETNS else None))
     base.chmod(0o755)
     audit = base / "audit"
     _history(audit / "snapshots")
@@ -179,7 +199,7 @@ def test_spark_submit_cluster_mode_matches_local(
         image=SPARK_IMAGE,
         image_pull_policy="Never",
         audit_host_path=str(audit_dir),
-        host_network=True,
+        host_network=NODE_MODE,
         driver_port=driver_port,
         driver_block_manager_port=block_port,
         ui_port=ui_port,
@@ -244,7 +264,7 @@ def test_spark_submit_cluster_mode_matches_local(
     ours = [p for p in executors if p["metadata"]["name"].startswith(app)]
     assert len(ours) >= 2, [p["metadata"]["name"] for p in executors]
     for pod in [driver, *ours]:
-        assert pod["spec"]["hostNetwork"] is True
+        assert bool(pod["spec"].get("hostNetwork")) is NODE_MODE
         assert pod["spec"]["securityContext"]["runAsUser"] == km.RUN_AS_USER
         started = [s for s in pod["status"]["containerStatuses"] if "terminated" in s["state"]]
         assert started, pod["status"]

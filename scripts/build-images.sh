@@ -17,6 +17,8 @@
 #   docker.io and debootstrap)
 #   FERRYMQ_IMAGES_CACHE  cache for the base rootfs and the private daemon (default ~/.cache/ferrymq-images)
 #   FERRYMQ_K8S_CACHE     the node's cache (default ~/.cache/ferrymq-k8s; its dockerd socket is node/docker.sock)
+#   FERRYMQ_IMAGES_SAVE   a directory: each built image is also written there as <broker|operator|spark>.tar
+#                         (`docker save`; scripts/kind-cluster.sh load hands them to `kind load image-archive`)
 set -euo pipefail
 
 main() {
@@ -154,6 +156,15 @@ for image in "${wanted[@]}"; do
       ;;
   esac
 done
+if [ -n "${FERRYMQ_IMAGES_SAVE:-}" ]; then
+  mkdir -p "$FERRYMQ_IMAGES_SAVE"
+  for image in "${wanted[@]}"; do
+    case $image in broker) name=$BROKER_IMAGE ;; operator) name=$OPERATOR_IMAGE ;; spark) name=$SPARK_IMAGE ;; esac
+    "$DOCKER" save -o "$FERRYMQ_IMAGES_SAVE/$image.tar.tmp" "$name" || fail "docker save $name"
+    mv "$FERRYMQ_IMAGES_SAVE/$image.tar.tmp" "$FERRYMQ_IMAGES_SAVE/$image.tar"
+  done
+  log "saved ${wanted[*]} to $FERRYMQ_IMAGES_SAVE"
+fi
 log "built ${wanted[*]}"
 "$DOCKER" image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep -E "^ferrymq/" >&2 || true
 }

@@ -14,6 +14,11 @@ if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2
   echo "setup: installing Prometheus and promtool (Debian package prometheus)"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null
 fi
+# The interop tests (tests/interop) run Apache RocketMQ and the Java clients: a JDK and Maven.
+if ! command -v javac >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then
+  echo "setup: installing a JDK and Maven for the interop tests (openjdk-17-jdk-headless, maven)"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless maven >/dev/null
+fi
 # System tools the default test run calls by name, installed here so a fresh machine has them:
 # runc (tests/k8s/test_node_script.py drives the real runc through scripts/k8s-node/runc-clamp).
 missing=()
@@ -33,6 +38,9 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt
   .venv/bin/python -m pip install -q -c constraints.txt -e ".[all,dev,interop]"
   touch "$stamp"
 fi
+# Apache RocketMQ 5.4.0's jars and the Java scenario module, fetched from Maven Central into ~/.m2
+# once (cached; a no-op afterwards), so no test pays the cold fetch inside its timeout.
+PYTHONPATH=tests .venv/bin/python -m interop.reference
 # the gRPC proxy's stubs, generated from the published RocketMQ 5.x .proto files (not committed)
 ./scripts/gen-proto.sh
 echo "setup: ready (.venv/bin/ferrymq)"

@@ -52,3 +52,18 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Any:
     report: pytest.CollectReport = outcome.get_result()
     if _require_all() and report.skipped:
         _fail_skip(report)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The failover outage a chaos or partition test measured (``record_property``
+    ``failover_outage``) is shown in the run's summary, not only in captured output."""
+    lines = []
+    for category in ("passed", "failed"):
+        for report in terminalreporter.stats.get(category, []):
+            for name, value in getattr(report, "user_properties", []):
+                if name == "failover_outage":
+                    lines.append(f"{report.nodeid}: {value}")
+    if lines:
+        terminalreporter.write_sep("-", "failover outage measured")
+        for line in lines:
+            terminalreporter.write_line(line)

@@ -39,7 +39,8 @@ def project(directory: Path, files: dict[str, str]) -> None:
 
 
 def local_paths(conf: dict[str, str], root: Path) -> dict[str, str]:
-    """The pod's mount points, moved under ``root``."""
+    """The pod's mount points, moved under ``root``; /metrics off (every pod has its own IP and
+    the operator gives them one metricsPort, which emulated pods sharing 127.0.0.1 cannot)."""
     moved = {
         builders.ACL_DIR: str(root / "acl"),
         builders.TLS_DIR: str(root / "tls"),
@@ -49,6 +50,8 @@ def local_paths(conf: dict[str, str], root: Path) -> dict[str, str]:
         for mount, local in moved.items():
             value = value.replace(mount, local)
         out[key] = value
+    if "metricsPort" in out:
+        out["metricsPort"] = "0"
     return out
 
 

@@ -92,3 +92,9 @@ def retry_topic(group: str) -> str:
 
 def dlq_topic(group: str) -> str:
     return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+def reply_topic(cluster: str) -> str:
+    """Where request-reply stores replies (upstream MixAll.REPLY_TOPIC_POSTFIX); the requester
+    names it from the request's CLUSTER property."""
+    return f"{cluster}_REPLY_TOPIC"

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from ferrymq_operator import models
+from ferrymq_operator import console_models, models
 from ferrymq_operator.topics import models as topic_models
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -202,6 +202,21 @@ def all_crds() -> dict[str, dict[str, Any]]:
             "A ferrymq broker cluster: groups of one master and its slaves, one StatefulSet each.",
         ),
         **topic_crds(age),
+        f"{models.GROUP}_consoles.yaml": crd(
+            "Console",
+            "consoles",
+            ["fmqc", "fmqconsole"],
+            console_models.ConsoleSpec,
+            console_models.ConsoleStatus,
+            [
+                _column("Broker", ".spec.brokerRef.name"),
+                ready,
+                _column("URL", ".status.url"),
+                phase,
+                age,
+            ],
+            "rocketmq-dashboard for a Broker: Deployment, Service and NetworkPolicy.",
+        ),
     }
 
 

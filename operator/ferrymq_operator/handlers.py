@@ -21,9 +21,10 @@ from typing import Any, cast
 
 import kopf
 
-from ferrymq_operator import broker_admin, host_ports, k8s, models, resync, status
+from ferrymq_operator import broker_admin, host_ports, k8s, metrics, models, resync, status
 from ferrymq_operator import settings as operator_settings
 from ferrymq_operator.builders import names
+from ferrymq_operator.console import reconcile_console
 from ferrymq_operator.reconcile import (
     Context,
     Result,
@@ -41,6 +42,7 @@ Reconciler = Callable[[Context, Mapping[str, Any]], Awaitable[Result]]
 RECONCILERS: dict[str, tuple[str, Reconciler]] = {
     "NameServer": ("nameservers", reconcile_nameserver),
     "Broker": ("brokers", reconcile_broker),
+    "Console": ("consoles", reconcile_console),
 }
 CHILD_LABELS = {names.LABEL_MANAGED_BY: names.MANAGED_BY}
 
@@ -149,7 +151,7 @@ async def reconcile_by_name(
             body = await ctx.kube.get(models.API_VERSION, kind, namespace, name)
             if body is None or body["metadata"].get("deletionTimestamp"):
                 return  # being deleted: the garbage collector removes the children
-            result = await RECONCILERS[kind][1](ctx, body)
+            result = await metrics.timed(kind, lambda: RECONCILERS[kind][1](ctx, body))
             for event_type, reason, message in result.events:
                 kopf.event(cast(Any, body), type=event_type, reason=reason, message=message)
             await ctx.kube.patch_status(models.API_VERSION, kind, namespace, name, result.status)
@@ -273,6 +275,13 @@ async def broker_changed(memo: Any, namespace: str | None, name: str, **kwargs: 
     await reconcile_by_name(memo, "Broker", namespace or "", name, raise_errors=True)
 
 
+@kopf.on.resume(models.GROUP, models.VERSION, "consoles")
+@kopf.on.create(models.GROUP, models.VERSION, "consoles")
+@kopf.on.update(models.GROUP, models.VERSION, "consoles")
+async def console_changed(memo: Any, namespace: str | None, name: str, **_: Any) -> None:
+    await reconcile_by_name(memo, "Console", namespace or "", name, raise_errors=True)
+
+
 async def _resync(
     memo: Any, stopped: kopf.DaemonStopped, kind: str, namespace: str, name: str, kwargs: Any
 ) -> None:
@@ -291,6 +300,13 @@ async def nameserver_resync(
     memo: Any, stopped: kopf.DaemonStopped, namespace: str | None, name: str, **kwargs: Any
 ) -> None:
     await _resync(memo, stopped, "NameServer", namespace or "", name, kwargs)
+
+
+@kopf.daemon(models.GROUP, models.VERSION, "consoles")
+async def console_resync(
+    memo: Any, stopped: kopf.DaemonStopped, namespace: str | None, name: str, **kwargs: Any
+) -> None:
+    await _resync(memo, stopped, "Console", namespace or "", name, kwargs)
 
 
 @kopf.daemon(models.GROUP, models.VERSION, "brokers")
@@ -334,6 +350,7 @@ async def statefulset_event(
     await _child_event(event, body, memo, follow_modified=True)
 
 
+@kopf.on.event("apps", "v1", "deployments", labels=CHILD_LABELS)
 @kopf.on.event("", "v1", "services", labels=CHILD_LABELS)
 @kopf.on.event("", "v1", "configmaps", labels=CHILD_LABELS)
 @kopf.on.event("policy", "poddisruptionbudgets", labels=CHILD_LABELS)

@@ -77,7 +77,7 @@ class ListenerStatus(CamelModel):
     """Where clients reach one listener (status.listeners)."""
 
     name: str = Field(description="The listener's name.")
-    type: str = Field(description="internal, nodeport or loadbalancer.")
+    type: str = Field(description="internal, nodeport, loadbalancer or hostnetwork.")
     addresses: list[str] = Field(
         default_factory=list,
         description=(

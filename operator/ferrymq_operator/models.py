@@ -41,6 +41,9 @@ DEFAULT_AUDIT_IMAGE = SPARK_IMAGE
 
 DEFAULT_NAMESRV_PORT = 9876
 DEFAULT_LISTEN_PORT = 10911
+# /metrics of brokers and NameServers unless spec.config sets metricsPort (upstream's
+# metricsPromExporterPort default).
+DEFAULT_METRICS_PORT = 5557
 # With per-pod ports, pod i of a Broker uses listenPort + PORT_STRIDE * i: room for the fast
 # channel (listenPort - 2), haListenPort (listenPort + 1) and a metricsPort offset per pod.
 PORT_STRIDE = 10
@@ -165,7 +168,10 @@ class PodSpecCommon(CamelModel):
     )
     config: dict[str, str] = Field(
         default_factory=dict,
-        description="Extra settings written to the properties file, with upstream key names.",
+        description=(
+            "Extra settings written to the properties file, with upstream key names. metricsPort "
+            'defaults to 5557 on the pod network (Prometheus /metrics); "0" turns it off.'
+        ),
     )
     host_network: bool = Field(
         default=False,
@@ -181,6 +187,16 @@ class PodSpecCommon(CamelModel):
             "values of a node label, so that one zone going down leaves a replica."
         ),
     )
+
+    def metrics_port(self) -> int | None:
+        """The /metrics port: spec.config's metricsPort ("0" turns it off), else on by default
+        on the pod network (DEFAULT_METRICS_PORT; on the host network only when asked for,
+        since it would be a port of the node)."""
+        raw = self.config.get("metricsPort")
+        if raw is None:
+            return None if self.host_network else DEFAULT_METRICS_PORT
+        raw = raw.strip()
+        return int(raw) if raw.isdigit() and int(raw) > 0 else None
 
     @field_validator("config")
     @classmethod

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ferrymq_operator import (
     broker_admin,
@@ -51,6 +51,8 @@ from ferrymq_operator.status import (
     WorkloadObservation,
     observe_statefulset,
 )
+
+T = TypeVar("T")
 
 # (type "Normal"|"Warning", reason, message) -> posts a Kubernetes Event on the custom resource.
 EventSink = Callable[[str, str, str], None]
@@ -104,7 +106,7 @@ def _selector(labels: Mapping[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
-async def _apply_all(
+async def apply_all(
     kube: k8s.Kube, objects: list[dict[str, Any]], result: Result
 ) -> Failure | None:
     """Apply in order; the first object the API refuses stops the pass and becomes the failure."""
@@ -199,7 +201,7 @@ def port_user(
 # --- NameServer ---
 
 
-def _begin(body: Mapping[str, Any], kind: type[S]) -> tuple[Owner, StatusBuilder[S], Result]:
+def begin(body: Mapping[str, Any], kind: type[S]) -> tuple[Owner, StatusBuilder[S], Result]:
     """What every pass starts from: the owner, a status builder over the status the resource
     has, an empty result."""
     previous = kind.model_validate(body.get("status") or {})
@@ -234,7 +236,7 @@ async def observe_nameserver(
 
 
 async def reconcile_nameserver(ctx: Context, body: Mapping[str, Any]) -> Result:
-    owner, builder, result = _begin(body, models.NameServerStatus)
+    owner, builder, result = begin(body, models.NameServerStatus)
     previous, generation = builder.previous, builder.generation
     if _paused(body, builder, result):
         return result
@@ -264,7 +266,7 @@ async def reconcile_nameserver(ctx: Context, body: Mapping[str, Any]) -> Result:
             result.events.extend(secured.events)
             failure = secured.failure
         if failure is None:
-            failure = await _apply_all(ctx.kube, objects, result)
+            failure = await apply_all(ctx.kube, objects, result)
         if failure is None and listener_builder.namesrv_external(spec) is None:
             await remove_namesrv_external(ctx, owner, result)
     workloads = await observe_nameserver(ctx.kube, owner, replicas) if replicas else []
@@ -285,7 +287,7 @@ async def reconcile_nameserver(ctx: Context, body: Mapping[str, Any]) -> Result:
                 ctx.kube, owner, spec, builder.status.addresses
             )
         ]
-    return _report(builder, failure, result)
+    return finish(builder, failure, result)
 
 
 async def remove_namesrv_external(ctx: Context, owner: Owner, result: Result) -> None:
@@ -298,19 +300,31 @@ async def remove_namesrv_external(ctx: Context, owner: Owner, result: Result) ->
 # --- Broker ---
 
 
-async def _namesrv_addr(ctx: Context, owner: Owner, spec: models.BrokerSpec) -> str | Failure:
-    ref = spec.name_server_ref.name
-    body = await ctx.kube.get(models.API_VERSION, "NameServer", owner.namespace, ref)
+async def referenced_spec(
+    ctx: Context, namespace: str, kind: str, name: str, parse: Callable[[dict[str, Any]], T]
+) -> T | Failure:
+    """The parsed spec of the ``kind`` resource a ``spec.<kind>Ref`` names, or the Failure
+    (``<kind>NotFound``, ``<kind>Invalid``) saying what to fix."""
+    body = await ctx.kube.get(models.API_VERSION, kind, namespace, name)
+    field = f"spec.{kind[0].lower()}{kind[1:]}Ref.name"
     if body is None:
         return Failure(
-            "NameServerNotFound",
-            f"spec.nameServerRef.name: no NameServer {ref!r} in namespace {owner.namespace!r}; "
-            f"create it or fix the name",
+            f"{kind}NotFound",
+            f"{field}: no {kind} {name!r} in namespace {namespace!r}; create it or fix the name",
         )
     try:
-        ns_spec = models.parse_nameserver_spec(body.get("spec") or {})
+        return parse(body.get("spec") or {})
     except models.InvalidSpec as error:
-        return Failure("NameServerInvalid", f"NameServer {ref!r} has an invalid spec: {error}")
+        return Failure(f"{kind}Invalid", f"{kind} {name!r} has an invalid spec: {error}")
+
+
+async def namesrv_addr_of(ctx: Context, owner: Owner, spec: models.BrokerSpec) -> str | Failure:
+    ref = spec.name_server_ref.name
+    ns_spec = await referenced_spec(
+        ctx, owner.namespace, "NameServer", ref, models.parse_nameserver_spec
+    )
+    if isinstance(ns_spec, Failure):
+        return ns_spec
     return names.namesrv_addresses(
         ref,
         owner.namespace,
@@ -676,7 +690,7 @@ async def apply_broker(
     """Resolve the NameServer, check the spec against the cluster, apply the children, remove the
     stale ones; the first step that fails ends the sequence."""
     security_session.use(None)  # set below for this cluster once its Secrets are read
-    addr = await _namesrv_addr(ctx, owner, spec)
+    addr = await namesrv_addr_of(ctx, owner, spec)
     if isinstance(addr, Failure):
         result.retry = ctx.settings.retry_delay_seconds
         return Applied(spec, None, security_secrets.SecurityOutcome(), addr)
@@ -710,7 +724,7 @@ async def apply_broker(
     objects += broker_builder.desired(owner, spec, addr, ctx.versions.pdb)
     objects += audit_builder.desired(owner, spec, addr, ctx.versions.cronjob)
     objects += netpol.desired(owner, spec)
-    failure = await _apply_all(ctx.kube, objects, result)
+    failure = await apply_all(ctx.kube, objects, result)
     if failure is not None:
         return Applied(spec, addr, secured, failure)
     if spec.audit is None:
@@ -760,7 +774,7 @@ async def drain_removed_groups(
 async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
     """Parse, apply, then (when everything applied) drain, roll and push; observe; report.
     Observation and the status come whatever the apply steps reached."""
-    owner, builder, result = _begin(body, models.BrokerStatus)
+    owner, builder, result = begin(body, models.BrokerStatus)
     previous, generation = builder.previous, builder.generation
     if _paused(body, builder, result):
         return result
@@ -768,7 +782,7 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
         spec = models.parse_broker_spec(body.get("spec") or {})
         owner.check_name()
     except ValueError as error:
-        return _refused(builder, Failure("InvalidSpec", str(error)), result)
+        return refused(builder, Failure("InvalidSpec", str(error)), result)
 
     applied = await apply_broker(ctx, body, owner, spec, previous, generation, result)
     spec = applied.spec
@@ -824,16 +838,16 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
             result.retry = ctx.settings.retry_delay_seconds
     if pending is not None and result.retry is None:
         result.retry = ctx.settings.retry_delay_seconds
-    return _report(builder, applied.failure, result)
+    return finish(builder, applied.failure, result)
 
 
-def _refused(builder: StatusBuilder[Any], failure: Failure, result: Result) -> Result:
+def refused(builder: StatusBuilder[Any], failure: Failure, result: Result) -> Result:
     """The spec cannot be parsed: say what to fix, keep pod facts unknown."""
     builder.observe([], failure)
-    return _report(builder, failure, result)
+    return finish(builder, failure, result)
 
 
-def _report(builder: StatusBuilder[Any], failure: Failure | None, result: Result) -> Result:
+def finish(builder: StatusBuilder[Any], failure: Failure | None, result: Result) -> Result:
     """The status patch, the failure and the transition events of one pass."""
     result.status, result.failure = builder.patch(), failure
     result.events.extend(_transition_events(builder.previous, result.status))

@@ -36,6 +36,17 @@ class OperatorSettings(BaseSettings):
         ge=0,
         description="Replication lag a slave may have to count caught up.",
     )
+    leader_lease: str = Field(
+        default="ferrymq-operator",
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="Name of the leader-election Lease (in POD_NAMESPACE).",
+    )
+    metrics_port: int = Field(
+        default=0,
+        ge=0,
+        le=65535,
+        description="Port of the operator's /metrics (prometheus-client); 0: not served.",
+    )
     retry_delay_seconds: float = Field(
         default=15.0, gt=0, description="Delay before retrying after a transient API error."
     )

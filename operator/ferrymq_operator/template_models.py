@@ -36,7 +36,9 @@ RESERVED_ENV = frozenset(
     }
 )
 # Volumes (and so mount names) of the operator's pods.
-RESERVED_VOLUMES = frozenset({"config", "store", "logs", "tmp", "home", "acl", "tls", "advertised"})
+RESERVED_VOLUMES = frozenset(
+    {"config", "store", "logs", "tmp", "home", "acl", "tls", "advertised", "data", "users"}
+)
 # Paths the operator mounts; a template mount there or below would hide the operator's files.
 RESERVED_MOUNT_PATHS = (
     "/etc/ferrymq",

@@ -17,7 +17,7 @@ from ferrymq.broker.config import (
     persist_properties,
 )
 from ferrymq.broker.local_cluster import LocalCluster
-from ferrymq.broker.processors.admin_broker import plan_runtime_update
+from ferrymq.broker.processors.admin_broker import BlackListed, plan_update
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
@@ -67,17 +67,36 @@ def test_persist_is_atomic_and_keeps_the_mode(tmp_path: Path) -> None:
     assert link.is_symlink() and "default_topic_queue_nums=8" in path.read_text().splitlines()
 
 
-def test_plan_rejects_bad_keys_and_values_naming_the_key(tmp_path: Path) -> None:
-    broker = load_broker_conf(None, env={}).broker
+def test_plan_sorts_keys_as_upstream_takes_them(tmp_path: Path) -> None:
+    conf = load_broker_conf(None, env={})
+    broker, store = conf.broker, conf.store
+    models = [broker, store]
     for text, reason in (
-        ("noSuchKey=1", "'noSuchKey'"),
-        ("listenPort=1", "'listenPort' cannot change at runtime"),
         ("brokerPermission=99", "'brokerPermission'"),
         ("slaveReadEnable=perhaps", "'slaveReadEnable'"),
+        ("flushIntervalCommitLog=0", "'flushIntervalCommitLog'"),
     ):
         with pytest.raises(ValueError, match=reason):
-            plan_runtime_update(broker, text)
-    assert plan_runtime_update(broker, "slaveReadEnable=true") == {"slave_read_enable": True}
+            plan_update(models, text)
+    with pytest.raises(BlackListed, match=r"Can not update config in black list\."):
+        plan_update(models, "brokerConfigPath=/etc/x\nslaveReadEnable=true")
+    plan = plan_update(
+        models,
+        "slaveReadEnable=true\nflushIntervalCommitLog=600\nlistenPort=1\n"
+        "sendThreadPoolQueueCapacity=5\nnoSuchKey=1\n",
+    )
+    # applied now (a BrokerConfig and a MessageStoreConfig field), at the next start, kept
+    # (upstream-only: reported, not acted on), ignored (nobody knows it, as upstream ignores it)
+    assert plan.apply == {(0, "slave_read_enable"): True, (1, "flush_interval_commit_log"): 600}
+    assert plan.at_restart == {"listenPort": "1"}
+    assert plan.kept == {"sendThreadPoolQueueCapacity": "5"}
+    assert plan.ignored == ["noSuchKey"]
+    assert plan.persisted(models) == {
+        "listenPort": "1",
+        "sendThreadPoolQueueCapacity": "5",
+        "slaveReadEnable": "true",
+        "flushIntervalCommitLog": "600",
+    }
 
 
 async def call(client: RemotingClient, addr: str, code: int, body: bytes | None = None) -> str:
@@ -110,7 +129,7 @@ def test_update_survives_a_broker_restart(tmp_path: Path) -> None:
                     client,
                     addr,
                     RequestCode.UPDATE_BROKER_CONFIG,
-                    b"defaultTopicQueueNums=6\nslaveReadEnable=true\n",
+                    b"defaultTopicQueueNums=6\nslaveReadEnable=true\nsendThreadPoolQueueCapacity=5\n",
                 )
                 bad = await client.invoke(
                     addr,
@@ -143,6 +162,8 @@ def test_update_survives_a_broker_restart(tmp_path: Path) -> None:
 
         after = javaproperties.loads(asyncio.run(read()))
         assert after["defaultTopicQueueNums"] == "6" and after["slaveReadEnable"] == "true"
+        # an upstream-only key: kept in broker.conf and reported again after the restart
+        assert after["sendThreadPoolQueueCapacity"] == "5"
 
 
 async def test_unwritable_config_file_keeps_the_update_and_says_so(

@@ -6,6 +6,8 @@ response headers exactly as Java's MQClientAPIImpl.processPopResponse does."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -13,38 +15,42 @@ from broker_helpers import broker_configs
 from ferrymq.broker.app import BrokerApp
 from ferrymq.broker.pop import extra_info as xi
 from ferrymq.client.pop_api import PopApi, PopStatus
-from ferrymq.message import MessageConst, encode_properties
+from ferrymq.message import MessageConst
 from ferrymq.namesrv.app import NamesrvApp
 from ferrymq.remoting.bodies import TopicConfig
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
-from ferrymq.remoting.headers import SendMessageRequestHeader
+from raw_remoting import heartbeat_consumer, send_message
 
 GROUP = "pop_cg"
+
+
+@contextlib.asynccontextmanager
+async def running_broker(root: Path, namesrv_addr: str, port: int = 0) -> AsyncIterator[BrokerApp]:
+    """A broker on ``root`` (started again on the same store and ``port`` for a restart)."""
+    cfg, store_cfg = broker_configs(root, namesrv_addr)
+    cfg.listen_port = port
+    app = BrokerApp(cfg, store_cfg)
+    await app.start()
+    try:
+        yield app
+    finally:
+        await app.stop()
+
+
+async def send(
+    client: RemotingClient, addr: str, topic: str, body: bytes, queue_id: int = 0, **props: str
+) -> RemotingCommand:
+    return await send_message(
+        client, addr, topic, body, queue_id=queue_id, check=True, **{"TAGS": "TagA", **props}
+    )
 
 
 def make_topic(app: BrokerApp, topic: str, queues: int = 2) -> None:
     app.topics.update(
         TopicConfig(topic_name=topic, read_queue_nums=queues, write_queue_nums=queues)
     )
-
-
-async def send(
-    client: RemotingClient, addr: str, topic: str, body: bytes, queue_id: int = 0, **props: str
-) -> RemotingCommand:
-    header = SendMessageRequestHeader(
-        producer_group="pg",
-        topic=topic,
-        queue_id=queue_id,
-        born_timestamp=1,
-        properties=encode_properties({"TAGS": "TagA", "WAIT": "true", **props}),
-    )
-    response = await client.invoke(
-        addr, RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_ext_v2(), body)
-    )
-    assert response.code == ResponseCode.SUCCESS, response.remark
-    return response
 
 
 async def wait_dispatched(app: BrokerApp, topic: str, queue_id: int, count: int) -> None:
@@ -244,38 +250,26 @@ async def test_in_flight_state_survives_a_restart(
 ) -> None:
     """Popped, some acked, broker restarted: the acked ones never come back, the unacked ones
     come back after their invisible time (from the replayed revive topic), none is lost."""
-    cfg, store_cfg = broker_configs(tmp_path / "b", namesrv.addr)
-    app = BrokerApp(cfg, store_cfg)
-    await app.start()
     topic = "PopRestart"
-    try:
+    api = PopApi(client)
+    async with running_broker(tmp_path / "b", namesrv.addr) as app:
         make_topic(app, topic, queues=1)
         for i in range(6):
             await send(client, app.addr, topic, f"r{i}".encode())
         await wait_dispatched(app, topic, 0, 6)
-        api = PopApi(client)
         popped = await pop_until(api, app, 6, group=GROUP, topic=topic, invisible_time_ms=4000)
         assert len(popped) == 6
         for m in popped[:3]:
             assert await api.ack(app.addr, GROUP, topic, m.properties[MessageConst.PROPERTY_POP_CK])
         port = app.port
-    finally:
-        await app.stop()
-    cfg2, store_cfg2 = broker_configs(tmp_path / "b", namesrv.addr)
-    cfg2.listen_port = port
-    app2 = BrokerApp(cfg2, store_cfg2)
-    await app2.start()
-    try:
+    async with running_broker(tmp_path / "b", namesrv.addr, port) as app2:
         assert app2.rocket5 is not None
         assert len(app2.rocket5.pop.inflight) == 1  # the checkpoint, with three bits set
-        api = PopApi(client)
         back = await pop_until(api, app2, 3, group=GROUP, topic=topic, invisible_time_ms=60_000)
         assert sorted(m.body for m in back) == [b"r3", b"r4", b"r5"]
         assert all(m.reconsume_times == 1 for m in back)
         none = await api.pop(app2.addr, "broker-a", group=GROUP, topic=topic, poll_time_ms=1500)
         assert none.messages == []
-    finally:
-        await app2.stop()
 
 
 @pytest.mark.parametrize("mode", ["POP", "PULL"])
@@ -286,6 +280,8 @@ async def test_set_mode_and_query_assignment(
     make_topic(broker, topic, queues=4)
     api = PopApi(client)
     await api.set_message_request_mode(broker.addr, topic=topic, group=GROUP, mode=mode)
+    assert await api.query_assignment(broker.addr, topic=topic, group=GROUP, client_id="c1") is None
+    await heartbeat_consumer(client, broker.addr, "c1", GROUP, topic)
     got = await api.query_assignment(broker.addr, topic=topic, group=GROUP, client_id="c1")
     assert got is not None
     queue_ids = sorted(a["messageQueue"]["queueId"] for a in got)
@@ -294,3 +290,110 @@ async def test_set_mode_and_query_assignment(
     assert queue_ids == ([-1] if mode == "POP" else [0, 1, 2, 3])
     with pytest.raises(Exception, match="retry topic is not allowed"):
         await api.set_message_request_mode(broker.addr, topic="%RETRY%x", group=GROUP, mode="POP")
+
+
+async def test_demote_then_promote_rebuilds_in_flight_state(
+    broker: BrokerApp, client: RemotingClient
+) -> None:
+    """What controller mode does on a role change (role_switch): services stop on demotion and
+    replay the revive topic on promotion; a pop in between is refused."""
+    topic = "PopRole"
+    make_topic(broker, topic, queues=1)
+    for i in range(3):
+        await send(client, broker.addr, topic, f"p{i}".encode())
+    await wait_dispatched(broker, topic, 0, 3)
+    api = PopApi(client)
+    popped = await pop_until(api, broker, 3, group=GROUP, topic=topic, invisible_time_ms=3000)
+    assert await api.ack(
+        broker.addr, GROUP, topic, popped[0].properties[MessageConst.PROPERTY_POP_CK]
+    )
+    rocket5 = broker.rocket5
+    assert rocket5 is not None
+    await rocket5.shutdown()
+    with pytest.raises(Exception, match="not a master"):
+        await api.pop(broker.addr, "broker-a", group=GROUP, topic=topic)
+    await rocket5.promote()
+    assert len(rocket5.pop.inflight) == 1
+    back = await pop_until(api, broker, 2, group=GROUP, topic=topic, invisible_time_ms=60_000)
+    assert sorted((m.body, m.reconsume_times) for m in back) == [(b"p1", 1), (b"p2", 1)]
+
+
+async def test_forward_to_dlq_as_the_proxy_does(broker: BrokerApp, client: RemotingClient) -> None:
+    """The 5.x proxy's ForwardMessageToDeadLetterQueue (and its DLQ after max attempts):
+    CONSUMER_SEND_MSG_BACK with the handle's commitLogOffset and delayLevel -1, then an ack."""
+    topic = "PopDlq"
+    make_topic(broker, topic, queues=1)
+    await send(client, broker.addr, topic, b"dead")
+    await wait_dispatched(broker, topic, 0, 1)
+    api = PopApi(client)
+    [first] = await pop_until(api, broker, 1, group=GROUP, topic=topic, invisible_time_ms=1000)
+    # let it come back once from the retry topic, so the forwarded copy is a retried one
+    [msg] = await pop_until(api, broker, 1, group=GROUP, topic=topic, invisible_time_ms=60_000)
+    assert msg.reconsume_times == 1
+    ext = {
+        "offset": msg.commit_log_offset,
+        "group": GROUP,
+        "delayLevel": -1,
+        "originMsgId": msg.msg_id,
+        "originTopic": topic,
+        "maxReconsumeTimes": 0,
+    }
+    r = await client.invoke(
+        broker.addr, RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, ext)
+    )
+    assert r.code == ResponseCode.SUCCESS, r.remark
+    assert await api.ack(broker.addr, GROUP, topic, msg.properties[MessageConst.PROPERTY_POP_CK])
+    dlq = f"%DLQ%{GROUP}"
+    await wait_dispatched(broker, dlq, 0, 1)
+    assert broker.store is not None
+    result = broker.store.get_message("t", dlq, 0, 0, 1)
+    try:
+        from ferrymq.store.record import decode_messages
+
+        [dead] = decode_messages(result.body())
+    finally:
+        result.release()
+    assert dead.body == b"dead" and dead.reconsume_times == 2
+    none = await api.pop(broker.addr, "broker-a", group=GROUP, topic=topic, poll_time_ms=2000)
+    assert none.messages == [] and first.body == b"dead"
+
+
+async def test_orderly_state_survives_a_restart(
+    tmp_path: Path, namesrv: NamesrvApp, client: RemotingClient
+) -> None:
+    topic = "PopFifoRestart"
+    kw = {"group": "fifo_r_cg", "topic": topic, "order": True, "max_msg_nums": 1}
+    api = PopApi(client)
+    async with running_broker(tmp_path / "o", namesrv.addr) as app:
+        make_topic(app, topic, queues=1)
+        for i in range(2):
+            await send(client, app.addr, topic, f"f{i}".encode())
+        await wait_dispatched(app, topic, 0, 2)
+        [head] = await pop_until(api, app, 1, invisible_time_ms=4000, **kw)
+        assert head.body == b"f0"
+        port = app.port
+    async with running_broker(tmp_path / "o", namesrv.addr, port) as app2:
+        # still invisible after the restart: the queue stays blocked, then the head comes back
+        # with reconsumeTimes 1 (the saved count), and nothing was skipped
+        blocked = await api.pop(app2.addr, "broker-a", invisible_time_ms=60_000, **kw)  # type: ignore[arg-type]
+        assert blocked.messages == []
+        [again] = await pop_until(api, app2, 1, invisible_time_ms=60_000, **kw)
+        assert (again.body, again.reconsume_times) == (b"f0", 1)
+
+
+async def test_first_pop_from_last_starts_at_zero_while_message_zero_is_in_memory(
+    broker: BrokerApp, client: RemotingClient
+) -> None:
+    """Upstream getInitOffset with initPopOffsetByCheckMsgInMem (default true): a new group that
+    pops CONSUME_FROM_LAST a queue still beginning at 0 gets message 0 onwards, not only the last
+    (ferrymq began at max-1: a 5.x FIFO consumer started after its producer lost 9 of 10)."""
+    topic = "PopInitLast"
+    make_topic(broker, topic, queues=1)
+    for i in range(4):
+        await send(client, broker.addr, topic, f"m{i}".encode(), queue_id=0)
+    await wait_dispatched(broker, topic, 0, 4)
+    api = PopApi(client)
+    result = await api.pop(
+        broker.addr, "broker-a", group="pop_init_last", topic=topic, max_msg_nums=32, init_mode=1
+    )
+    assert [m.body for m in result.messages] == [b"m0", b"m1", b"m2", b"m3"]

@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,12 +16,13 @@ from pathlib import Path
 import pytest
 from ferrymq.broker.local_cluster import LocalCluster
 from ferrymq.client.pop_api import PopApi
-from ferrymq.message import MessageConst, encode_properties
+from ferrymq.message import MessageConst
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
-from ferrymq.remoting.headers import PULL_FLAG_SUBSCRIPTION, SendMessageRequestHeader
+from ferrymq.remoting.headers import PULL_FLAG_SUBSCRIPTION
 from ferrymq.store.record import decode_messages
+from raw_remoting import create_topic, send_message
 
 GROUP = "pop_fault_cg"
 
@@ -31,34 +31,6 @@ GROUP = "pop_fault_cg"
 def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
     with LocalCluster(tmp_path / "c", groups=1, namesrv_port=0, broker_port=0) as c:
         yield c
-
-
-async def create_topic(client: RemotingClient, addr: str, topic: str) -> None:
-    ext = {
-        "topic": topic,
-        "readQueueNums": 1,
-        "writeQueueNums": 1,
-        "perm": 6,
-        "topicFilterType": "SINGLE_TAG",
-        "topicSysFlag": 0,
-        "order": "false",
-    }
-    r = await client.invoke(addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, ext))
-    assert r.code == ResponseCode.SUCCESS, r.remark
-
-
-async def send(client: RemotingClient, addr: str, topic: str, body: bytes, **props: str) -> None:
-    header = SendMessageRequestHeader(
-        producer_group="pg",
-        topic=topic,
-        queue_id=0,
-        born_timestamp=int(time.time() * 1000),
-        properties=encode_properties({"WAIT": "true", **props}),
-    )
-    r = await client.invoke(
-        addr, RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_ext_v2(), body)
-    )
-    assert r.code == ResponseCode.SUCCESS, r.remark
 
 
 async def max_offset(client: RemotingClient, addr: str, topic: str, qid: int) -> int:
@@ -76,7 +48,7 @@ async def test_kill_9_keeps_in_flight_and_acked_state(cluster: LocalCluster) -> 
         await create_topic(client, addr, topic)
         bodies = [f"k{i}".encode() for i in range(40)]
         for body in bodies:
-            await send(client, addr, topic, body)
+            await send_message(client, addr, topic, body, check=True)
         api = PopApi(client)
         # consumer A: pops 20, acks 10 (5 one by one, 5 in a batch), then dies holding 10
         popped: list = []  # type: ignore[type-arg]
@@ -138,11 +110,12 @@ async def test_timer_messages_survive_kill_9(cluster: LocalCluster) -> None:
         await create_topic(client, addr, topic)
         count = 100
         for i in range(count):
-            await send(
+            await send_message(
                 client,
                 addr,
                 topic,
                 f"d{i}".encode(),
+                check=True,
                 UNIQ_KEY=f"U{i}",
                 TIMER_DELAY_MS=str(1500 + (i * 97) % 6000),
             )
@@ -186,7 +159,7 @@ async def test_revive_topic_is_replicated_to_the_slave(tmp_path: Path) -> None:
             master, slave = c.broker_addrs
             await create_topic(client, master, topic)
             for i in range(5):
-                await send(client, master, topic, f"s{i}".encode())
+                await send_message(client, master, topic, f"s{i}".encode(), check=True)
             api = PopApi(client)
             got: list = []  # type: ignore[type-arg]
             while len(got) < 5:

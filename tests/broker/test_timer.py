@@ -20,14 +20,13 @@ from ferrymq.broker.timer.timer_message import (
     illegal_remark,
 )
 from ferrymq.client.pop_api import PopApi
-from ferrymq.message import MessageInner, encode_properties
+from ferrymq.message import MessageInner
 from ferrymq.remoting.bodies import TopicConfig
 from ferrymq.remoting.client import RemotingClient
-from ferrymq.remoting.codes import RequestCode, ResponseCode
-from ferrymq.remoting.command import RemotingCommand
-from ferrymq.remoting.headers import SendMessageRequestHeader
+from ferrymq.remoting.codes import ResponseCode
 from ferrymq.store.record import decode_messages
 from ferrymq.store.results import PutMessageResult, PutMessageStatus
+from raw_remoting import send_message as send
 
 NOW = 1_700_000_000_000
 
@@ -97,21 +96,6 @@ def test_recall_handle_codec() -> None:
 
 
 # --- over remoting ----------------------------------------------------------------------------
-
-
-async def send(
-    client: RemotingClient, addr: str, topic: str, body: bytes, **props: str
-) -> RemotingCommand:
-    header = SendMessageRequestHeader(
-        producer_group="pg",
-        topic=topic,
-        queue_id=0,
-        born_timestamp=int(time.time() * 1000),
-        properties=encode_properties({"WAIT": "true", **props}),
-    )
-    return await client.invoke(
-        addr, RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_ext_v2(), body)
-    )
 
 
 def delivered(app: BrokerApp, topic: str) -> list:  # type: ignore[type-arg]

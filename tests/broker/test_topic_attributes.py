@@ -3,6 +3,8 @@ the admin codes against a live broker (the Topic/ConsumerGroup resources rely on
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from ferrymq.broker import topic_attributes as ta
 from ferrymq.broker.app import BrokerApp
@@ -104,3 +106,40 @@ async def test_subscription_group_admin_calls(broker: BrokerApp, client: Remotin
     await api.delete_subscription_group(broker.addr, "orderly")
     table = (await api.get_all_subscription_group_config(broker.addr)).subscription_group_table
     assert "orderly" not in table
+
+
+def test_mixed_is_refused_unless_the_broker_allows_it() -> None:
+    with pytest.raises(ta.MixedRefused, match=r"MIXED message type is not supported\."):
+        ta.alter({}, ta.parse_operations("+message.type=MIXED"), create=True)
+    assert ta.MixedRefused().code == ResponseCode.INVALID_PARAMETER
+    assert ta.alter({}, {"message.type": "MIXED"}, create=True, allow_mixed=True) == {
+        "message.type": "MIXED"
+    }
+    assert ta.alter({}, {"message.type": "UNSPECIFIED"}, create=True) == {
+        "message.type": "UNSPECIFIED"
+    }
+
+
+async def test_cli_topic_create_sets_message_type(broker: BrokerApp) -> None:
+    import asyncio
+
+    from ferrymq.cli.main import app
+    from typer.testing import CliRunner
+
+    namesrv = broker.config.namesrv_addr
+    assert namesrv is not None
+
+    def create(topic: str, kind: str) -> Any:
+        argv = ["admin", "topic", "create", "-t", topic, "-n", namesrv, "-b", broker.addr]
+        return CliRunner().invoke(app, [*argv, "-r", "2", "-w", "2", "-a", f"+message.type={kind}"])
+
+    # the CLI runs its own event loop: in a thread, so the broker's loop keeps serving
+    result = await asyncio.to_thread(create, "CliFifo", "FIFO")
+    assert result.exit_code == 0, result.output
+    config = broker.topics.get("CliFifo")
+    assert config is not None and config.attributes == {"message.type": "FIFO"}
+    refused = await asyncio.to_thread(create, "CliMixed", "MIXED")
+    assert refused.exit_code != 0
+    assert (
+        "MIXED message type is not" in refused.output and "INVALID_PARAMETER (29)" in refused.output
+    )

@@ -35,7 +35,7 @@ def _scope(role: dict[str, Any], bindings: list[dict[str, Any]]) -> str | None:
         if binding["roleRef"]["kind"] != role["kind"]:
             continue
         if binding["kind"] == "ClusterRoleBinding":
-            return "every namespace + cluster"
+            return "cluster-wide"
         return str(binding["metadata"]["namespace"])
     return None
 
@@ -59,6 +59,8 @@ def table(docs: list[dict[str, Any]]) -> str:
         for rule in role["rules"]:
             groups = ", ".join(g or "core" for g in rule.get("apiGroups", []))
             resources = ", ".join(rule.get("resources", []))
+            if rule.get("resourceNames"):
+                resources += f" (only {', '.join(rule['resourceNames'])})"
             verbs = ", ".join(rule["verbs"])
             rows.append(f"| {scope} | {groups} | {resources} | {verbs} |")
     head = "| where | API groups | resources | verbs |\n|---|---|---|---|\n"

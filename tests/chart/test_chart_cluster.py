@@ -215,7 +215,8 @@ def test_operator_reconciles_with_only_the_charts_rbac(
     Deployment's Pod, since there is no kubelet; the liveness endpoint moves to a free loopback port.
     """
     release = release_name()
-    extra = ["--set", f"watchNamespaces={{{k8s_namespace}}}"] if watch == "one-namespace" else []
+    # default: the release namespace only; all: watchNamespaces={*}
+    extra = [] if watch == "one-namespace" else ["--set", "watchNamespaces={*}"]
     run([helm_bin, "install", release, CHART, "-n", k8s_namespace, *extra], env=kube_api.env())
     docs = documents(
         run([helm_bin, "get", "manifest", release, "-n", k8s_namespace], env=kube_api.env()).stdout
@@ -229,11 +230,15 @@ def test_operator_reconciles_with_only_the_charts_rbac(
     )
     env = kube_api.env()
     env["KUBECONFIG"] = str(kubeconfig)
-    env.update({e["name"]: e["value"] for e in pod["containers"][0].get("env", [])})
+    env.update({e["name"]: e["value"] for e in pod["containers"][0].get("env", []) if "value" in e})
+    # the downward API's values, as the kubelet would set them; no /metrics on the host's
+    # addresses (the chart's metricsPort would listen on 0.0.0.0)
+    env.update(
+        POD_NAMESPACE=k8s_namespace, POD_NAME="operator-0", FERRYMQ_OPERATOR_METRICS_PORT="0"
+    )
     log_path = tmp_path / "operator.log"
     argv = [
-        str(Path(sys.executable).with_name("kopf")),
-        "run", "--standalone", "-m", "ferrymq_operator.handlers",
+        sys.executable, "-m", "ferrymq_operator",  # the image's entrypoint
         *args,
         f"--liveness=http://127.0.0.1:{pick_free_port('127.0.0.1')}/healthz",
     ]  # fmt: skip
@@ -272,6 +277,11 @@ def test_operator_reconciles_with_only_the_charts_rbac(
 
             wait_for("the operator to create the StatefulSet", statefulset, timeout=90)
             wait_for("the operator to write status conditions", status_written, timeout=90)
+            # it reconciles as the holder of the leader Lease (the chart enables election)
+            lease = k8s.CoordinationV1Api(k8s_client).read_namespaced_lease(
+                "ferrymq-operator", k8s_namespace
+            )
+            assert lease.spec.holder_identity == "operator-0"
         finally:
             proc.terminate()
             try:

@@ -93,12 +93,24 @@ def container_args(docs: list[dict[str, Any]]) -> list[str]:
     return args
 
 
-def test_all_namespaces_by_default(helm_bin: Path) -> None:
+def test_release_namespace_only_by_default(helm_bin: Path) -> None:
     docs = rendered(helm_bin)
+    args = container_args(docs)
+    assert "--all-namespaces" not in args
+    assert [a for a in args if a.startswith("--namespace")] == ["--namespace=ferrymq-system"]
+    roles = {r["metadata"]["name"]: r for r in by_kind(docs, "Role")}
+    assert {r["metadata"]["namespace"] for r in roles.values()} == {"ferrymq-system"}
+    bound = {b["roleRef"]["name"] for b in by_kind(docs, "ClusterRoleBinding")}
+    assert bound == {"ferrymq-ferrymq-operator-discovery"}
+
+
+def test_star_watches_every_namespace_with_a_cluster_role(helm_bin: Path) -> None:
+    docs = rendered(helm_bin, "--set", "watchNamespaces={*}")
     args = container_args(docs)
     assert "--all-namespaces" in args
     assert not any(a.startswith("--namespace") for a in args)
-    assert not by_kind(docs, "Role") and not by_kind(docs, "RoleBinding")
+    bound = {b["roleRef"]["name"] for b in by_kind(docs, "ClusterRoleBinding")}
+    assert "ferrymq-ferrymq-operator" in bound
 
 
 def test_watched_namespaces_get_a_role_each_and_no_cluster_wide_write(helm_bin: Path) -> None:
@@ -109,13 +121,23 @@ def test_watched_namespaces_get_a_role_each_and_no_cluster_wide_write(helm_bin: 
         "--namespace=team-a",
         "--namespace=team-b",
     ]
-    assert sorted(r["metadata"]["namespace"] for r in by_kind(docs, "Role")) == ["team-a", "team-b"]
-    assert sorted(b["metadata"]["namespace"] for b in by_kind(docs, "RoleBinding")) == [
+    # a Role per watched namespace, and the leader-election Role in the release namespace
+    assert sorted(r["metadata"]["namespace"] for r in by_kind(docs, "Role")) == [
+        "ferrymq-system",
         "team-a",
         "team-b",
     ]
-    # What stays cluster-wide is read-only (kopf's discovery of CRDs and namespaces).
+    assert sorted(b["metadata"]["namespace"] for b in by_kind(docs, "RoleBinding")) == [
+        "ferrymq-system",
+        "team-a",
+        "team-b",
+    ]
+    # What the operator holds cluster-wide is read-only (discovery of CRDs, StorageClasses);
+    # the aggregated self-service roles are not bound to it.
+    bound = {b["roleRef"]["name"] for b in by_kind(docs, "ClusterRoleBinding")}
     for role in by_kind(docs, "ClusterRole"):
+        if role["metadata"]["name"] not in bound:
+            continue
         for rule in role["rules"]:
             assert set(rule["verbs"]) <= {"get", "list", "watch"}, rule
 
@@ -173,7 +195,18 @@ def test_operator_pod_is_hardened_and_probed(helm_bin: Path) -> None:
     assert security.get("runAsNonRoot") is True
     assert container.get("securityContext", {}).get("allowPrivilegeEscalation") is False
     probe = container["livenessProbe"]["httpGet"]
+    # with leader election (default) a waiting replica runs no kopf: /metrics answers for it
+    assert (probe["path"], probe["port"]) == ("/metrics", "metrics")
+    single = one(
+        rendered(helm_bin, "--set", "replicas=1", "--set", "leaderElection.enabled=false"),
+        "Deployment",
+    )
+    probe = single["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]["httpGet"]
     assert probe["path"] == "/healthz"
+    out = run(
+        [helm_bin, "template", "x", CHART, "--set", "leaderElection.enabled=false"], check=False
+    )
+    assert out.returncode != 0 and "needs leaderElection.enabled" in out.stderr
     assert container.get("resources")
 
 

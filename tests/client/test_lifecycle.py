@@ -90,3 +90,50 @@ async def test_admin_client_needs_an_address_or_a_shared_instance() -> None:
 
     with pytest.raises(ValueError, match=r"^an admin client needs namesrv_addr"):
         AdminClient()
+
+
+UPSTREAM_DUPLICATE = (
+    "The consumer group[lifecycle-dup] has been created before, specify another name please."
+    "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
+)
+
+
+async def test_a_second_consumer_of_a_group_in_one_client_instance_is_refused(
+    cluster: LocalCluster,
+) -> None:
+    """Upstream refuses it with this message (DefaultMQPushConsumerImpl.start): both would share
+    the client id the broker relays GET_CONSUMER_RUNNING_INFO by (issue 34, item 6)."""
+    from ferrymq.client.errors import MQClientError
+
+    instance = ClientInstance(cluster.namesrv_addr)
+    first = PushConsumer("lifecycle-dup", instance=instance)
+    first.register_listener(lambda msgs, ctx: True)
+    first.subscribe("LifecycleTopic")
+    second = PushConsumer("lifecycle-dup", instance=instance)
+    second.register_listener(lambda msgs, ctx: True)
+    second.subscribe("LifecycleTopic")
+    pull = PullConsumer("lifecycle-dup", instance=instance)
+    # the same client id in one process (an explicit instanceName): upstream shares the instance
+    twin = ClientInstance(cluster.namesrv_addr, instance_name=instance.instance_name)
+    third = PushConsumer("lifecycle-dup", instance=twin)
+    third.register_listener(lambda msgs, ctx: True)
+    third.subscribe("LifecycleTopic")
+    try:
+        async with first:
+            for refused in (second, pull, third):
+                with pytest.raises(MQClientError) as exc:
+                    await refused.start()
+                assert str(exc.value) == UPSTREAM_DUPLICATE
+                assert refused._state == "created"
+            other = PushConsumer("lifecycle-other", instance=instance)
+            other.register_listener(lambda msgs, ctx: True)
+            other.subscribe("LifecycleTopic")
+            async with other:
+                other_ok = other._state  # another group in the same instance is fine
+        # once the first left, the group may start again in this instance
+        async with PullConsumer("lifecycle-dup", instance=instance) as again:
+            assert again._state == "running"
+    finally:
+        await instance.shutdown()
+        await twin.shutdown()
+    assert other_ok == "running"

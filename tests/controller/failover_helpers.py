@@ -38,8 +38,17 @@ GROUP = "broker-a"
 PULL_FLAG_SUBSCRIPTION = 4
 
 
+# a frozen member stays in the SyncStateSet (tests of what a held member means for writes and
+# reads; by default it leaves after haMaxTimeSlaveNotCatchup, 3 s: test_lost_replica.py)
+KEEP_FROZEN_MEMBERS = {"haMaxTimeSlaveNotCatchup": "600000"}
+
+
 def failover_cluster(
-    data_dir: Path, *, all_ack: bool = True, file_size: int = 1024 * 1024
+    data_dir: Path,
+    *,
+    all_ack: bool = True,
+    file_size: int = 1024 * 1024,
+    extra_conf: dict[str, str] | None = None,
 ) -> ControllerLocalCluster:
     """One group of 3 replicas (brokerId 1..3), SYNC_FLUSH, small CommitLog files; heartbeat
     timeout 3 s (broker lease 1.5 s), heartbeat every 300 ms, controller scan every 200 ms."""
@@ -51,7 +60,7 @@ def failover_cluster(
         broker_port=0,
         flush_disk_type="SYNC_FLUSH",
         mapped_file_size_commit_log=file_size,
-        extra_conf={"haSlaveSyncInterval": "1000"},
+        extra_conf={"haSlaveSyncInterval": "1000", **(extra_conf or {})},
         all_ack_in_sync_state_set=all_ack,
         heartbeat_timeout_ms=3000,
         heartbeat_interval_ms=300,

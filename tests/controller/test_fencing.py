@@ -22,6 +22,7 @@ from ferrymq.message import Message
 from ferrymq.remoting.client import RemotingClient
 
 from .failover_helpers import (
+    KEEP_FROZEN_MEMBERS,
     TOPIC,
     Recorder,
     addr_of,
@@ -160,7 +161,9 @@ async def test_demoted_master_with_a_divergent_tail_cuts_it_and_rejoins(tmp_path
     has). Then the master freezes and the slaves resume: one is elected without that tail. The
     old master, resumed, must cut the tail (re-executing itself to do it with its store closed)
     and serve exactly the new master's queues."""
-    with failover_cluster(tmp_path / "cluster", file_size=32 * 1024 * 1024) as cluster:
+    with failover_cluster(
+        tmp_path / "cluster", file_size=32 * 1024 * 1024, extra_conf=KEEP_FROZEN_MEMBERS
+    ) as cluster:
         client = RemotingClient()
         api = BrokerApi(client)
         rec = Recorder()

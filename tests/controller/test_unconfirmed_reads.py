@@ -21,6 +21,7 @@ from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.errors import RemotingError
 
 from .failover_helpers import (
+    KEEP_FROZEN_MEMBERS,
     TOPIC,
     addr_of,
     failover_cluster,
@@ -41,7 +42,7 @@ async def served_by_all(api: BrokerApi, addrs: list[str], body: bytes) -> bool:
 
 
 async def test_no_replica_serves_what_the_sync_state_set_has_not_confirmed(tmp_path: Path) -> None:
-    with failover_cluster(tmp_path / "cluster") as cluster:
+    with failover_cluster(tmp_path / "cluster", extra_conf=KEEP_FROZEN_MEMBERS) as cluster:
         client = RemotingClient()
         api = BrokerApi(client)
         master = await prepare(client, cluster)

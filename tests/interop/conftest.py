@@ -12,20 +12,31 @@ from collections.abc import Iterator
 import pytest
 from ferrymq.broker.local_cluster import LocalCluster
 
+from .java_runner import CLIENTS, JavaScenarios
 from .reference import TARGETS, ApacheCluster, Target, ferrymq_cluster
+
+# Broker settings both clusters get: SQL92 filtering on (upstream's default is off), the trace
+# topic created (off by default), and the transaction check-back after 3 s instead of upstream's
+# 6 s timeout and 30 s (ferrymq 60 s) period.
+BROKER_CONF = {
+    "enablePropertyFilter": "true",
+    "traceTopicEnable": "true",
+    "transactionTimeOut": "3000",
+    "transactionCheckInterval": "1000",
+}
 
 
 @pytest.fixture(scope="session")
 def apache_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheCluster]:
     """One Apache NameServer and one broker (broker-a)."""
-    with ApacheCluster(tmp_path_factory.mktemp("apache")) as cluster:
+    with ApacheCluster(tmp_path_factory.mktemp("apache"), broker_conf=BROKER_CONF) as cluster:
         yield cluster
 
 
 @pytest.fixture(scope="session")
 def ferrymq_processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """One ferrymq NameServer and one broker (broker-a), as processes."""
-    with ferrymq_cluster(tmp_path_factory.mktemp("ferrymq")) as cluster:
+    with ferrymq_cluster(tmp_path_factory.mktemp("ferrymq"), broker_conf=BROKER_CONF) as cluster:
         yield cluster
 
 
@@ -35,3 +46,22 @@ def target(request: pytest.FixtureRequest) -> Target:
     name: str = request.param
     fixture = "apache_cluster" if name == "apache" else "ferrymq_processes"
     return Target(name, request.getfixturevalue(fixture))
+
+
+@pytest.fixture
+def targets(apache_cluster: ApacheCluster, ferrymq_processes: LocalCluster) -> list[Target]:
+    """Both, for a test that compares them itself: the oracle first."""
+    return [Target("apache", apache_cluster), Target("ferrymq", ferrymq_processes)]
+
+
+@pytest.fixture(scope="session", params=sorted(CLIENTS))
+def java_client(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[JavaScenarios]:
+    """The scenario JVM on rocketmq-client 4.9.8, then on 5.4.0 (built once per session)."""
+    client: str = request.param
+    runner = JavaScenarios(client, tmp_path_factory.mktemp(f"java-{client}"))
+    try:
+        yield runner
+    finally:
+        runner.close()

@@ -11,14 +11,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
+from ferrymq.client.pop_api import PopApi
+from ferrymq.remoting.client import RemotingClient
+from ferrymq.remoting.codes import ResponseCode
+from raw_remoting import create_topic, heartbeat_consumer
 
-from .reference import Target, resolve_classpath, run_java
+from .reference import Target, resolve_classpath, run_java, run_mqadmin
 
 PROBE = Path(__file__).parent / "pop" / "PopProbe.java"
 
@@ -40,6 +45,7 @@ def run_probe(
     return lines
 
 
+@pytest.mark.timeout(600)  # the first test of a session also waits for Apache's JVMs
 def test_java_push_consumer_in_pop_mode(target: Target, tmp_path: Path) -> None:
     topic, group = f"PopPush_{target.name}", f"pop_push_cg_{target.name}"
     lines = run_probe(target, "push", tmp_path, topic, group, 4)
@@ -56,6 +62,7 @@ def test_java_push_consumer_in_pop_mode(target: Target, tmp_path: Path) -> None:
     assert Counter(d["popCkFields"] for d in deliveries) == Counter({8: len(deliveries)})
 
 
+@pytest.mark.timeout(600)
 def test_java_proxy_calls(target: Target, tmp_path: Path) -> None:
     topic, group = f"PopApi_{target.name}", f"pop_api_cg_{target.name}"
     lines = run_probe(target, "api", tmp_path, topic, group, 4)
@@ -82,3 +89,46 @@ def test_java_proxy_calls(target: Target, tmp_path: Path) -> None:
 def _java_tools() -> None:
     """The probe needs the JDK the launcher installs (and its resolved classpath)."""
     resolve_classpath()
+
+
+async def test_mqadmin_set_consume_mode(target: Target, tmp_path: Path) -> None:
+    """``mqadmin setConsumeMode -b <broker> -m POP`` (SET_MESSAGE_REQUEST_MODE), then
+    QUERY_ASSIGNMENT answers POP with queue id -1 per broker once the group has a consumer.
+    (``-c`` asks the NameServer first; a loaded machine made Apache's time out there.)"""
+    topic, group = f"PopMode_{target.name}", f"pop_mode_cg_{target.name}"
+    client = RemotingClient()
+    try:
+        addr = target.broker_addrs[0]
+        reply = await create_topic(client, addr, topic, 2)
+        assert reply.code == ResponseCode.SUCCESS, reply.remark
+        done = await asyncio.to_thread(
+            run_mqadmin,
+            [
+                "setConsumeMode",
+                "-n",
+                target.namesrv_addr,
+                "-b",
+                addr,
+                "-t",
+                topic,
+                "-g",
+                group,
+                "-m",
+                "POP",
+                "-q",
+                "0",
+            ],
+            tmp_path / "mqadmin",
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"set consume mode to {addr} success" in done.stdout, done.stdout + done.stderr
+        api = PopApi(client)
+        # no consumer of the group has sent a heartbeat yet: no assignment (null), as upstream
+        assert await api.query_assignment(addr, topic=topic, group=group, client_id="c1") is None
+        await heartbeat_consumer(client, addr, "c1", group, topic)
+        got = await api.query_assignment(addr, topic=topic, group=group, client_id="c1")
+        assert got is not None and len(got) == 1
+        assert got[0]["messageQueue"] == {"topic": topic, "brokerName": "broker-a", "queueId": -1}
+        assert got[0]["mode"] == "POP"
+    finally:
+        await client.close()

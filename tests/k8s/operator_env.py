@@ -107,7 +107,7 @@ class Cluster:
     # --- custom resources ---
 
     def create(self, plural: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-        kind = {"nameservers": "NameServer", "brokers": "Broker"}[plural]
+        kind = {"nameservers": "NameServer", "brokers": "Broker", "consoles": "Console"}[plural]
         body = {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": kind,

@@ -77,6 +77,43 @@ def test_other_runc_commands_are_not_touched() -> None:
     assert runc_clamp.bundle_of(["--version"]) is None
 
 
+STATUS_WITHOUT_SYS_RESOURCE = "Name:\tx\nCapBnd:\t000001fffeffffff\nCapAmb:\t0000000000000000\n"
+
+
+def test_the_bounding_set_is_read_from_proc_status() -> None:
+    allowed = runc_clamp.bounding_set(STATUS_WITHOUT_SYS_RESOURCE)
+    assert "CAP_SYS_RESOURCE" not in allowed
+    assert {"CAP_SYS_ADMIN", "CAP_NET_ADMIN", "CAP_CHECKPOINT_RESTORE"} <= allowed
+    assert len(allowed) == len(runc_clamp.CAPS) - 1
+
+
+def test_capabilities_outside_the_bounding_set_are_dropped() -> None:
+    allowed = runc_clamp.bounding_set(STATUS_WITHOUT_SYS_RESOURCE)
+    caps = {
+        "bounding": ["CAP_CHOWN", "CAP_SYS_RESOURCE", "CAP_FUTURE"],
+        "effective": ["CAP_SYS_RESOURCE"],
+        "permitted": ["CAP_CHOWN"],
+    }
+    assert runc_clamp.drop_caps(caps, allowed) is True
+    # unknown names are runc's business, not the wrapper's
+    assert caps == {
+        "bounding": ["CAP_CHOWN", "CAP_FUTURE"],
+        "effective": [],
+        "permitted": ["CAP_CHOWN"],
+    }
+    assert runc_clamp.drop_caps(caps, allowed) is False
+    assert runc_clamp.drop_caps(None, allowed) is False
+
+
+def test_the_process_file_of_an_exec_is_found() -> None:
+    argv = ["--root", "/r", "--log", "/l", "exec", "--process", "/p.json", "--detach", "id"]
+    assert runc_clamp.process_of(argv) == "/p.json"
+    assert runc_clamp.process_of(["exec", "-p", "/q", "id"]) == "/q"
+    assert runc_clamp.process_of(["exec", "--process=/s", "id"]) == "/s"
+    assert runc_clamp.process_of(["create", "--bundle", "/b", "id"]) is None
+    assert runc_clamp.process_of(["exec", "id", "sh"]) is None
+
+
 def test_create_rewrites_the_bundle_then_execs_the_real_runc(tmp_path: Path) -> None:
     """Through the real runc: the bundle has no rootfs, so runc fails after the wrapper rewrote it."""
     runc = shutil.which("runc") or "/usr/sbin/runc"
@@ -84,7 +121,10 @@ def test_create_rewrites_the_bundle_then_execs_the_real_runc(tmp_path: Path) -> 
         pytest.skip("runc not installed (scripts/setup.sh installs it)")
     bundle = tmp_path / "bundle"
     bundle.mkdir()
-    (bundle / "config.json").write_text(json.dumps(config_with(-998)))
+    config = config_with(-998)
+    config["process"]["capabilities"] = {"bounding": [*sorted(runc_clamp.bounding_set(
+        Path("/proc/self/status").read_text())), "CAP_SYS_RESOURCE"]}  # fmt: skip
+    (bundle / "config.json").write_text(json.dumps(config))
     out = subprocess.run(
         [str(WRAPPER), "--root", str(tmp_path / "state"), "create", "--bundle", str(bundle), "t1"],
         env={**os.environ, "FERRYMQ_REAL_RUNC": runc},
@@ -93,7 +133,10 @@ def test_create_rewrites_the_bundle_then_execs_the_real_runc(tmp_path: Path) -> 
         timeout=60,
         check=False,
     )
-    assert json.loads((bundle / "config.json").read_text())["process"]["oomScoreAdj"] == 0
+    rewritten = json.loads((bundle / "config.json").read_text())["process"]
+    assert rewritten["oomScoreAdj"] == 0
+    allowed = runc_clamp.bounding_set(Path("/proc/self/status").read_text())
+    assert set(rewritten["capabilities"]["bounding"]) <= allowed
     # The exit status and message are runc's own (an incomplete bundle), not the wrapper's.
     assert out.returncode != 0
     assert "Traceback" not in out.stderr

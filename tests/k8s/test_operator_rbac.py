@@ -98,7 +98,9 @@ def test_operator_works_with_the_chart_rbac_only(
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("KUBECONFIG", str(service_account_kubeconfig))
         mp.setenv("FERRYMQ_OPERATOR_RETRY_DELAY_SECONDS", "2")
-        args = ["run", "--standalone", "--all-namespaces", "-m", "ferrymq_operator.handlers"]
+        # the chart's default RBAC: the release namespace only (here the test's namespace)
+        args = ["run", "--standalone", "--namespace", k8s_namespace]
+        args += ["-m", "ferrymq_operator.handlers"]
         with kube_api.api_client() as admin_client, KopfRunner(args, timeout=180) as runner:
             cluster = Cluster(admin_client, k8s_namespace)
             cluster.create("nameservers", "rbac", {"replicas": 1})

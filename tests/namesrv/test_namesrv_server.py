@@ -49,13 +49,14 @@ def register_request(
     bid: int,
     *topics: str,
     crc: bool = True,
+    state_version: int = 0,
 ) -> RemotingCommand:
     body = RegisterBrokerBody(
         topic_config_serialize_wrapper=TopicConfigSerializeWrapper(
             topic_config_table={
                 t: TopicConfig(topic_name=t, read_queue_nums=4, write_queue_nums=4) for t in topics
             },
-            data_version=DataVersion(timestamp=1, counter=1),
+            data_version=DataVersion(timestamp=1, counter=1, state_version=state_version),
         )
     ).encode()
     header = RegisterBrokerRequestHeader(
@@ -163,3 +164,37 @@ async def test_kv_config_roundtrip_and_order_conf_in_route(
         namesrv.addr, RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})
     )
     assert orjson.loads(resp.body_bytes())["orderTopicConf"] == "b1:4"
+
+
+async def test_a_registration_with_an_older_master_epoch_is_ignored(
+    namesrv: NamesrvApp, client: RemotingClient
+) -> None:
+    """Upstream 5.x ``RouteInfoManager.registerBroker``: brokerId 0 held by a live broker with a
+    higher ``stateVersion`` (controller mode: the master epoch) stays. Before, a master cut off
+    and replaced (epoch 1) re-registered as brokerId 0 after the heal, overwrote the new master
+    (epoch 2), then registered as a slave and so removed brokerId 0: no master in the route
+    (issue 34)."""
+    old, new = "127.0.0.1:1", "127.0.0.1:2"
+    await client.invoke(namesrv.addr, register_request("b1", old, 0, "T", state_version=1))
+    await client.invoke(namesrv.addr, register_request("b1", new, 1, "T", state_version=1))
+    # the election: the new master registers as 0 (epoch 2)
+    await client.invoke(namesrv.addr, register_request("b1", new, 0, "T", state_version=2))
+    route_req = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})
+
+    async def addrs() -> dict[str, str]:
+        resp = await client.invoke(namesrv.addr, route_req)
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        data: dict[str, str] = orjson.loads(resp.body_bytes())["brokerDatas"][0]["brokerAddrs"]
+        return data
+
+    assert await addrs() == {"0": new}
+    # the old master, back from its partition, still thinks it is master of epoch 1
+    resp = await client.invoke(namesrv.addr, register_request("b1", old, 0, "T", state_version=1))
+    assert resp.code == ResponseCode.SUCCESS, resp.remark  # ignored, as upstream, not refused
+    assert await addrs() == {"0": new}
+    # then it learns of epoch 2 and registers as a slave: the master entry stays
+    await client.invoke(namesrv.addr, register_request("b1", old, 1, "T", state_version=2))
+    assert await addrs() == {"0": new, "1": old}
+    # an equal or newer epoch replaces the holder (a later election)
+    await client.invoke(namesrv.addr, register_request("b1", old, 0, "T", state_version=3))
+    assert await addrs() == {"0": old}

@@ -116,7 +116,7 @@ async def _eq(value: Any, want: int) -> bool:
     return (await value) == want
 
 
-async def test_reset_offset_bad_input_and_no_consumer_online(
+async def test_reset_offset_bad_input_and_an_offline_group(
     obs_cluster: ObsCluster, raw: RemotingClient
 ) -> None:
     topic, group = "ResetBadT", "reset-bad-g"
@@ -130,23 +130,22 @@ async def test_reset_offset_bad_input_and_no_consumer_online(
         unknown_topic = await ask(
             raw, addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {**ext, "topic": "NoSuchT"}
         )
+        # upstream 5.x's server-side reset (useServerSideResetOffset, on by default)
         assert unknown_topic.code == ResponseCode.TOPIC_NOT_EXIST
-        assert unknown_topic.remark == (
-            "[reset-offset] reset offset failed, no topic in this broker. topic=NoSuchT"
-        )
+        assert unknown_topic.remark == "Topic NoSuchT does not exist"
         unknown_group = await ask(
             raw, addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {**ext, "group": "nobody"}
         )
-        assert unknown_group.code == ResponseCode.SYSTEM_ERROR
-        assert unknown_group.remark == "THe consumer group <nobody> not exist"
+        assert unknown_group.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
+        assert unknown_group.remark == "Group nobody does not exist"
 
+        # an offline group's stored offsets are reset (mqadmin resetOffsetByTime, 5.x)
         offline = await ask(raw, addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, ext)
-        assert offline.code == ResponseCode.CONSUMER_NOT_ONLINE
-        assert offline.remark == (
-            f"Consumer not online, so can not reset offset, Group: {group} Topic: {topic} "
-            "Timestamp: 0"
-        )
-        assert await broker_offsets(admin, group, topic) == 10  # refused: nothing moved
+        assert offline.code == ResponseCode.SUCCESS, offline.remark
+        assert await broker_offsets(admin, group, topic) == 0
+        end = {**ext, "timestamp": -1}
+        assert (await ask(raw, addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, end)).code == 0
+        assert await broker_offsets(admin, group, topic) == 10
 
         # the admin client then commits on the broker itself (mqadmin's old way)
         moved = await admin.reset_offset(group, topic, timestamp=0)
@@ -309,7 +308,8 @@ async def test_monitoring_codes_answer_upstream_fields(
         [[topic_stats]] = mine
         assert set(topic_stats) == {"offsetTable", "consumeTps"}
         for wrapper in topic_stats["offsetTable"].values():
-            assert set(wrapper) == {"brokerOffset", "consumerOffset", "lastTimestamp"}
+            # 5.x OffsetWrapper: pullOffset too
+            assert set(wrapper) == {"brokerOffset", "consumerOffset", "pullOffset", "lastTimestamp"}
         assert all_stats["totalDiff"] == sum(
             w["brokerOffset"] - w["consumerOffset"]
             for item in all_stats["consumeStatsList"]
@@ -389,7 +389,7 @@ async def test_runtime_info_has_the_keys_tools_parse(
     table = body(await ask(raw, obs_cluster.broker.addr, RequestCode.GET_BROKER_RUNTIME_INFO))[
         "table"
     ]
-    for key in ("putTps", "getTransferedTps", "getFoundTps", "getMissTps", "getTotalTps"):
+    for key in ("putTps", "getTransferredTps", "getFoundTps", "getMissTps", "getTotalTps"):
         rates = table[key].split(" ")
         assert len(rates) == 3 and all(float(r) >= 0 for r in rates), (key, table[key])
     assert float(table["putTps"].split(" ")[0]) > 0
@@ -466,9 +466,15 @@ async def test_namesrv_admin_codes(obs_cluster: ObsCluster, raw: RemotingClient)
     assert answer.code == ResponseCode.SYSTEM_ERROR and "scanNotActiveBrokerInterval" in (
         answer.remark or ""
     )
-    unknown = RemotingCommand.request(RequestCode.UPDATE_NAMESRV_CONFIG, None, b"noSuchKey=1\n")
+    # as upstream: a key nobody knows is ignored; an upstream-only key is kept and reported
+    unknown = RemotingCommand.request(
+        RequestCode.UPDATE_NAMESRV_CONFIG, None, b"noSuchKey=1\nserverWorkerThreads=3\n"
+    )
     answer = await raw.invoke(ns, unknown, 5.0)
-    assert answer.code == ResponseCode.SYSTEM_ERROR and "noSuchKey" in (answer.remark or "")
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    text = (await ask(raw, ns, RequestCode.GET_NAMESRV_CONFIG)).body_bytes().decode()
+    assert "serverWorkerThreads=3" in text and "noSuchKey" not in text
+    assert "clientRequestThreadPoolNums=" in text and "kvConfigPath=" in text
 
 
 async def test_consume_message_directly_runs_the_listener_once(

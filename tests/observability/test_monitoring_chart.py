@@ -38,7 +38,7 @@ def promtool(*args: str | Path) -> subprocess.CompletedProcess[str]:
 def test_promtool_checks_and_unit_tests_the_shipped_rules() -> None:
     checked = promtool("check", "rules", RULES)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "SUCCESS: 7 rules found" in checked.stdout
+    assert "SUCCESS: 15 rules found" in checked.stdout
     tested = promtool("test", "rules", RULES_TEST)
     assert tested.returncode == 0, tested.stdout + tested.stderr
 
@@ -64,11 +64,13 @@ def test_dashboards_render_as_sidecar_configmaps(helm_bin: Path) -> None:
     maps = [
         d for d in by_kind(docs, "ConfigMap") if d["metadata"]["labels"].get("grafana_dashboard")
     ]
-    assert len(maps) == len(DASHBOARDS) == 4
+    # the broker dashboards and the operator's own (dashboards/operator/)
+    assert len(maps) == len(DASHBOARDS) + 1 == 5
     for cm in maps:
         assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
         [(name, text)] = cm["data"].items()
-        shipped = json.loads((CHART / "dashboards" / name).read_text())
+        found = [*(CHART / "dashboards").glob(name), *(CHART / "dashboards/operator").glob(name)]
+        shipped = json.loads(found[0].read_text())
         assert json.loads(text) == shipped
         assert shipped["panels"] and all(p["targets"] for p in shipped["panels"])
 
@@ -79,12 +81,23 @@ def test_rule_and_monitor_need_their_crds_or_force(helm_bin: Path) -> None:
     docs = documents(template(helm_bin, *PROM_API, *PM_API, values=ALL_ON).stdout)
     [rule] = by_kind(docs, "PrometheusRule")
     assert rule["spec"] == yaml.safe_load(RULES.read_text())
-    [monitor] = by_kind(docs, "PodMonitor")
-    assert monitor["spec"]["selector"]["matchLabels"] == {
-        "app.kubernetes.io/name": "ferrymq",
-        "app.kubernetes.io/component": "broker",
+    monitors = {m["metadata"]["name"]: m for m in by_kind(docs, "PodMonitor")}
+    monitor = monitors["ferrymq-ferrymq-operator-brokers"]
+    # brokers and NameServers, told apart by the component label copied onto the targets
+    assert monitor["spec"]["selector"] == {
+        "matchLabels": {"app.kubernetes.io/name": "ferrymq"},
+        "matchExpressions": [
+            {
+                "key": "app.kubernetes.io/component",
+                "operator": "In",
+                "values": ["broker", "namesrv"],
+            }
+        ],
     }
+    assert "app.kubernetes.io/component" in monitor["spec"]["podTargetLabels"]
     assert monitor["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
+    operator = monitors["ferrymq-ferrymq-operator-operator"]
+    assert operator["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
     forced = documents(
         template(
             helm_bin,

@@ -87,6 +87,7 @@ def test_broker_conf_upstream_names(broker_owner: Owner) -> None:
         "storePathRootDir": "/home/ferrymq/store",
         "fileReservedTime": "48",
         "deleteWhen": "04",
+        "metricsPort": "5557",  # on by default (upstream's metricsPromExporterPort)
     }
 
 
@@ -186,7 +187,7 @@ def test_non_root_security_context(broker_owner: Owner) -> None:
 def test_probes_target_the_broker_port(broker_owner: Owner) -> None:
     c = container(build(broker_owner)[("StatefulSet", "orders-broker-0")])
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
-    assert ports == {"broker": 10911, "ha": 10912, "fast": 10909}
+    assert ports == {"broker": 10911, "ha": 10912, "fast": 10909, "metrics": 5557}
     # Every probe reads the marker the broker keeps fresh once it serves (its own port's).
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         command = c[probe]["exec"]["command"]

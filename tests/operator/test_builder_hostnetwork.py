@@ -169,6 +169,7 @@ def test_without_host_network_every_pod_uses_the_base_ports(broker_owner: Owner)
         "broker": 12911,
         "ha": 12912,
         "fast": 12909,
+        "metrics": 5557,
     }
     assert broker.BROKER_IP1_ENV not in env_of(container)
     assert f'{pod.PROBE_DIR}/serving-12911"' in container["readinessProbe"]["exec"]["command"][2]

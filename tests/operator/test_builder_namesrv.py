@@ -36,7 +36,11 @@ def test_replicas_and_image(namesrv_owner: Owner) -> None:
     c = sts["spec"]["template"]["spec"]["containers"][0]
     assert c["image"] == "r/ferrymq:9"
     assert c["args"] == ["namesrv", "-c", "/etc/ferrymq/namesrv.conf"]
-    assert c["ports"] == [{"name": "namesrv", "containerPort": 9876, "protocol": "TCP"}]
+    assert c["ports"] == [
+        {"name": "namesrv", "containerPort": 9876, "protocol": "TCP"},
+        # /metrics on by default (upstream's metricsPromExporterPort)
+        {"name": "metrics", "containerPort": 5557, "protocol": "TCP"},
+    ]
     for probe in ("readinessProbe", "livenessProbe"):
         command = c[probe]["exec"]["command"]
         assert command[:2] == ["/bin/sh", "-c"]
@@ -49,6 +53,7 @@ def test_config_file(namesrv_owner: Owner) -> None:
     ]
     assert javaproperties.loads(cm["data"]["namesrv.conf"]) == {
         "listenPort": "9876",
+        "metricsPort": "5557",
         "scanNotActiveBrokerInterval": "5000",
     }
 

@@ -150,6 +150,8 @@ def test_network_policy_per_pod_ports_and_opt_out(broker_owner: Owner) -> None:
     )
     policy = objs[("NetworkPolicy", "orders-broker-0")]
     assert sorted(p["port"] for p in policy["spec"]["ingress"][0]["ports"]) == [
+        5557,  # metrics, on by default, per pod like every port with per-pod ports
+        5567,
         30098,
         30100,
         30108,
@@ -388,7 +390,8 @@ def test_nameserver_metrics_port(namesrv_owner: Owner) -> None:
         found: list[dict[str, Any]] = sts["spec"]["template"]["spec"]["containers"][0]["ports"]
         return found
 
-    assert [p["name"] for p in ports()] == ["namesrv"]
+    assert [p["name"] for p in ports()] == ["namesrv", "metrics"]  # 5557 by default
+    assert [p["name"] for p in ports(config={"metricsPort": "0"})] == ["namesrv"]
     with_metrics = ports(config={"metricsPort": "9877"})
     assert {"name": "metrics", "containerPort": 9877, "protocol": "TCP"} in with_metrics
     conf = javaproperties.loads(

@@ -11,7 +11,7 @@ from e2e_local.e2e_helpers import wait_for
 from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import ResponseCode
-from ferrymq.remoting.command import RemotingCommand
+from ferrymq.remoting.command import RemotingCommand, decode_command
 from ferrymq.remoting.errors import (
     RemotingConnectError,
     RemotingSendRequestError,
@@ -219,3 +219,61 @@ async def test_fuzzed_frames_never_break_the_server(garbage: bytes) -> None:
     finally:
         await client.close()
         await srv.stop()
+
+
+async def _read_frames(reader: asyncio.StreamReader, count: int) -> list[RemotingCommand]:
+    frames = []
+    for _ in range(count):
+        (length,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 5))
+        frames.append(decode_command(await asyncio.wait_for(reader.readexactly(length), 5)))
+    return frames
+
+
+async def test_many_requests_in_one_read_are_each_answered_once(server: RemotingServer) -> None:
+    """Answers made while one read's frames are handled are written together (corked): every
+    request still gets exactly its own answer, synchronous ones in request order, an async
+    handler's after them, errors and unknown codes included."""
+    reqs = [RemotingCommand.request(ECHO, {"n": str(i)}, b"x" * i) for i in range(40)]
+    reqs.insert(10, RemotingCommand.request(SLOW, {"delay": "0.01", "n": "slow"}))
+    reqs.insert(20, RemotingCommand.request(BOOM))
+    reqs.insert(30, RemotingCommand.request(4242))
+    # big bodies: the corked answers pass the 64 KiB flush threshold mid-read
+    reqs += [RemotingCommand.request(ECHO, {"n": f"big{i}"}, b"y" * 30_000) for i in range(5)]
+    payload = b"".join(r.to_bytes() for r in reqs)
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    try:
+        writer.write(payload)
+        await writer.drain()
+        answers = await _read_frames(reader, len(reqs))
+    finally:
+        writer.close()
+    by_opaque = {a.opaque: a for a in answers}
+    assert sorted(by_opaque) == sorted(r.opaque for r in reqs)
+    sync_order = [a.opaque for a in answers if a.ext_fields.get("n") != "slow"]
+    assert sync_order == [r.opaque for r in reqs if r.code != SLOW]
+    for r in reqs:
+        a = by_opaque[r.opaque]
+        if r.code == ECHO:
+            assert a.code == 0 and a.body_bytes() == r.body_bytes()
+        elif r.code == BOOM:
+            assert a.code == ResponseCode.SYSTEM_ERROR and "kaput" in (a.remark or "")
+        elif r.code == 4242:
+            assert a.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+
+
+async def test_answers_before_a_bad_frame_in_the_same_read_are_sent_before_the_close(
+    server: RemotingServer,
+) -> None:
+    # more frames in the read than _CORK_MIN_FRAMES, so the answers are corked
+    good = [RemotingCommand.request(ECHO, {"n": str(i)}) for i in range(12)]
+    bad_header = b"{not json"
+    bad = struct.pack(">ii", 4 + len(bad_header), len(bad_header)) + bad_header
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    try:
+        writer.write(b"".join(r.to_bytes() for r in good) + bad)
+        await writer.drain()
+        answers = await _read_frames(reader, len(good))
+        assert [a.opaque for a in answers] == [r.opaque for r in good]
+        assert await asyncio.wait_for(reader.read(), 5) == b""  # then the server closes
+    finally:
+        writer.close()

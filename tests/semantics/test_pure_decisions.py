@@ -60,7 +60,12 @@ def test_unlock_releases_only_own_locks_and_client_cleanup() -> None:
 def test_send_back_routing(reconsume: int, level: int, max_times: int) -> None:
     d = decide_send_back("G", reconsume, level, max_times, 1, pick=lambda n: n - 1)
     if reconsume >= max_times or level < 0:
-        assert d.to_dlq and d.topic == "%DLQ%G" and d.perm == PERM_WRITE and d.delay_level == 0
+        assert (
+            d.to_dlq
+            and d.topic == "%DLQ%G"
+            and d.perm == PERM_WRITE | PERM_READ
+            and d.delay_level == 0
+        )
     else:
         assert not d.to_dlq and d.topic == "%RETRY%G" and d.perm == PERM_WRITE | PERM_READ
         assert d.delay_level == (level if level > 0 else 3 + reconsume)

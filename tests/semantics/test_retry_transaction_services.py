@@ -17,7 +17,7 @@ from ferrymq.broker.transaction import (
     to_half_message,
 )
 from ferrymq.message import MessageConst, MessageSysFlag
-from ferrymq.remoting.bodies import PERM_WRITE, SubscriptionGroupConfig
+from ferrymq.remoting.bodies import PERM_READ, PERM_WRITE, SubscriptionGroupConfig
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
@@ -85,12 +85,15 @@ async def test_send_back_counts_reconsumes_and_dead_letters_after_16(tmp_path: P
             group="G", commit_log_offset=offset, delay_level=0, max_reconsume_times=16
         )
         assert final.code == ResponseCode.SUCCESS and final.decision is not None
-        assert final.decision.to_dlq and created["%DLQ%G"] == PERM_WRITE
+        assert final.decision.to_dlq and created["%DLQ%G"] == PERM_WRITE | PERM_READ
         await wait_for(lambda: store.get_max_offset_in_queue("%DLQ%G", 0) == 1, 5)
         (dead,) = read_all(store, "%DLQ%G")
         assert dead.body == body and dead.reconsume_times == 17
         assert dead.properties[MessageConst.PROPERTY_RETRY_TOPIC] == "Orders"
-        assert MessageConst.PROPERTY_DELAY_TIME_LEVEL not in dead.properties
+        # as upstream (Apache 5.4.0 in tests/interop): the DLQ copy carries DELAY=0 and the failed
+        # message's offset msgId as ORIGIN_MESSAGE_ID
+        assert dead.properties[MessageConst.PROPERTY_DELAY_TIME_LEVEL] == "0"
+        assert dead.properties[MessageConst.PROPERTY_ORIGIN_MESSAGE_ID] != "U1"
     finally:
         await store.shutdown()
 

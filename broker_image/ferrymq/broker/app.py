@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from ferrymq.acl.metrics import SecurityCollector
 from ferrymq.acl.service import AclService
 from ferrymq.acl.settings import AclSettings
-from ferrymq.broker.broker_conf import BrokerConf, load_broker_conf
+from ferrymq.broker.broker_conf import BrokerConf, kept_broker_conf, load_broker_conf
 from ferrymq.broker.client_registry import ConsumerManager, ProducerManager
 from ferrymq.broker.config import BrokerConfig, config_dir, role_problem
 from ferrymq.broker.config_file import ConfigFile
@@ -47,6 +47,7 @@ from ferrymq.broker.processors.consumer_manage import ConsumerManageProcessor
 from ferrymq.broker.processors.pull import PullMessageProcessor
 from ferrymq.broker.processors.query_message import QueryMessageProcessor
 from ferrymq.broker.processors.queue_offsets import QueueOffsetProcessor
+from ferrymq.broker.processors.reply import ReplyMessageProcessor
 from ferrymq.broker.processors.send import SendMessageProcessor
 from ferrymq.broker.register import BrokerRegistration, RegisterOutcome
 from ferrymq.broker.role_switch import ControllerMode
@@ -54,6 +55,7 @@ from ferrymq.broker.semantics import SemanticsServices
 from ferrymq.broker.semantics_config import SemanticsConfig
 from ferrymq.broker.stats_manager import BrokerStatsManager
 from ferrymq.broker.subscription_groups import SubscriptionGroupManager
+from ferrymq.broker.sync_state_watch import SyncStateCollector
 from ferrymq.broker.topic_config import TopicConfigManager
 from ferrymq.client.credentials import ClientSecurity, SessionCredentials
 from ferrymq.ha.broker_ha import BrokerHA, ManagerSyncTargets
@@ -196,6 +198,7 @@ class BrokerApp:
         self._persisting: asyncio.Lock | None = None
         self._stopped = False
         # controller mode (broker/role_switch.py): the controller decides the role at run time
+        self.controller_mode_settings = controller_mode
         self.controller_mode = (
             ControllerMode(self, controller_mode)
             if controller_mode is not None and controller_mode.enable_controller_mode
@@ -366,6 +369,12 @@ class BrokerApp:
             is_slave=lambda: self.is_slave,
         )
         self.send.register_to(self.server)
+        ReplyMessageProcessor(
+            self.send,
+            self.producers,
+            store_host=f"{cfg.broker_ip1}:{cfg.listen_port}",
+            store_reply_message_enable=cfg.store_reply_message_enable,
+        ).register_to(self.server)
         self.pull = PullMessageProcessor(
             cfg,
             store,
@@ -397,6 +406,13 @@ class BrokerApp:
             cfg,
             store,
             store_config=self.store_config,
+            other_configs=[
+                self.ha_settings,
+                self.semantics_config,
+                self.lag_config,
+                *([self.controller_mode_settings] if self.controller_mode_settings else []),
+            ],
+            kept_config=kept_broker_conf(cfg.broker_config_path),
             runtime_stats=self._runtime_stats,
             on_config_changed=self._broker_config_changed,
         ).register_to(self.server)
@@ -573,6 +589,8 @@ class BrokerApp:
                 manager.restore(backup)
 
     def _broker_config_changed(self, keys: list[str]) -> None:
+        if any(key.startswith("flush_") for key in keys) and self.store is not None:
+            self.store.apply_flush_settings()
         if "broker_permission" in keys:
             # NameServers re-apply topic perms only on a new data version (upstream does this too)
             self.topics.next_version()
@@ -652,6 +670,9 @@ class BrokerApp:
         if self.ha is not None:
             ha_service = self.ha.service
             self.metrics.registry.register(HACollector(labels, lambda: ha_figures(ha_service)))
+        if self.controller_mode is not None:
+            watch = self.controller_mode.sync_watch
+            self.metrics.registry.register(SyncStateCollector(labels, watch.figures))
         if self.lag is not None:
             pull = self.pull
             self.metrics.registry.register(

@@ -219,3 +219,13 @@ class ProducerManager:
 
     def channels_of(self, group: str) -> list[ClientChannelInfo]:
         return list(self.table.get(group, {}).values())
+
+
+def find_producer_channel(producers: ProducerManager, client_id: str) -> Any | None:
+    """The connection of the producer client ``client_id`` in any group (upstream
+    ProducerManager.findChannel), for pushing a reply to a requester; None if not connected."""
+    for channels in producers.table.values():
+        for info in channels.values():
+            if info.client_id == client_id:
+                return info.channel
+    return None

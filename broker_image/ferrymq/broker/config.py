@@ -14,7 +14,6 @@ import re
 import socket
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import javaproperties
 from pydantic import ConfigDict, Field, field_validator
@@ -26,6 +25,7 @@ from ferrymq.remoting.bodies import PERM_INHERIT, PERM_READ, PERM_WRITE
 from ferrymq.remoting.settings import ServerSettings
 from ferrymq.store.config import MessageStoreConfig
 from ferrymq.store.json_file import write_bytes_atomic
+from ferrymq.upstream_config import property_value
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +77,14 @@ class BrokerConfig(ServerSettings):
     trace_topic_enable: bool = False
     msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
     enable_property_filter: bool = False
+    # upstream regionId / traceOn: the broker writes both into every message it stores (MSG_REGION,
+    # TRACE_ON) and the client's trace records carry the region
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
+    # request-reply: replies are also stored in <cluster>_REPLY_TOPIC (upstream default true)
+    store_reply_message_enable: bool = True
+    # RocketMQ 5 topic attribute message.type=MIXED accepted (upstream default: refused)
+    enable_mixed_message_type: bool = False
 
     register_name_server_period: int = Field(default=30_000, ge=1000, description="ms")
     register_broker_timeout_mills: int = Field(default=6_000, ge=100, description="ms")
@@ -184,11 +192,6 @@ def role_problem(broker_id: int, broker_role: str) -> str | None:
             "master's id): set brokerId=1 (or higher) for a slave, or a master brokerRole"
         )
     return None
-
-
-def property_value(value: Any) -> str:
-    """A setting as broker.conf spells it (Java booleans are lower-case)."""
-    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _property_line(key: str, value: str) -> str:

@@ -15,7 +15,7 @@ from ferrymq.ha.epoch_file import EpochEntry
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import ResponseCode
 from ferrymq.remoting.command import RemotingCommand
-from ferrymq.remoting.errors import RemotingError
+from ferrymq.remoting.errors import RemotingError, RemotingTimeoutError
 
 CALL_TIMEOUT_S = 2.0
 
@@ -39,6 +39,10 @@ async def _invoke(
 ) -> RemotingCommand:
     try:
         response = await client.invoke(addr, request, timeout)
+    except RemotingTimeoutError as exc:
+        # a controller (or master) that stopped answering: never reuse that connection
+        client.abort_channel(addr)
+        raise ControllerCallError(-1, f"{addr}: {exc}; connection dropped") from None
     except (RemotingError, OSError, TimeoutError, ValueError) as exc:
         raise ControllerCallError(-1, f"{addr}: {exc or type(exc).__name__}") from None
     if response.code != ResponseCode.SUCCESS:

@@ -32,6 +32,7 @@ class ControllerLocalCluster(LocalCluster):
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.scan_interval_ms = scan_interval_ms
         self.controller: Child | None = None
+        self.controller_port = 0  # picked when its conf is written (kept across restarts)
 
     @property
     def controller_addr(self) -> str:
@@ -50,6 +51,9 @@ class ControllerLocalCluster(LocalCluster):
                 specs.append(BrokerSpec(self.group_name(i), n, pick_free_port(self.host)))
         return specs
 
+    def ha_port(self, spec: BrokerSpec) -> int:
+        return pick_free_port(self.host)
+
     def broker_conf(self, spec: BrokerSpec) -> dict[str, str]:
         conf = super().broker_conf(spec)
         conf.update(
@@ -60,29 +64,53 @@ class ControllerLocalCluster(LocalCluster):
                 "controllerHeartBeatTimeoutMills": str(self.heartbeat_timeout_ms),
                 "brokerHeartbeatInterval": str(self.heartbeat_interval_ms),
                 "allAckInSyncStateSet": str(self.all_ack).lower(),
-                "haListenPort": str(pick_free_port(self.host)),
+                "haListenPort": str(self.ha_port(spec)),
                 "fastChannelEnable": "false",
             }
         )
         conf.update(self.extra_conf)
         return conf
 
-    def start_controller(self) -> Child:
+    def start_controller(self, *, wait: bool = True) -> Child:
         conf_dir = self.data_dir / "conf"
         conf_dir.mkdir(parents=True, exist_ok=True)
         conf_path = conf_dir / "controller.conf"
         if not conf_path.exists():
-            port = pick_free_port(self.host)
+            self.controller_port = pick_free_port(self.host)
             conf_path.write_text(
-                f"listenPort={port}\nbindAddress={self.host}\n"
+                f"listenPort={self.controller_port}\nbindAddress={self.host}\n"
                 f"controllerStorePath={self.data_dir / 'controller'}\n"
                 f"scanNotActiveBrokerInterval={self.scan_interval_ms}\n"
             )
         child = self._spawn("controller", ["controller", "-c", str(conf_path)])
         child.conf_path = conf_path
-        self._wait_ready(child)
+        # the port is fixed by the conf: brokers may be configured before the controller is up
+        child.port = self.controller_port
+        if wait:
+            self._wait_ready(child)
         self.controller = child
         return child
+
+    def start_all_at_once(self) -> None:
+        """Launch the NameServer, the controller and every broker without waiting for any (as a
+        StatefulSet's pods start), then wait until each one is ready. Every port is picked up
+        front, so each process is configured with the others' addresses before they listen."""
+        try:
+            if not self.namesrv_port:
+                self.namesrv_port = pick_free_port(self.host)
+            self.namesrv = self._spawn(
+                "namesrv",
+                ["namesrv", "--listen-port", str(self.namesrv_port), "--bind", self.host],
+            )
+            self.namesrv.port = self.namesrv_port
+            self.start_controller(wait=False)
+            for spec in self.broker_specs():
+                self.start_broker(spec, wait=False)
+            for child in self.children:
+                self._wait_ready(child)
+        except BaseException:
+            self.stop()
+            raise
 
     def restart_controller(self, *, kill: bool = True) -> Child:
         assert self.controller is not None

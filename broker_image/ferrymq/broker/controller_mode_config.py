@@ -17,6 +17,8 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
+from ferrymq.controller.decisions import lease_problem
+
 
 class ControllerModeSettings(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
@@ -37,12 +39,11 @@ class ControllerModeSettings(BaseModel):
             host, sep, port = addr.rpartition(":")
             if not sep or not host or not port.isdigit():
                 raise ValueError(f"controllerAddr {addr!r} is not host:port")
-        if self.controller_heart_beat_timeout_mills < 3 * self.broker_heartbeat_interval:
-            raise ValueError(
-                f"controllerHeartBeatTimeoutMills ({self.controller_heart_beat_timeout_mills} ms) "
-                f"must be at least 3 x brokerHeartbeatInterval ({self.broker_heartbeat_interval} "
-                "ms): the broker's lease must end before the controller's timeout"
-            )
+        problem = lease_problem(
+            self.controller_heart_beat_timeout_mills, self.broker_heartbeat_interval
+        )
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
     @property

@@ -178,6 +178,22 @@ def broker_conf_text(values: dict[str, str]) -> str:
     return "".join(f"{k}={v}\n" for k, v in values.items())
 
 
+# A broker uses four ports: its VIP channel (listenPort - 2), listenPort and its HA port
+# (listenPort + 1), with listenPort - 1 left free. Slave n of a group listens at the master's
+# port + 4n, so no broker's VIP port is another broker's port: a client whose VIP channel is on
+# (listenPort - 2) must reach the broker it chose, not its neighbour. (Slaves at master + 2n,
+# as before, put a slave's VIP port on its master, and a dashboard showed the master's data in
+# the slave's row.)
+SLAVE_PORT_STEP = 4
+
+
+def group_port_step(slaves: int) -> int:
+    """Ports between two groups' masters: 10 (upstream's 10911, 10921...) while a group's
+    ports, from its master's VIP port to its last slave's HA port, fit; else 20, 30... Pure."""
+    span = SLAVE_PORT_STEP * slaves + 4  # master VIP port .. last slave's HA port, plus a gap
+    return 10 * -(-span // 10)
+
+
 class LocalCluster:
     def __init__(
         self,
@@ -236,15 +252,17 @@ class LocalCluster:
 
     def broker_specs(self) -> list[BrokerSpec]:
         specs = []
+        step = group_port_step(self.slaves)
         for i in range(self.groups):
             # upstream convention: 10911, 10921, ... (0 = pick free ones, for tests: a fixed
             # port lets a restarted broker come back at the same address)
-            port = self.broker_port + 10 * i if self.broker_port else pick_free_port(self.host)
+            port = self.broker_port + step * i if self.broker_port else pick_free_port(self.host)
             specs.append(BrokerSpec(self.group_name(i), 0, port))
-            # HA integration: slaves of the group (brokerId 1..n) after their master, each on
-            # the master's port + 2n (listen) and + 2n + 1 (its own HA port, unused by a slave)
+            # HA integration: slaves of the group (brokerId 1..n) after their master
             for n in range(1, self.slaves + 1):
-                slave_port = port + 2 * n if self.broker_port else pick_free_port(self.host)
+                slave_port = (
+                    port + SLAVE_PORT_STEP * n if self.broker_port else pick_free_port(self.host)
+                )
                 spec = BrokerSpec(self.group_name(i), n, slave_port, {"brokerRole": "SLAVE"})
                 specs.append(spec)
         return specs
@@ -264,9 +282,8 @@ class LocalCluster:
         # upstream: haListenPort = listenPort + 1; with picked ports, pick that one too
         ha_port = spec.listen_port + 1 if self.broker_port else pick_free_port(self.host)
         conf["haListenPort"] = str(ha_port)
-        if not self.broker_port or spec.broker_id > 0:
-            # listenPort - 2 (the VIP channel) is not known to be free for picked ports, and is
-            # the previous broker's port for a slave at master + 2n: masters only
+        if not self.broker_port:
+            # listenPort - 2 (the VIP channel) is not known to be free for picked ports
             conf["fastChannelEnable"] = "false"
         if self.mapped_file_size_commit_log:
             conf["mappedFileSizeCommitLog"] = str(self.mapped_file_size_commit_log)
@@ -275,6 +292,10 @@ class LocalCluster:
         return conf
 
     # --- lifecycle --------------------------------------------------------------------------
+    def command_prefix(self, name: str) -> list[str]:
+        """What runs child ``name``'s command (a subclass: ``ip netns exec NS``)."""
+        return []
+
     def _spawn(self, name: str, args: list[str]) -> Child:
         logs = self.data_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
@@ -285,7 +306,7 @@ class LocalCluster:
         env.pop("NAMESRV_ADDR", None)  # each child gets its address explicitly
         try:
             proc = subprocess.Popen(
-                [self.python, "-m", "ferrymq.cli.main", *args],
+                [*self.command_prefix(name), self.python, "-m", "ferrymq.cli.main", *args],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -330,7 +351,7 @@ class LocalCluster:
             self.stop()
             raise
 
-    def start_broker(self, spec: BrokerSpec) -> Child:
+    def start_broker(self, spec: BrokerSpec, *, wait: bool = True) -> Child:
         name = f"{spec.group}-{spec.broker_id}"
         conf_dir = self.data_dir / "conf"
         conf_dir.mkdir(parents=True, exist_ok=True)
@@ -339,7 +360,8 @@ class LocalCluster:
         child = self._spawn(name, ["broker", "-c", str(conf_path)])
         child.conf_path = conf_path
         self.brokers.append(child)
-        self._wait_ready(child)
+        if wait:
+            self._wait_ready(child)
         return child
 
     def restart_broker(self, index: int, *, kill: bool = False) -> Child:

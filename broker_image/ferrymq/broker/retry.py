@@ -9,8 +9,8 @@ copy with ``reconsumeTimes + 1``:
   (the usual case: 10 s, 30 s, 1 m, ... as the failures add up), through the schedule topic;
 - into ``%DLQ%<group>`` once the message has already been reconsumed ``maxReconsumeTimes`` times (16
   by default, from the request or the subscription group) or when the client asks for a negative
-  level. The DLQ topic is created write-only (PERM_WRITE): consumers cannot pull it, admin tools
-  look messages up by id or key.
+  level. The DLQ topic is created readable and writable (PERM_READ | PERM_WRITE, as upstream's
+  ``createTopicInSendMessageBackMethod`` call): a consumer can pull it to reprocess dead letters.
 
 The original topic travels in ``RETRY_TOPIC`` and the first msgId in ``ORIGIN_MESSAGE_ID``, so the
 consumer restores the topic and users can correlate retries. The decision is the pure
@@ -81,7 +81,7 @@ def decide_send_back(
             topic=dlq_topic(group),
             queue_id=pick(DLQ_NUMS_PER_GROUP),
             delay_level=0,
-            perm=PERM_WRITE,
+            perm=PERM_WRITE | PERM_READ,
             queue_nums=DLQ_NUMS_PER_GROUP,
             to_dlq=True,
         )
@@ -162,13 +162,19 @@ class RetryService:
             )
         props = dict(msg.properties)
         props.setdefault(MessageConst.PROPERTY_RETRY_TOPIC, msg.topic)
-        props.setdefault(
-            MessageConst.PROPERTY_ORIGIN_MESSAGE_ID,
-            origin_msg_id or msg.msg_id or msg.offset_msg_id,
+        # upstream: the first copy's id, else the broker's id of the failed message (its offset
+        # msgId, what the broker's MessageExt.getMsgId() is), not the producer's unique key
+        props[MessageConst.PROPERTY_ORIGIN_MESSAGE_ID] = (
+            props.get(MessageConst.PROPERTY_ORIGIN_MESSAGE_ID)
+            or msg.offset_msg_id
+            or origin_msg_id
+            or msg.msg_id
         )
         props[MessageConst.PROPERTY_WAIT_STORE_MSG_OK] = "false"
         if decision.delay_level > 0:
             props[MessageConst.PROPERTY_DELAY_TIME_LEVEL] = str(decision.delay_level)
+        elif decision.to_dlq:
+            props[MessageConst.PROPERTY_DELAY_TIME_LEVEL] = "0"  # upstream's DLQ copy has DELAY=0
         else:
             props.pop(MessageConst.PROPERTY_DELAY_TIME_LEVEL, None)
         body, sys_flag = stored_body(msg)

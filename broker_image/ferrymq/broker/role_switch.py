@@ -47,6 +47,8 @@ from ferrymq.broker.controller_client import (
     fetch_epoch_cache,
 )
 from ferrymq.broker.controller_mode_config import ControllerModeSettings
+from ferrymq.broker.role_decisions import SlaveStep, slave_step
+from ferrymq.broker.sync_state_watch import SyncStateWatch
 from ferrymq.controller.decisions import broker_lease_ms
 from ferrymq.controller.protocol import ControllerRequestCode as Req
 from ferrymq.controller.protocol import ControllerResponseCode as Resp
@@ -67,6 +69,9 @@ if TYPE_CHECKING:
     from ferrymq.broker.app import BrokerApp
 
 log = logging.getLogger(__name__)
+
+# a failure that repeats (the controller unreachable) is logged again this often
+NOTE_REPEAT_S = 10.0
 
 # set for the new image of a broker that re-executed itself: why (logged once at start-up)
 REEXEC_REASON_ENV = "FERRYMQ_REEXECUTED_BECAUSE"
@@ -144,11 +149,13 @@ class ControllerMode:
         self.tracker: SyncStateTracker | None = None
         self.slave_confirm: SlaveConfirmOffset | None = None
         self.role_changes = 0
+        self.sync_watch = SyncStateWatch(app.config.broker_name, self.replica_id)
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._pending: set[asyncio.Task[None]] = set()
         self._last_error = ""
+        self._last_error_at = 0.0
 
     # --- state the broker reads ---------------------------------------------------------------
 
@@ -173,6 +180,9 @@ class ControllerMode:
         }
         if self.known is not None:
             info["controllerSyncStateSet"] = ",".join(map(str, sorted(self.known.sync_state_set)))
+        sync = self.sync_watch.figures()
+        info["controllerInSyncStateSet"] = str(sync.in_sync_state_set).lower()
+        info["controllerOutOfSyncStateSetSeconds"] = f"{sync.out_of_sync_seconds:.1f}"
         if self.tracker is not None:
             info["controllerAckedWatermark"] = str(self.tracker.acked_watermark)
         return info
@@ -181,8 +191,11 @@ class ControllerMode:
         assert self.app.store is not None
         return self.app.store
 
-    def _apply_role(self, master: bool) -> None:
+    def _apply_role(self, master: bool, epoch: int) -> None:
         app = self.app
+        # registrations carry the epoch of the role (DataVersion.stateVersion): a NameServer
+        # ignores one older than the entry it holds
+        app.topics.next_version(state_version=epoch)
         app.store_config.broker_role = BrokerRole.SYNC_MASTER if master else BrokerRole.SLAVE
         app.config.broker_id = 0 if master else self.replica_id
         app.registration.broker_role = app.store_config.broker_role.value
@@ -225,7 +238,7 @@ class ControllerMode:
                 continue
             if info.master_broker_id == self.replica_id:
                 await self._begin_term(info, sent, store.max_phy_offset)
-                self._apply_role(True)
+                self._apply_role(True, info.master_epoch)
                 return store
             if info.master_broker_id is not None and info.master_addr:
                 try:
@@ -242,7 +255,7 @@ class ControllerMode:
                 await asyncio.to_thread(self.epoch_file.adopt, cache.entries)
                 self.known = info
                 self.following = info.master_addr
-                self._apply_role(False)
+                self._apply_role(False, info.master_epoch)
                 return store
             self._note(f"group {cfg.broker_name} has no master yet; waiting")
             await asyncio.sleep(self.interval_s)
@@ -296,6 +309,7 @@ class ControllerMode:
                 timeout_s=ha.config.sync_flush_timeout_s,
                 all_ack=self.settings.all_ack_in_sync_state_set,
                 on_confirm_moved=confirm_moved,
+                max_time_not_catchup_s=ha.config.max_time_slave_not_catchup_s,
             )
             store.set_confirm_offset_source(self.tracker.confirm_offset)
             if master is not None:
@@ -370,8 +384,12 @@ class ControllerMode:
         self._task = None
 
     def _note(self, message: str) -> None:
-        if message != self._last_error:
+        """Log a failure; the same one again only every NOTE_REPEAT_S (a controller that stays
+        unreachable must show in the log, not as one line and then silence)."""
+        now = time.monotonic()
+        if message != self._last_error or now - self._last_error_at >= NOTE_REPEAT_S:
             log.warning("%s", message)
+            self._last_error_at = now
         self._last_error = message
 
     async def _run(self) -> None:
@@ -411,10 +429,20 @@ class ControllerMode:
             self._note(f"controller heartbeat failed: {exc}")
             return
         self._last_error = ""
+        self.sync_watch.observe(info, detail=self._replication_detail())
         if self._lock.locked():
             return  # a role change is under way: its heartbeats keep going, it settles first
         await self._apply_guarded(info, sent)
         await self._maybe_alter_sync_state_set()
+
+    def _replication_detail(self) -> str:
+        """For the out-of-SyncStateSet warning: where this replica's replication stands."""
+        ha = self.app.ha
+        client = ha.service.client if ha is not None else None
+        if self.is_master or client is None:
+            return ""
+        state = "connected" if client.connected else "not connected"
+        return f"HA client {state} to {client.master_address or 'no address'}"
 
     async def _maybe_alter_sync_state_set(self) -> None:
         tracker, client, known = self.tracker, self.client, self.known
@@ -449,6 +477,17 @@ class ControllerMode:
 
     async def _apply(self, info: ReplicaInfo, sent: float | None) -> None:
         me = self.replica_id
+        newest = max(self.master_epoch, self.known.master_epoch if self.known else 0)
+        if info.master_epoch < newest:
+            # a stale answer: a heartbeat answered before an election whose notification got
+            # here first. Applied, it superseded the master just elected (which then never
+            # acknowledged again, nor grew its SyncStateSet: found by the partition harness)
+            log.info(
+                "ignoring the controller's answer of epoch %d: epoch %d is known",
+                info.master_epoch,
+                newest,
+            )
+            return
         if self.is_master:
             if info.master_broker_id == me and info.master_epoch == self.master_epoch:
                 if sent is not None and not self.superseded:
@@ -469,6 +508,8 @@ class ControllerMode:
                 if self.tracker is not None:
                     self.tracker.epoch_start_offset = start
                     self.tracker.settle(info.sync_state_set)
+                self.app.topics.next_version(state_version=info.master_epoch)
+                self.app.registration.trigger()
                 return
             if not self.superseded:
                 log.warning(
@@ -479,19 +520,27 @@ class ControllerMode:
             self.superseded = True
             if info.master_broker_id is None:
                 return
-            await self._demote()
+            await self._demote(info)
         if info.master_broker_id == me:
             await self._promote(info, sent)
             return
-        if info.master_broker_id is None or not info.master_addr or not info.master_ha_addr:
+        step = slave_step(
+            info,
+            following=self.following,
+            known_epoch=self.known.master_epoch if self.known is not None else None,
+        )
+        if step is SlaveStep.WAIT:
             self.known = info if self.known is None else self.known
             return  # no master yet, or it has not published its HA address yet
-        if self.following != info.master_addr or (
-            self.known is not None and info.master_epoch != self.known.master_epoch
-        ):
+        if step is SlaveStep.FOLLOW:
             await self._follow(info)
-        else:
-            self.known = info
+            return
+        self.known = info
+        if self.app.ha is not None:
+            # the same master, maybe with its HA address only now published (the replica
+            # registered before the master's HA listener was up): point at it whenever it is
+            # known, else this replica never replicates (both calls are no-ops when unchanged)
+            self._point_at(self.app.ha, info)
 
     async def _promote(self, info: ReplicaInfo, sent: float | None) -> None:
         app = self.app
@@ -504,8 +553,10 @@ class ControllerMode:
         await self._take_queue_offsets()
         start = self._store().max_phy_offset
         await self._begin_term(info, sent, start)
-        self._apply_role(True)
+        self._apply_role(True, info.master_epoch)
         await app.restart_ha()
+        if app.rocket5 is not None:  # POP revive and timer delivery run on the master only
+            await app.rocket5.promote()
         app.registration.trigger()
         self.role_changes += 1
         self._wake.set()  # heartbeat now: publishes the HA address and takes the lease
@@ -549,15 +600,17 @@ class ControllerMode:
         store = self._store()
         store.commit_log.topic_queue_table = store.consume_queues.topic_queue_table()
 
-    async def _demote(self) -> None:
+    async def _demote(self, info: ReplicaInfo) -> None:
         app = self.app
         self.is_master = False
         self.tracker = None
         ha, app.ha = app.ha, None
         if ha is not None:
             await ha.shutdown()
-        self._apply_role(False)
+        self._apply_role(False, info.master_epoch)
         self.following = None
+        if app.rocket5 is not None:
+            await app.rocket5.shutdown()
         await app.restart_ha()
         app.registration.trigger()
         self.role_changes += 1

@@ -109,7 +109,7 @@ def message_from_schedule(record: DecodedRecord, buf: memoryview) -> MessageInne
     real_qid = props.get(MessageConst.PROPERTY_REAL_QUEUE_ID)
     if not real_topic or real_qid is None or not real_qid.lstrip("-").isdigit():
         return None
-    props.pop(MessageConst.PROPERTY_DELAY_TIME_LEVEL, None)
+    # DELAY stays: Apache RocketMQ 5.4.0 delivers the message with it (tests/interop)
     body = bytes(buf[record.body_pos : record.body_pos + record.body_len])
     return restored_message(
         record,

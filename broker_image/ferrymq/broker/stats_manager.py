@@ -1,5 +1,5 @@
 """BrokerStatsManager: the rate history behind GET_BROKER_RUNTIME_INFO's ``putTps`` /
-``getTransferedTps`` / ``getFoundTps`` ... and VIEW_BROKER_STATS_DATA's minute/hour/day items
+``getTransferredTps`` / ``getFoundTps`` ... and VIEW_BROKER_STATS_DATA's minute/hour/day items
 (upstream StoreStatsService and BrokerStatsManager), fed by reading monotonic counters on a timer
 (never on the send path).
 
@@ -125,7 +125,7 @@ class BrokerStatsManager:
         self.put_total = put_total
         self.counters = {
             "putTps": put_total,
-            "getTransferedTps": get_transferred,
+            "getTransferredTps": get_transferred,
             "getFoundTps": get_found,
             "getMissTps": get_miss,
         }

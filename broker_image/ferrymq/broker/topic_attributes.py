@@ -6,7 +6,10 @@ UPDATE_AND_CREATE_TOPIC carries them in the header field ``attributes`` as ``+ke
 current attributes, as upstream does.
 
 Only attributes ferrymq knows are accepted (upstream refuses unknown keys too). ``message.type`` is
-metadata for clients and tools: the broker records it and does not enforce it.
+enforced where upstream enforces it: by the 5.x proxy on send (MESSAGE_PROPERTY_CONFLICT_WITH_TYPE);
+Apache's broker stores whatever a remoting producer sends, and so does ferrymq's. As upstream,
+``MIXED`` is refused (INVALID_PARAMETER, "MIXED message type is not supported.") unless the broker
+has enableMixedMessageType=true.
 """
 
 from __future__ import annotations
@@ -15,13 +18,25 @@ from collections.abc import Mapping
 
 # key -> allowed values (upstream EnumAttribute); the operator validates Topic specs against this.
 TOPIC_ATTRIBUTES: dict[str, frozenset[str]] = {
-    "message.type": frozenset({"NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED"}),
+    "message.type": frozenset({"UNSPECIFIED", "NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED"}),
 }
 MESSAGE_TYPE = "message.type"
+MIXED = "MIXED"
 
 
 class AttributeRefused(ValueError):
     """An attributes field the broker refuses; the message names the attribute."""
+
+    code = 1  # SYSTEM_ERROR
+
+
+class MixedRefused(AttributeRefused):
+    """``message.type=MIXED`` on a broker without enableMixedMessageType (upstream's words)."""
+
+    code = 29  # INVALID_PARAMETER
+
+    def __init__(self) -> None:
+        super().__init__("MIXED message type is not supported.")
 
 
 def check_attribute(key: str, value: str) -> str | None:
@@ -59,9 +74,15 @@ def parse_operations(text: str) -> dict[str, str | None]:
 
 
 def alter(
-    current: Mapping[str, str], operations: Mapping[str, str | None], *, create: bool
+    current: Mapping[str, str],
+    operations: Mapping[str, str | None],
+    *,
+    create: bool,
+    allow_mixed: bool = False,
 ) -> dict[str, str]:
     """The attributes after applying ``operations`` (upstream alterCurrentAttributes)."""
+    if not allow_mixed and operations.get(MESSAGE_TYPE) == MIXED:
+        raise MixedRefused
     out = dict(current)
     for key, value in operations.items():
         if value is None:

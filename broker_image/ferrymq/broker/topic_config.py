@@ -36,6 +36,7 @@ from ferrymq.topic_validator import TOPIC_MAX_LENGTH as TOPIC_MAX_LENGTH
 from ferrymq.topic_validator import check_topic_name as check_topic_name
 from ferrymq.topic_validator import dlq_topic as dlq_topic
 from ferrymq.topic_validator import is_system_topic as is_system_topic
+from ferrymq.topic_validator import reply_topic
 from ferrymq.topic_validator import retry_topic as retry_topic
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,8 @@ class TopicConfigManager:
         self._add_system(OFFSET_MOVED_EVENT, 1, 1)
         self._add_system(SCHEDULE_TOPIC, SCHEDULE_LEVELS, SCHEDULE_LEVELS)
         self._add_system(RMQ_SYS_TRANS_HALF_TOPIC, 1, 1)
+        # where request-reply stores replies (upstream TopicConfigManager: cluster + "_REPLY_TOPIC")
+        self._add_system(reply_topic(cluster_name), 1, 1)
         if trace_topic:
             self._add_system(trace_topic, 1, 1)
 
@@ -109,13 +112,22 @@ class TopicConfigManager:
             data_version=self.data_version.model_copy(),
         )
 
-    def _bump(self) -> None:
-        self.data_version = DataVersion(timestamp=_now_ms(), counter=self.data_version.counter + 1)
+    def _bump(self, state_version: int | None = None) -> None:
+        self.data_version = DataVersion(
+            timestamp=_now_ms(),
+            counter=self.data_version.counter + 1,
+            state_version=self.data_version.state_version
+            if state_version is None
+            else state_version,
+        )
 
-    def next_version(self) -> None:
+    def next_version(self, state_version: int | None = None) -> None:
         """A change the NameServers must apply although no topic changed (the broker's
-        permission, which clamps every topic's perm): upstream DataVersion.nextVersion."""
-        self._bump()
+        permission, which clamps every topic's perm): upstream DataVersion.nextVersion.
+        ``state_version``: a controller-mode broker's master epoch (upstream
+        ``nextVersion(newMasterEpoch)`` on each role change), by which a NameServer ignores a
+        registration older than the entry it holds."""
+        self._bump(state_version)
 
     # --- queries ------------------------------------------------------------------------------
     def get(self, topic: str) -> TopicConfig | None:

@@ -61,6 +61,15 @@ def topic_create(
     write_queues: Annotated[int, typer.Option("--write-queues", "-w", min=1, max=1024)] = 8,
     perm: Annotated[int, typer.Option(help="2 write, 4 read, 6 both.", min=0, max=7)] = 6,
     order: Annotated[bool, typer.Option(help="Mark as an ordered topic.")] = False,
+    attributes: Annotated[
+        str | None,
+        typer.Option(
+            "--attributes",
+            "-a",
+            help="Topic attributes as mqadmin takes them: +key=value to set, -key to remove, "
+            "comma separated, e.g. +message.type=FIFO (NORMAL, FIFO, DELAY, TRANSACTION).",
+        ),
+    ] = None,
     verbose: Verbose = False,
 ) -> None:
     """Create or update a topic (UPDATE_AND_CREATE_TOPIC on each master)."""
@@ -76,6 +85,7 @@ def topic_create(
                 write_queue_nums=write_queues,
                 perm=perm,
                 order=order,
+                attributes=attributes,
             )
 
     written = run_client(go(), verbose=verbose)

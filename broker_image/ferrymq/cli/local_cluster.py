@@ -40,7 +40,11 @@ def local_cluster(
     ] = 1,
     namesrv_port: Annotated[int, typer.Option("--namesrv-port", help="0 = any free port")] = 9876,
     broker_port: Annotated[
-        int, typer.Option("--broker-port", help="first broker port, +10 per group; 0 = any")
+        int,
+        typer.Option(
+            "--broker-port",
+            help="first master port; +10 per group (+20 with 2+ slaves), slave n at +4n; 0 = any",
+        ),
     ] = 10911,
     host: Annotated[str, typer.Option("--host", help="address to bind and publish")] = "127.0.0.1",
     flush_disk_type: Annotated[

@@ -131,9 +131,11 @@ class AdminClient(MonitoringAdmin, InstanceUser):
         write_queue_nums: int = 8,
         perm: int = bodies.PERM_READ | bodies.PERM_WRITE,
         order: bool = False,
+        attributes: str | None = None,
     ) -> list[str]:
         """Create (or update) the topic on one broker or on every master of a cluster; returns the
-        broker addresses written to."""
+        broker addresses written to. ``attributes``: ``+key=value,-key`` (e.g.
+        ``+message.type=FIFO``); None keeps the topic's current attributes."""
         from ferrymq.client.producer import check_topic
 
         check_topic(topic)
@@ -145,6 +147,7 @@ class AdminClient(MonitoringAdmin, InstanceUser):
             write_queue_nums=write_queue_nums,
             perm=perm,
             order=order,
+            attributes=attributes,
         )
         addrs = [broker_addr] if broker_addr else list((await self.master_addrs(cluster)).values())
         if not addrs:

@@ -20,6 +20,7 @@ import logging
 import os
 import socket
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
@@ -40,6 +41,10 @@ from ferrymq.remoting.processor import Handler, ProcessorTable
 from ferrymq.topic_validator import AUTO_CREATE_TOPIC_KEY_TOPIC as DEFAULT_TOPIC
 
 log = logging.getLogger(__name__)
+
+# upstream MQClientManager keeps one MQClientInstance per client id in a process; ferrymq builds
+# one per member unless shared, so group uniqueness is checked across the live ones of an id
+_INSTANCES: weakref.WeakSet[ClientInstance] = weakref.WeakSet()
 
 POLL_NAMESRV_INTERVAL_S = 30.0
 HEARTBEAT_BROKER_INTERVAL_S = 30.0
@@ -77,6 +82,19 @@ def local_ip(namesrv_addr: str) -> str:
             return str(sock.getsockname()[0])
     except OSError:
         return "127.0.0.1"
+
+
+# upstream FAQUrl.GROUP_NAME_DUPLICATE_URL with FAQUrl.suggestTodo's framing
+GROUP_NAME_DUPLICATE_URL = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
+
+
+def duplicate_group_message(role: str, group: str) -> str:
+    """Upstream's refusal of a second producer or consumer of a group in one client instance
+    (DefaultMQPushConsumerImpl/DefaultMQProducerImpl.start), word for word."""
+    return (
+        f"The {role} group[{group}] has been created before, specify another name please."
+        f"\nSee {GROUP_NAME_DUPLICATE_URL} for further details."
+    )
 
 
 class ClientInstance:
@@ -124,6 +142,7 @@ class ClientInstance:
         self._route_locks: dict[str, asyncio.Lock] = {}
         self._started = False
         self._stopped = False
+        _INSTANCES.add(self)
         self.processors.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_ids_changed)
         self.processors.register(RequestCode.GET_CONSUMER_RUNNING_INFO, self._on_running_info)
         self.processors.register(
@@ -185,18 +204,21 @@ class ClientInstance:
         self.processors.register(code, handler)
 
     # --- members --------------------------------------------------------------------------------
+    def _same_id(self) -> list[ClientInstance]:
+        """This process's live instances with this client id (this one included)."""
+        return [i for i in _INSTANCES if i.client_id == self.client_id and not i._stopped]
+
     def register_producer(self, member: ProducerMember) -> None:
-        if member.group in self.producers:
-            raise MQClientError(
-                f"producer group {member.group!r} already registered in {self.client_id}"
-            )
+        if any(member.group in i.producers for i in self._same_id()):
+            raise MQClientError(duplicate_group_message("producer", member.group))
         self.producers[member.group] = member
 
     def register_consumer(self, member: ConsumerMember) -> None:
-        if member.group in self.consumers:
-            raise MQClientError(
-                f"consumer group {member.group!r} already registered in {self.client_id}"
-            )
+        """Upstream ``MQClientInstance.registerConsumer``: one consumer per group and client id.
+        A second one would share the client id the broker relays requests by
+        (GET_CONSUMER_RUNNING_INFO, reset offset): one of the two never answers them."""
+        if any(member.group in i.consumers for i in self._same_id()):
+            raise MQClientError(duplicate_group_message("consumer", member.group))
         self.consumers[member.group] = member
 
     async def unregister(self, producer_group: str | None, consumer_group: str | None) -> None:

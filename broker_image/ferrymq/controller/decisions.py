@@ -38,13 +38,15 @@ def in_sync_replicas(
     acked_watermark: int,
     epoch_start_offset: int,
     current: Set[int],
+    stalled: Set[int] = frozenset(),
 ) -> frozenset[int]:
     """The SyncStateSet a master proposes (upstream ``AutoSwitchHAService#maybeShrinkSyncStateSet``
     and ``maybeExpandInSyncStateSet``).
 
     - the master is always in it;
-    - a current member stays while it is connected (it reports an ack) and within ``max_gap``
-      (haMaxGapNotInSync) of the master's end;
+    - a current member stays while it is connected (it reports an ack), within ``max_gap``
+      (haMaxGapNotInSync) of the master's end, and not ``stalled`` (its acks stopped advancing
+      while the master had more, for haMaxTimeSlaveNotCatchup: upstream's lastCaughtUpTime);
     - a replica joins only once it holds everything ever acknowledged to a client
       (``acked_watermark``) and everything of the current epoch's start (so it has truncated any
       divergent tail): a replica that joins must not make an election lose an acked message.
@@ -54,7 +56,7 @@ def in_sync_replicas(
         if broker_id == master_id or ack < 0:
             continue
         if broker_id in current:
-            if master_max_offset - ack <= max_gap:
+            if master_max_offset - ack <= max_gap and broker_id not in stalled:
                 members.add(broker_id)
         elif ack >= acked_watermark and ack >= epoch_start_offset:
             members.add(broker_id)
@@ -104,6 +106,30 @@ def broker_lease_ms(heartbeat_timeout_ms: int, heartbeat_interval_ms: int) -> in
     a successor. Half the timeout at most, so a slow heartbeat round trip cannot close the gap.
     """
     return max(1, min(heartbeat_timeout_ms // 2, heartbeat_timeout_ms - 2 * heartbeat_interval_ms))
+
+
+# a master's lease must outlast this many heartbeat intervals: one or two late or lost
+# heartbeats (a busy machine, a retransmission) must not end the lease of a healthy master,
+# which would then refuse writes it has already stored (its producer retries: duplicates)
+LEASE_MIN_INTERVALS = 3
+
+
+def lease_problem(heartbeat_timeout_ms: int, heartbeat_interval_ms: int) -> str | None:
+    """Why these settings give a master too short a lease, or None (pure)."""
+    lease = broker_lease_ms(heartbeat_timeout_ms, heartbeat_interval_ms)
+    if lease >= LEASE_MIN_INTERVALS * heartbeat_interval_ms:
+        return None
+    # lease >= n*i  <=>  timeout/2 >= n*i and timeout - 2*i >= n*i  <=>  timeout >= 2*n*i
+    min_timeout = 2 * LEASE_MIN_INTERVALS * heartbeat_interval_ms
+    max_interval = heartbeat_timeout_ms // (2 * LEASE_MIN_INTERVALS)
+    return (
+        f"controllerHeartBeatTimeoutMills={heartbeat_timeout_ms} with "
+        f"brokerHeartbeatInterval={heartbeat_interval_ms} gives a master lease of {lease} ms "
+        f"(min(timeout / 2, timeout - 2 x interval)), shorter than {LEASE_MIN_INTERVALS} "
+        "heartbeat intervals: a late heartbeat would end a healthy master's lease and it would "
+        "refuse writes it has already stored. Set controllerHeartBeatTimeoutMills >= "
+        f"{min_timeout} or brokerHeartbeatInterval <= {max_interval}"
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping, Set
 
 from ferrymq.controller.decisions import in_sync_replicas
@@ -76,6 +77,8 @@ class SyncStateTracker:
         timeout_s: float,
         all_ack: bool = True,
         on_confirm_moved: Callable[[], None] | None = None,
+        max_time_not_catchup_s: float = 15.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.service = service
         self.master_id = master_id
@@ -92,6 +95,10 @@ class SyncStateTracker:
         # what the term started with was the whole log of an elected master (its set was itself)
         self._confirm = epoch_start_offset
         self._on_confirm_moved = on_confirm_moved
+        self.max_time_not_catchup_s = max_time_not_catchup_s
+        self.clock = clock
+        # brokerId -> (ack seen at the last proposal, when it last advanced or was caught up)
+        self._progress_of: dict[int, tuple[int, float]] = {}
         service.report_listeners.append(self._on_report)
 
     def _on_report(self, offset: int) -> None:
@@ -145,16 +152,45 @@ class SyncStateTracker:
         watermark = self.acked_watermark
         if self.all_ack:
             watermark = max(watermark, self.confirm_offset())
+        max_offset = self._max_offset()
+        acks = self.ack_offsets()
         wanted = in_sync_replicas(
             self.master_id,
-            self._max_offset(),
-            self.ack_offsets(),
+            max_offset,
+            acks,
             max_gap=self.max_gap,
             acked_watermark=watermark,
             epoch_start_offset=self.epoch_start_offset,
             current=self.accepted,
+            stalled=self.stalled(acks, max_offset),
         )
         return None if wanted == self.accepted else wanted
+
+    def stalled(self, acks: Mapping[int, int], max_offset: int) -> frozenset[int]:
+        """Replicas whose acknowledgements have not advanced for ``max_time_not_catchup_s``
+        while this master had more for them (upstream ``lastCaughtUpTimeMs`` against
+        haMaxTimeSlaveNotCatchup): cut off or frozen. Without this a lost member stayed in the
+        set, and every allAckInSyncStateSet write waited for it, until its HA link's
+        housekeeping timeout closed the connection (20 s; issue 34). Sampled once per proposal
+        (each controller heartbeat): progress between two samples counts."""
+        now = self.clock()
+        out = set()
+        for broker_id, ack in acks.items():
+            seen = self._progress_of.get(broker_id)
+            if seen is None or ack != seen[0] or ack >= max_offset:
+                self._progress_of[broker_id] = (ack, now)
+            elif now - seen[1] > self.max_time_not_catchup_s:
+                out.add(broker_id)
+        for broker_id in set(self._progress_of) - set(acks):
+            del self._progress_of[broker_id]
+        if out & self.accepted:
+            log.warning(
+                "replicas %s acknowledged nothing new for over %.1f s "
+                "(haMaxTimeSlaveNotCatchup): leaving the SyncStateSet",
+                sorted(out & self.accepted),
+                self.max_time_not_catchup_s,
+            )
+        return frozenset(out)
 
     def propose(self, members: frozenset[int]) -> None:
         self.proposed = members

@@ -23,6 +23,10 @@ DEFAULT_TRANSFER_BATCH_SIZE = 32 * 1024
 DEFAULT_MAX_GAP_NOT_IN_SYNC = 256 * 1024 * 1024
 DEFAULT_SYNC_FLUSH_TIMEOUT_MS = 5000
 DEFAULT_SLAVE_SYNC_INTERVAL_MS = 10_000  # upstream BrokerController: syncAll every 10 s
+# upstream haMaxTimeSlaveNotCatchup is 15 s; ferrymq: 3 s, so an in-sync replica that stopped
+# acknowledging (cut off, frozen) leaves the SyncStateSet and allAckInSyncStateSet writes stall
+# under 5 s instead of until the HA link's housekeeping timeout (controller README)
+DEFAULT_MAX_TIME_SLAVE_NOT_CATCHUP_MS = 3000
 
 
 class Role(enum.Enum):
@@ -49,6 +53,7 @@ class HAConfig:
     transfer_batch_size: int = DEFAULT_TRANSFER_BATCH_SIZE
     max_gap_not_in_sync: int = DEFAULT_MAX_GAP_NOT_IN_SYNC
     sync_flush_timeout_s: float = DEFAULT_SYNC_FLUSH_TIMEOUT_MS / 1000
+    max_time_slave_not_catchup_s: float = DEFAULT_MAX_TIME_SLAVE_NOT_CATCHUP_MS / 1000
     # Static master HA address for a slave (upstream haMasterAddress); normally it comes from
     # the NameServer's answer to the slave's registration instead.
     master_ha_address: str | None = None
@@ -92,6 +97,11 @@ class HASettings(BaseModel):
     ha_housekeeping_interval: int = Field(default=DEFAULT_HOUSEKEEPING_INTERVAL_MS, ge=1)
     ha_transfer_batch_size: int = Field(default=DEFAULT_TRANSFER_BATCH_SIZE, ge=1, le=64 << 20)
     ha_max_gap_not_in_sync: int = Field(default=DEFAULT_MAX_GAP_NOT_IN_SYNC, ge=1)
+    # controller mode: a SyncStateSet member whose acknowledgements stopped advancing while the
+    # master has more is dropped from the set after this long (upstream key)
+    ha_max_time_slave_not_catchup: int = Field(
+        default=DEFAULT_MAX_TIME_SLAVE_NOT_CATCHUP_MS, ge=100
+    )
     ha_master_address: str | None = None
     # ferrymq: how often a slave copies the master's metadata (upstream: fixed 10 s)
     ha_slave_sync_interval: int = Field(default=DEFAULT_SLAVE_SYNC_INTERVAL_MS, ge=100)
@@ -136,6 +146,7 @@ def ha_config_for(
         transfer_batch_size=settings.ha_transfer_batch_size,
         max_gap_not_in_sync=settings.ha_max_gap_not_in_sync,
         sync_flush_timeout_s=sync_flush_timeout_ms / 1000,
+        max_time_slave_not_catchup_s=settings.ha_max_time_slave_not_catchup / 1000,
         master_ha_address=settings.ha_master_address,
         slave_sync_interval_s=settings.ha_slave_sync_interval / 1000,
     )

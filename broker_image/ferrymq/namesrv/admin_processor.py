@@ -4,9 +4,12 @@ GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST (313), UPDATE_NAMESRV_CONFIG (318), GET_NAMES
 
 Upstream's "system topic list" of a NameServer is every cluster name and broker name (the
 topics auto-created per cluster and per broker) plus one broker address to ask for the rest.
-Config updates: keys of upstream's configBlackList (and ferrymq's listen/bind/home settings,
-which need a restart) answer NO_PERMISSION "Can not update config in black list."; a key the
-NameServer does not know answers SYSTEM_ERROR naming it (upstream ignores it silently).
+Config: GET_NAMESRV_CONFIG reports upstream's keys with upstream's defaults, the values ferrymq
+runs with and the upstream-only values set by updates (:mod:`ferrymq.upstream_config`). Updates:
+keys of upstream's configBlackList (and ferrymq's listen/bind/home settings, which need a restart:
+a deliberate difference, upstream reports a port it does not listen on) answer NO_PERMISSION
+"Can not update config in black list."; upstream-only keys are kept and reported; a key nobody
+knows is ignored, as upstream's Configuration.update ignores it.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.server import RemotingServer
+from ferrymq.upstream_config import NAMESRV_DEFAULTS, report
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +81,8 @@ class NamesrvAdminProcessor:
         self.routes = routes
         self.config = config
         self.on_config_changed = on_config_changed
+        # upstream-only keys set by updates: reported, not acted on
+        self.kept: dict[str, str] = {}
 
     def register_to(self, server: RemotingServer) -> None:
         table = {
@@ -119,24 +125,23 @@ class NamesrvAdminProcessor:
                 ResponseCode.NO_PERMISSION, "Can not update config in black list."
             )
         by_alias = {(f.alias or n): n for n, f in NamesrvConfig.model_fields.items()}
-        unknown = sorted(
-            k for k in props if k not in by_alias and k not in NamesrvConfig.model_fields
-        )
-        if unknown:
-            return request.response(
-                ResponseCode.SYSTEM_ERROR, f"unknown NameServer config key(s): {', '.join(unknown)}"
-            )
+        ours = {k: v for k, v in props.items() if k in by_alias}
+        kept = {k: v for k, v in props.items() if k not in by_alias and k in NAMESRV_DEFAULTS}
+        ignored = sorted(k for k in props if k not in by_alias and k not in NAMESRV_DEFAULTS)
+        if ignored:
+            log.warning("NameServer config update ignores unknown keys: %s", ", ".join(ignored))
+        self.kept.update(kept)
         try:
             candidate = NamesrvConfig.model_validate(
-                {**self.config.model_dump(by_alias=True), **props}
+                {**self.config.model_dump(by_alias=True), **ours}
             )
         except ValidationError as exc:
             err = exc.errors()[0]
             key = ".".join(str(p) for p in err.get("loc", ()))
             return request.response(ResponseCode.SYSTEM_ERROR, f"{key}: {err.get('msg')}")
         changed = []
-        for key in props:
-            name = by_alias.get(key, key)
+        for key in ours:
+            name = by_alias[key]
             value = getattr(candidate, name)
             if getattr(self.config, name) != value:
                 setattr(self.config, name, value)
@@ -147,5 +152,7 @@ class NamesrvAdminProcessor:
         return request.response(ResponseCode.SUCCESS)
 
     def get_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
-        body = properties_text(self.config).encode("utf-8")
+        derived = {"kvConfigPath": str(self.config.kv_config_file)}
+        values = report(NAMESRV_DEFAULTS, [self.config], {**derived, **self.kept})
+        body = properties_text(values).encode("utf-8")
         return request.response(ResponseCode.SUCCESS, None, None, body)

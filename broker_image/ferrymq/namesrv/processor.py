@@ -129,6 +129,9 @@ class NamesrvProcessor:
             now_ms=self.clock_ms(),
             channel=channel,
         )
+        if result.conflict is not None:
+            # upstream answers SUCCESS with an empty result and logs the conflict
+            log.warning("REGISTER_BROKER from %s: %s", channel.remote_addr, result.conflict)
         self._watch(channel)
         reply = RegisterBrokerResponseHeader(
             ha_server_addr=result.ha_server_addr, master_addr=result.master_addr
@@ -176,7 +179,9 @@ class NamesrvProcessor:
         if route is None:
             return request.response(
                 ResponseCode.TOPIC_NOT_EXIST,
-                f"No topic route info in name server for the topic: {header.topic}",
+                f"No topic route info in name server for the topic: {header.topic}"
+                # upstream appends FAQUrl.suggestTodo(APPLY_TOPIC_URL); clients show it as is
+                "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details.",
             )
         order_conf = self.kv.get(ORDER_TOPIC_CONFIG, header.topic)
         if order_conf is not None:

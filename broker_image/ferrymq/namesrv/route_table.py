@@ -43,6 +43,9 @@ class BrokerLiveInfo:
 class RegisterResult:
     ha_server_addr: str | None = None
     master_addr: str | None = None
+    # set when the registration was ignored: another address holds the id with a newer master
+    # epoch (upstream "Registered Broker conflicts with the existed one, just ignore")
+    conflict: str | None = None
 
 
 @dataclass(slots=True)
@@ -99,6 +102,19 @@ class RouteTable:
         now_ms: int,
         channel: Any = None,
     ) -> RegisterResult:
+        conflict = self.stale_registration(
+            broker_name=broker_name,
+            broker_addr=broker_addr,
+            broker_id=broker_id,
+            state_version=topic_config_wrapper.data_version.state_version
+            if topic_config_wrapper is not None
+            else 0,
+        )
+        if conflict is not None:
+            # the stale registrant's own entry goes too (upstream removes its live info): it
+            # registers again with its new role, and expiry must not be fooled meanwhile
+            self.broker_live_table.pop(broker_addr, None)
+            return RegisterResult(conflict=conflict)
         self.cluster_addr_table.setdefault(cluster_name, set()).add(broker_name)
 
         broker_data = self.broker_addr_table.get(broker_name)
@@ -143,6 +159,31 @@ class RouteTable:
                     result.ha_server_addr = master_live.ha_server_addr
                     result.master_addr = master_addr
         return result
+
+    def stale_registration(
+        self, *, broker_name: str, broker_addr: str, broker_id: int, state_version: int
+    ) -> str | None:
+        """Why a registration is older than the entry it would replace, or None (pure).
+
+        Upstream 5.x ``RouteInfoManager.registerBroker``: a live broker at another address holds
+        this brokerId with a higher ``DataVersion.stateVersion`` (a controller-mode broker's
+        master epoch). Without this, a master cut off and replaced re-registers as brokerId 0
+        before it learns of its successor, overwrites the new master's entry, and its next
+        registration as a slave removes brokerId 0 altogether: no master in the route for up to
+        a registration period (issue 34).
+        """
+        data = self.broker_addr_table.get(broker_name)
+        holder = data.broker_addrs.get(broker_id) if data is not None else None
+        if holder is None or holder == broker_addr:
+            return None
+        live = self.broker_live_table.get(holder)
+        if live is None or live.data_version.state_version <= state_version:
+            return None
+        return (
+            f"{broker_addr} registers as brokerId {broker_id} of {broker_name} with master epoch "
+            f"{state_version}, older than that of {holder} ({live.data_version.state_version}): "
+            "ignored"
+        )
 
     def _apply_topic_configs(self, broker_name: str, table: dict[str, TopicConfig]) -> None:
         for name, config in table.items():

@@ -382,6 +382,8 @@ class GroupList(Body):
 class OffsetWrapper(Body):
     broker_offset: int = 0
     consumer_offset: int = 0
+    # 5.x: the next offset the group's last pull asked for (mqadmin's "Inflight" is pull - consumer)
+    pull_offset: int = 0
     last_timestamp: int = 0
 
 

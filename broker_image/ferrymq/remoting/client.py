@@ -116,6 +116,16 @@ class RemotingClient:
         channel = await self.channel(addr)
         channel.invoke_oneway(request)
 
+    def abort_channel(self, addr: str) -> None:
+        """Drop the channel to ``addr`` at once, unsent bytes and all (upstream
+        ``clientCloseSocketIfTimeout``): a peer that stopped answering leaves the connection in
+        TCP retransmission backoff, and calls queued behind it would get through only at the
+        next retransmission, tens of seconds after the peer is back. The next call connects
+        afresh."""
+        channel = self._channels.pop(addr, None)
+        if channel is not None:
+            channel.abort()
+
     def close_channel(self, addr: str) -> None:
         channel = self._channels.pop(addr, None)
         if channel is not None:

@@ -388,6 +388,26 @@ class EndTransactionRequestHeader(Header):
 
 
 @dataclass(slots=True)
+class ReplyMessageRequestHeader(Header):
+    """PUSH_REPLY_MESSAGE_TO_CLIENT's header (upstream ReplyMessageRequestHeader)."""
+
+    producer_group: str
+    topic: str
+    default_topic: str
+    default_topic_queue_nums: int
+    queue_id: int
+    sys_flag: int
+    born_timestamp: int
+    flag: int
+    born_host: str
+    store_host: str
+    store_timestamp: int
+    properties: str | None = None
+    reconsume_times: int | None = None
+    unit_mode: bool = False
+
+
+@dataclass(slots=True)
 class CheckTransactionStateRequestHeader(Header):
     tran_state_table_offset: int
     commit_log_offset: int

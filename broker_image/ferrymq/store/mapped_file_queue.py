@@ -265,7 +265,9 @@ class MappedFileQueue:
         index expiry by CommitLog offset)."""
         deleted: list[MappedFile] = []
         for mf in self.files[:-1]:
-            if keep(mf):
+            # a file an earlier turn began to destroy (a flush thread held it) is unmapped once
+            # released: it was judged already, and its map may be closed by now
+            if mf.is_available and keep(mf):
                 break
             if not mf.destroy(interval_forcibly_ms):
                 break

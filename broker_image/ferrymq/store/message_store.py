@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
+import shutil
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
@@ -60,6 +62,7 @@ from ferrymq.store.mapped_file import (
     StoreFileError,
     free_bytes,
 )
+from ferrymq.store.put_stats import PutStats
 from ferrymq.store.results import (
     AppendMessageResult,
     AppendMessageStatus,
@@ -140,6 +143,8 @@ class MessageStore:
         self.consume_queues_rebuilt = 0
         self._put_times_total = 0
         self._put_size_total = 0
+        self.put_stats = PutStats()
+        self._boot_time = time.time()
         self._get_found_total = 0
         self._get_miss_total = 0
         self._limits = PullLimits(
@@ -496,21 +501,37 @@ class MessageStore:
         """``put_message`` without a coroutine when it needs no durability wait (ASYNC_FLUSH,
         no replica waiter): the result itself, else a coroutine to await for it. The append
         happens here either way."""
+        started = time.perf_counter()
         refused = self._refuse_put()
         if refused is not None:
+            self.put_stats.record_failed_put()
             return refused
         try:
             result = self.commit_log.put_message(msg)
         except AppendError as exc:
+            self.put_stats.record_failed_put()
             return self._append_failed(exc)
         except StoreFileError as exc:
+            self.put_stats.record_failed_put()
             return self._put_file_failed(exc)
         self._put_times_total += 1
         self._put_size_total += result.wrote_bytes
         self.reput.wakeup()
         if self._group_commit is None and self._replica_waiter is None:
+            self.put_stats.record_put((time.perf_counter() - started) * 1000)
             return PutMessageResult(PutMessageStatus.PUT_OK, result)
-        return self._wait_durable(result, msg.properties)
+        return self._timed(self._wait_durable(result, msg.properties), started)
+
+    async def _timed(
+        self, waiting: Coroutine[Any, Any, PutMessageResult], started: float
+    ) -> PutMessageResult:
+        """A put's durability wait, its whole time recorded (upstream times the put until its
+        flush and replica waits are done)."""
+        result = await waiting
+        self.put_stats.record_put((time.perf_counter() - started) * 1000)
+        if result.status is not PutMessageStatus.PUT_OK:
+            self.put_stats.record_failed_put()
+        return result
 
     async def put_messages(self, batch: MessageInner | Sequence[MessageInner]) -> PutMessageResult:
         """A batch: a MessageInner whose body is a SEND_BATCH_MESSAGE body, or a list of
@@ -695,7 +716,9 @@ class MessageStore:
             self._get_miss_total += 1
             status, next_begin = refused
             return GetMessageResult(status, next_begin, min_offset, max_offset)
+        started = time.perf_counter()
         result = read_queue(cq, self.commit_log, offset, max_msg_nums, message_filter, self._limits)
+        self.put_stats.record_get((time.perf_counter() - started) * 1000)
         if result.status is GetMessageStatus.FOUND:
             self._get_found_total += 1
         else:
@@ -711,6 +734,16 @@ class MessageStore:
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
         cq = self.consume_queues.find(topic, queue_id)
         return cq.min_offset_in_queue if cq else -1
+
+    def check_in_mem_by_consume_offset(self, topic: str, queue_id: int, cq_offset: int) -> bool:
+        """Upstream ``checkInMemByConsumeOffset`` (batch of one): the message at ``cq_offset``
+        exists and lies within the memory budget behind the CommitLog tail, the same notion
+        of "in memory" as the pull's slave suggestion (upstream asks the page cache)."""
+        cq = self.consume_queues.find(topic, queue_id)
+        unit = cq.get_unit(cq_offset) if cq else None
+        if unit is None or unit[1] == BLANK_UNIT_SIZE:
+            return False
+        return self.commit_log.max_offset - unit[0] <= self._limits.memory_budget
 
     def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, cq_offset: int) -> int:
         cq = self.consume_queues.find(topic, queue_id)
@@ -825,6 +858,48 @@ class MessageStore:
             deleted += self.index_service.delete_expired(min_offset)
         return deleted
 
+    def apply_flush_settings(self) -> None:
+        """Hand the flush settings of ``config``, changed at run time (UPDATE_BROKER_CONFIG), to
+        the running flushers; they read them from their next turn on."""
+        cfg = self.config
+        if self._flush_commit_log is not None:
+            self._flush_commit_log.interval_ms = cfg.flush_interval_commit_log
+            self._flush_commit_log.least_pages = cfg.flush_commit_log_least_pages
+            self._flush_commit_log.thorough_interval_ms = cfg.flush_commit_log_thorough_interval
+        if self._flush_cq is not None:
+            self._flush_cq.interval_ms = cfg.flush_interval_consume_queue
+            self._flush_cq.least_pages = cfg.flush_consume_queue_least_pages
+            self._flush_cq.thorough_interval_ms = cfg.flush_consume_queue_thorough_interval
+
+    def _upstream_runtime_info(self, commit_log_ratio: float) -> dict[str, str]:
+        """The rest of upstream DefaultMessageStore's runtime keys, as ferrymq's store has them."""
+        cfg = self.config
+        min_offset = self.min_phy_offset
+        size = self.commit_log.get_record_size(min_offset) if self.commit_log.max_offset else 0
+        earliest = self.commit_log.pickup_store_timestamp(min_offset, size) if size > 0 else -1
+        unflushed = self.commit_log.max_offset - self.commit_log.mapped_file_queue.flushed_where
+        info = {
+            f"commitLogDiskRatio_{cfg.commit_log_dir}": f"{commit_log_ratio:.4f}",
+            "earliestMessageTimeStamp": str(earliest),
+            "remainHowManyDataToFlush": human_readable_bytes(max(0, unflushed)),
+            # no transient store pool: upstream answers Integer.MAX_VALUE then
+            "remainTransientStoreBufferNumbs": str(2**31 - 1),
+            # the reput task dispatches from the CommitLog itself: no dispatch buffer
+            "dispatchMaxBuffer": "0",
+            # puts append under no lock that a reader could wait on
+            "pageCacheLockTimeMills": "0",
+            "runtime": format_runtime(time.time() - self._boot_time),
+        }
+        try:
+            info["consumeQueueDiskRatio"] = f"{self._disk_usage(cfg.consume_queue_dir):.4f}"
+            total, _, free = shutil.disk_usage(cfg.store_path_root_dir)
+            info["commitLogDirCapacity"] = (
+                f"Total : {human_readable_bytes(total)}, Free : {human_readable_bytes(free)}."
+            )
+        except OSError:
+            pass  # a directory not there yet: upstream leaves the keys out too
+        return info
+
     def runtime_info(self) -> dict[str, str]:
         """Upstream-style runtime figures, all strings (they go into GET_BROKER_RUNTIME_INFO)."""
         mfq = self.commit_log.mapped_file_queue
@@ -859,8 +934,27 @@ class MessageStore:
         if self._group_commit is not None:
             info["groupCommitFlushes"] = str(self._group_commit.flushes)
             info["groupCommitRequests"] = str(self._group_commit.requests_served)
+        info.update(self.put_stats.runtime_info(self._put_times_total, self._put_size_total))
+        info.update(self._upstream_runtime_info(ratio))
         info.update(self.recovery_stats)
         return info
+
+
+def human_readable_bytes(count: int) -> str:
+    """Upstream MixAll.humanReadableByteCount(bytes, false): "512 B", "1.5 KiB", "3.0 GiB"."""
+    if count < 1024:
+        return f"{count} B"
+    exp = min(6, int(math.log(count) / math.log(1024)))
+    return f"{count / 1024**exp:.1f} {'KMGTPE'[exp - 1]}iB"
+
+
+def format_runtime(seconds: float) -> str:
+    """Upstream StoreStatsService.getFormatRuntime: "[ 0 days, 1 hours, 2 minutes, 3 seconds ]"."""
+    whole = int(seconds)
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"[ {days} days, {hours} hours, {minutes} minutes, {secs} seconds ]"
 
 
 __all__ = [

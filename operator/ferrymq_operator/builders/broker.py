@@ -58,6 +58,7 @@ def broker_conf(
     defaults: dict[str, str] = {}
     if controller.enabled(spec):
         defaults["allAckInSyncStateSet"] = "true"
+        defaults.update(controller.broker_failover_defaults())
         # the controller picks the master: every pod is a replica with id ordinal + 1 (ids >= 1)
         # and brokerRole says only whether a master waits for its in-sync replicas
         role, broker_id = spec.broker_role, broker_id + 1
@@ -65,7 +66,7 @@ def broker_conf(
     listen, ha = spec.pod_ports(group, broker_id)
     extra = dict(spec.config)
     metrics = pod_metrics_port(spec, group, broker_id)
-    if metrics is not None and spec.per_pod_ports:
+    if metrics is not None:
         extra["metricsPort"] = str(metrics)
     return {
         **defaults,
@@ -86,14 +87,12 @@ def broker_conf(
 
 def pod_metrics_port(spec: BrokerSpec, group: int, broker_id: int) -> int | None:
     """The pod's metricsPort (spec.config's, moved per pod with per-pod ports); None when off."""
-    metrics = spec.config.get("metricsPort", "").strip()
-    if not metrics.isdigit() or int(metrics) == 0:
-        return None
-    if not spec.per_pod_ports:
-        return int(metrics)
+    metrics = spec.metrics_port()
+    if metrics is None or not spec.per_pod_ports:
+        return metrics
     # Every port a pod opens differs per pod, so that pods sharing a node do not clash.
     index = group * spec.replicas_per_group + broker_id
-    return int(metrics) + models.PORT_STRIDE * index
+    return metrics + models.PORT_STRIDE * index
 
 
 def pod_address(owner: Owner, spec: BrokerSpec, group: int, broker_id: int, domain: str) -> str:
@@ -155,9 +154,9 @@ def _ports(spec: BrokerSpec) -> list[tuple[str, int]]:
         ("fast", spec.listen_port - 2),
     ]
     # the chart's PodMonitor scrapes the container port named "metrics" (spec.config metricsPort)
-    metrics = spec.config.get("metricsPort", "").strip()
-    if metrics.isdigit() and int(metrics) > 0:
-        ports.append(("metrics", int(metrics)))
+    metrics = spec.metrics_port()
+    if metrics is not None:
+        ports.append(("metrics", metrics))
     return ports
 
 

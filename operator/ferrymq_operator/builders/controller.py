@@ -25,6 +25,26 @@ CONTROLLER_REQUESTS = {"cpu": "50m", "memory": "64Mi"}
 LEASE_DURATION_SECONDS = 10
 
 
+# Failover defaults (issue 34; a Broker's spec.config may override the broker keys). A killed
+# master costs the heartbeat timeout, up to one scan interval, then the promotion and the
+# clients' route refresh (about 1 s): 6 + 1 + 1 s, under the 10 s target (upstream's 10 s
+# timeout and 5 s scan cost 11 to 14.5 s). The other side: a master whose heartbeats stall for
+# 6 s (a saturated node, a long pause) is replaced although alive, a false election; its lease
+# (min(timeout / 2, timeout - 2 x interval) = 3 s, three heartbeat intervals) ends first, so
+# it never acknowledges alongside its successor. controller/README.md has the trade-off.
+BROKER_HEARTBEAT_TIMEOUT_MS = 6000
+BROKER_HEARTBEAT_INTERVAL_MS = 1000
+SCAN_NOT_ACTIVE_BROKER_INTERVAL_MS = 1000
+
+
+def broker_failover_defaults() -> dict[str, str]:
+    """broker.conf defaults of a controller-mode replica (the user's spec.config wins)."""
+    return {
+        "controllerHeartBeatTimeoutMills": str(BROKER_HEARTBEAT_TIMEOUT_MS),
+        "brokerHeartbeatInterval": str(BROKER_HEARTBEAT_INTERVAL_MS),
+    }
+
+
 # On the host network the controller pods share the node's ports with the brokers of the same
 # Broker: pod k listens on listenPort - 5 + k, below the fast channel of the first broker pod
 # (listenPort - 2; in controller mode broker pods start at listenPort + 10).
@@ -67,6 +87,7 @@ def controller_conf(owner: Owner) -> dict[str, str]:
         "controllerStateConfigMap": names.controller_state_configmap(owner.name),
         "controllerLeaseName": names.controller(owner.name),
         "controllerLeaseDurationSeconds": str(LEASE_DURATION_SECONDS),
+        "scanNotActiveBrokerInterval": str(SCAN_NOT_ACTIVE_BROKER_INTERVAL_MS),
     }
 
 

@@ -23,7 +23,9 @@ LISTEN_PORT_ENV = "FERRYMQ_listenPort"
 
 def namesrv_conf(spec: NameServerSpec) -> dict[str, str]:
     """namesrv.conf settings: the user's extras plus the (base) port."""
-    return {**spec.config, **security.conf_keys(spec), "listenPort": str(spec.port)}
+    metrics = spec.metrics_port()
+    defaults = {"metricsPort": str(metrics)} if metrics is not None else {}
+    return {**defaults, **spec.config, **security.conf_keys(spec), "listenPort": str(spec.port)}
 
 
 def _port_expr(spec: NameServerSpec) -> int | str:
@@ -81,9 +83,9 @@ def client_service(owner: Owner, spec: NameServerSpec) -> dict[str, Any]:
 def _container_ports(spec: NameServerSpec) -> list[dict[str, Any]]:
     ports = [{"name": "namesrv", "containerPort": spec.port, "protocol": "TCP"}]
     # /metrics of the NameServer (namesrv.conf metricsPort, the broker's key), for a PodMonitor
-    metrics = spec.config.get("metricsPort", "").strip()
-    if metrics.isdigit() and int(metrics) > 0:
-        ports.append({"name": "metrics", "containerPort": int(metrics), "protocol": "TCP"})
+    metrics = spec.metrics_port()
+    if metrics is not None:
+        ports.append({"name": "metrics", "containerPort": metrics, "protocol": "TCP"})
     return ports
 
 

@@ -4,6 +4,7 @@ claim template, adopting the running pods."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,6 +13,20 @@ from ferrymq_operator.builders import names
 from ferrymq_operator.builders.names import Owner
 from ferrymq_operator.lifecycle.pods import Events
 from ferrymq_operator.status import Failure
+
+ORPHAN_POLL_S = 0.25
+ORPHAN_WAIT_POLLS = 120  # 30 s
+
+
+async def _gone(kube: k8s.Kube, namespace: str, name: str) -> bool:
+    """Wait (bounded) until the orphaning deletion finished: the garbage collector first takes
+    the pods' ownerReferences, then removes the object; applying before that would update the
+    object being deleted (and be refused: claim templates cannot change)."""
+    for _ in range(ORPHAN_WAIT_POLLS):
+        if await kube.get("apps/v1", "StatefulSet", namespace, name) is None:
+            return True
+        await asyncio.sleep(ORPHAN_POLL_S)
+    return False
 
 
 async def grow(
@@ -43,17 +58,26 @@ async def grow(
     if decision.refused is not None:
         return Failure(*decision.refused)
     for claim in decision.expand:
-        await kube.patch(
-            "v1",
-            "PersistentVolumeClaim",
-            owner.namespace,
-            claim,
-            {"spec": {"resources": {"requests": {"storage": spec.storage.size}}}},
-        )
+        try:
+            await kube.patch(
+                "v1",
+                "PersistentVolumeClaim",
+                owner.namespace,
+                claim,
+                {"spec": {"resources": {"requests": {"storage": spec.storage.size}}}},
+            )
+        except k8s.Rejected as error:
+            # e.g. a claim not yet bound to a volume (only bound claims may grow)
+            return Failure("StorageResizeRejected", f"growing claim {claim}: {error}")
         events.append(("Normal", "ClaimExpanding", f"{claim}: requested {spec.storage.size}"))
     for sts in decision.recreate:
         # Orphan: the pods stay; the StatefulSet applied next adopts them (same selector).
         await kube.delete("apps/v1", "StatefulSet", owner.namespace, sts, propagation="Orphan")
+        if not await _gone(kube, owner.namespace, sts):
+            return Failure(
+                "StorageResizePending",
+                f"{sts}: the garbage collector has not yet released its pods; retrying",
+            )
         events.append(
             (
                 "Normal",

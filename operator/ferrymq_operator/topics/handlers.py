@@ -15,7 +15,7 @@ from typing import Any, cast
 
 import kopf
 
-from ferrymq_operator import k8s, models, resync
+from ferrymq_operator import k8s, metrics, models, resync
 from ferrymq_operator.reconcile import Context, Result
 from ferrymq_operator.topics import reconcile
 from ferrymq_operator.topics.admin import RemotingObjectAdmin
@@ -67,7 +67,7 @@ async def run(memo: kopf.Memo, kind: str, namespace: str, name: str, raise_error
         if body is None or body["metadata"].get("deletionTimestamp"):
             return
         try:
-            result = await RECONCILERS[kind](ctx, body)
+            result = await metrics.timed(kind, lambda: RECONCILERS[kind](ctx, body))
             for event_type, reason, message in result.events:
                 kopf.event(cast(Any, body), type=event_type, reason=reason, message=message)
             await ctx.kube.patch_status(models.API_VERSION, kind, namespace, name, result.status)

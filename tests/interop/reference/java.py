@@ -124,16 +124,25 @@ def start_java(
     run_dir: Path,
     jvm_opts: Sequence[str] = DEFAULT_JVM_OPTS,
     env: Mapping[str, str] | None = None,
+    stdin: bool = False,
 ) -> JavaProcess:
-    """Start ``main_class`` as a child that dies with the test run (PR_SET_PDEATHSIG)."""
+    """Start ``main_class`` as a child that dies with the test run (PR_SET_PDEATHSIG). With
+    ``stdin``, the caller talks to it: its stdin and stdout are pipes (stderr goes to the log)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     argv = java_argv(main_class, args, classpath, run_dir, jvm_opts)
     full_env = java_env(run_dir, env)
-    return _spawn(name, main_class, list(args), run_dir, argv, full_env)
+    return _spawn(name, main_class, list(args), run_dir, argv, full_env, piped=stdin)
 
 
 def _spawn(
-    name: str, main_class: str, args: list[str], run_dir: Path, argv: list[str], env: dict[str, str]
+    name: str,
+    main_class: str,
+    args: list[str],
+    run_dir: Path,
+    argv: list[str],
+    env: dict[str, str],
+    *,
+    piped: bool = False,
 ) -> JavaProcess:
     out_path = run_dir / f"{name}.out"
     keep_previous_log(out_path)  # a restarted child's predecessor's output stays readable
@@ -141,9 +150,9 @@ def _spawn(
         proc = subprocess.Popen(
             argv,
             cwd=run_dir,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE if piped else out,
+            stderr=out if piped else subprocess.STDOUT,
+            stdin=subprocess.PIPE if piped else subprocess.DEVNULL,
             env=env,
             start_new_session=True,
             preexec_fn=die_with_parent(),

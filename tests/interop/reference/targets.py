@@ -4,6 +4,7 @@ oracle, :class:`ApacheCluster`) and ferrymq (its own process harness,
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,7 +15,9 @@ from .apache import ApacheCluster
 TARGETS = ("apache", "ferrymq")
 
 
-def ferrymq_cluster(data_dir: Path, groups: int = 1) -> LocalCluster:
+def ferrymq_cluster(
+    data_dir: Path, groups: int = 1, broker_conf: Mapping[str, object] | None = None
+) -> LocalCluster:
     """ferrymq's process cluster as the Apache one is set up: loopback, picked ports, 8 MiB files."""
     return LocalCluster(
         data_dir,
@@ -22,6 +25,7 @@ def ferrymq_cluster(data_dir: Path, groups: int = 1) -> LocalCluster:
         namesrv_port=0,
         broker_port=0,
         mapped_file_size_commit_log=8 * 1024 * 1024,
+        extra_conf={k: str(v) for k, v in (broker_conf or {}).items()},
     )
 
 

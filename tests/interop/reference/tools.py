@@ -135,3 +135,52 @@ def resolve_classpath(pom: Path = APACHE_POM) -> str:
     if text is None:
         raise ToolError(f"mvn resolved {pom} but the classpath in {cache} names missing jars")
     return text
+
+
+def _tree_digest(root: Path, extra: str) -> str:
+    digest = hashlib.sha256(extra.encode())
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and "target" not in path.relative_to(root).parts:
+            digest.update(str(path.relative_to(root)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def build_module(module: Path, profile: str, build_dir: str) -> str:
+    """Compile the Maven module at ``module`` with ``-P<profile>`` (into ``target/<build_dir>``)
+    and return its runtime classpath (classes first). Rebuilt only when a source or the pom
+    changed, or a jar of the cached classpath is gone."""
+    key = _tree_digest(module, f"{profile}:{maven_repo()}")
+    classes = module / "target" / build_dir / "classes"
+    stamp = CACHE_DIR / f"module-{module.name}-{profile}-{key}.txt"
+
+    def cached() -> str | None:
+        if not stamp.exists() or not classes.is_dir():
+            return None
+        text = stamp.read_text().strip()
+        if all(Path(p).exists() for p in text.split(os.pathsep)):
+            return text
+        return None
+
+    if (hit := cached()) is not None:
+        ensure_java_tools()
+        return hit
+    with _locked(f"build-{module.name}"):
+        if (hit := cached()) is not None:
+            return hit
+        deps = CACHE_DIR / f"{stamp.stem}.deps"
+        mvn(
+            [
+                f"-P{profile}",
+                "compile",
+                "dependency:build-classpath",
+                f"-Dmdep.outputFile={deps}",
+                "-Dmdep.includeScope=runtime",
+            ],
+            module,
+        )
+        stamp.write_text(f"{classes}{os.pathsep}{deps.read_text().strip()}")
+    text = cached()
+    if text is None:
+        raise ToolError(f"mvn compiled {module} (-P{profile}) but {classes} or a jar is missing")
+    return text

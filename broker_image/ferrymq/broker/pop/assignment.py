@@ -12,6 +12,7 @@ the NameServers' route (all broker groups), or this broker's own topic config wh
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -112,6 +113,7 @@ class QueryAssignmentProcessor:
         self.route_of = route_of
         self.default_mode = default_mode
         self.default_pop_share_queue_num = default_pop_share_queue_num
+        self._saving: set[asyncio.Task[None]] = set()
 
     def register_to(self, server: RemotingServer) -> None:
         server.register(RequestCode.QUERY_ASSIGNMENT, self.query_assignment)
@@ -160,11 +162,12 @@ class QueryAssignmentProcessor:
             assigned = None
         elif model == "BROADCASTING":
             assigned = queues
+        elif (info := self.consumers.get(group)) is None:
+            # upstream: no consumer of the group has sent a heartbeat, no answer (null)
+            log.warning("query assignment: group %s has no consumer", group)
+            assigned = None
         else:
-            info = self.consumers.get(group)
-            cid_all = sorted(info.client_ids()) if info is not None else []
-            if client_id and client_id not in cid_all:
-                cid_all = sorted([*cid_all, client_id])  # a pop client may not have beaten yet
+            cid_all = sorted(info.client_ids())
             try:
                 if not queues or not cid_all:
                     assigned = []
@@ -224,5 +227,20 @@ class QueryAssignmentProcessor:
             group,
             {"topic": topic, "consumerGroup": group, "mode": mode, "popShareQueueNum": share},
         )
-        await self.modes.persist()
+        # saved behind the answer: an fsync on a busy disk must not outlast mqadmin's timeout
+        # (upstream answers after a write without fsync); a failure is logged
+        task = asyncio.get_running_loop().create_task(self._persist())
+        self._saving.add(task)
+        task.add_done_callback(self._saving.discard)
         return request.response(ResponseCode.SUCCESS)
+
+    async def flush(self) -> None:
+        """Wait for the mode saves in flight (at shutdown)."""
+        for task in list(self._saving):
+            await task
+
+    async def _persist(self) -> None:
+        try:
+            await self.modes.persist()
+        except OSError as exc:
+            log.error("cannot write %s: %s", self.modes.path, exc)

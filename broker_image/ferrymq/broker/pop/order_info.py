@@ -5,11 +5,17 @@ any of them is un-acked and still invisible; the same ``attemptId`` may pop them
 retrying a lost response). Once invisible time passes, the same offsets are handed out again with
 a count one higher (the consumer's reconsumeTimes). An ack commits the offset and moves the
 consumer offset to the first un-acked one; no checkpoint is written and nothing is revived.
+
+The table is saved as ``config/consumerOrderInfo.json`` (as upstream, every few seconds and at
+shutdown): after a restart an orderly batch stays invisible until its time and keeps its counts.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import orjson
 
 __all__ = ["OrderInfo", "OrderInfoManager"]
 
@@ -33,6 +39,34 @@ class OrderInfo:
 class OrderInfoManager:
     def __init__(self) -> None:
         self.table: dict[OrderKey, OrderInfo] = {}
+        self.dirty = False
+
+    def snapshot(self) -> bytes:
+        rows = [
+            {"topic": t, "group": g, "queueId": q, **_plain(asdict(info))}
+            for (t, g, q), info in self.table.items()
+        ]
+        return orjson.dumps({"table": rows})
+
+    def restore(self, data: bytes) -> None:
+        """Load a snapshot; ValueError when it does not parse."""
+        try:
+            rows = orjson.loads(data)["table"]
+            table = {
+                (str(r["topic"]), str(r["group"]), int(r["queueId"])): OrderInfo(
+                    pop_time=int(r["pop_time"]),
+                    invisible_time=int(r["invisible_time"]),
+                    offsets=[int(o) for o in r["offsets"]],
+                    attempt_id=r.get("attempt_id"),
+                    next_visible={int(k): int(v) for k, v in r["next_visible"].items()},
+                    counts={int(k): int(v) for k, v in r["counts"].items()},
+                    committed={int(o) for o in r["committed"]},
+                )
+                for r in rows
+            }
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"consumerOrderInfo is unreadable: {exc}") from None
+        self.table = table
 
     def check_block(
         self, attempt_id: str | None, topic: str, group: str, queue_id: int, now_ms: int
@@ -77,6 +111,7 @@ class OrderInfoManager:
             counts=counts,
         )
         self.table[key] = info
+        self.dirty = True
         return counts
 
     def commit_and_next(
@@ -92,6 +127,7 @@ class OrderInfoManager:
         if offset not in info.offsets:
             return -1
         info.committed.add(offset)
+        self.dirty = True
         pending = info.uncommitted()
         if pending:
             return pending[0]
@@ -105,8 +141,18 @@ class OrderInfoManager:
         if info is None or info.pop_time != pop_time or offset not in info.offsets:
             return False
         info.next_visible[offset] = next_ms
+        self.dirty = True
         return True
 
     def remove_group(self, group: str) -> None:
         for key in [k for k in self.table if k[1] == group]:
             del self.table[key]
+
+
+def _plain(row: dict[str, Any]) -> dict[str, Any]:
+    """JSON-ready: int keys as strings, sets as sorted lists."""
+    out = dict(row)
+    out["next_visible"] = {str(k): v for k, v in row["next_visible"].items()}
+    out["counts"] = {str(k): v for k, v in row["counts"].items()}
+    out["committed"] = sorted(row["committed"])
+    return out

@@ -28,6 +28,7 @@ from ferrymq.broker.consumer_offsets import ConsumerOffsetManager
 from ferrymq.broker.pop import extra_info as xi
 from ferrymq.broker.pop.checkpoint import CheckPoint
 from ferrymq.broker.pop.service import PopService
+from ferrymq.broker.store_port import MessageStorePort
 from ferrymq.broker.subscription_groups import SubscriptionGroupManager
 from ferrymq.broker.topic_config import TopicConfigManager
 from ferrymq.filter import FilterCompileError, FilterNotSupportedError, build_message_filter
@@ -115,6 +116,24 @@ class _Batch:
     msg_infos: list[tuple[str, int, list[int]]] = field(default_factory=list)
     order_counts: list[tuple[str, int, int, int]] = field(default_factory=list)
     rest: int = 0
+
+
+def initial_pop_offset(
+    store: MessageStorePort, topic: str, qid: int, *, from_min: bool, check_in_mem: bool
+) -> int:
+    """Where a group's first pop of a queue begins (upstream ``PopMessageProcessor.getInitOffset``):
+    the queue's start for CONSUME_FROM_MIN and retry topics; else 0 while the queue still begins at
+    0 and message 0 is in memory, so a consumer started right after its producer misses nothing;
+    else the last message."""
+    if from_min:
+        return store.get_min_offset_in_queue(topic, qid)
+    if (
+        check_in_mem
+        and store.get_min_offset_in_queue(topic, qid) <= 0
+        and store.check_in_mem_by_consume_offset(topic, qid, 0)
+    ):
+        return 0
+    return max(0, store.get_max_offset_in_queue(topic, qid) - 1)
 
 
 class PopMessageProcessor:
@@ -300,10 +319,13 @@ class PopMessageProcessor:
         offset = self.offsets.query_offset(h.consumer_group, topic, qid)
         if offset >= 0:
             return offset
-        if h.init_mode == INIT_MODE_MIN or topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            offset = self.store.get_min_offset_in_queue(topic, qid)
-        else:
-            offset = max(0, self.store.get_max_offset_in_queue(topic, qid) - 1)
+        offset = initial_pop_offset(
+            self.store,
+            topic,
+            qid,
+            from_min=h.init_mode == INIT_MODE_MIN or topic.startswith(RETRY_GROUP_TOPIC_PREFIX),
+            check_in_mem=self.service.config.init_pop_offset_by_check_msg_in_mem,
+        )
         self.offsets.commit_offset(h.consumer_group, topic, qid, offset)
         return offset
 

@@ -27,6 +27,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from ferrymq.broker.consumer_offsets import ConsumerOffsetManager
 from ferrymq.broker.message_copy import restored_message
@@ -48,6 +49,7 @@ from ferrymq.broker.topic_config import TopicConfigManager
 from ferrymq.message import MessageConst, MessageInner
 from ferrymq.remoting.bodies import PERM_READ, PERM_WRITE, TopicConfig
 from ferrymq.store.dispatch import RoundRecords
+from ferrymq.store.json_file import AtomicFileWriter
 from ferrymq.store.record import RecordKind, check_record
 from ferrymq.store.results import GetMessageStatus
 from ferrymq.topic_validator import RETRY_GROUP_TOPIC_PREFIX
@@ -59,6 +61,7 @@ __all__ = ["PopConfig", "PopService"]
 _REPLAY_BATCH = 32
 _REVIVE_RETRY_MS = 10_000  # a failed revive is tried again this much later (upstream: 10 s first)
 _IDLE_S = 1.0
+_ORDER_SAVE_S = 5.0  # as flushConsumerOffsetInterval
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +72,7 @@ class PopConfig:
     revive_queue_num: int = 8  # upstream reviveQueueNum
     enable_retry_topic_v2: bool = False  # upstream enableRetryTopicV2
     pop_from_retry_probability: int = 20  # upstream popFromRetryProbability (percent)
+    init_pop_offset_by_check_msg_in_mem: bool = True  # upstream initPopOffsetByCheckMsgInMem
 
     @property
     def revive_topic(self) -> str:
@@ -89,6 +93,7 @@ class PopService:
         *,
         clock_ms: Callable[[], int] = _now_ms,
         on_topic_created: Callable[[str], None] = lambda topic: None,
+        order_info_path: Path | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -104,6 +109,11 @@ class PopService:
         self._waiters: dict[str, set[asyncio.Future[None]]] = {}
         self.revived = 0
         self.running = False
+        self._listening = False
+        # orderly pop state, saved every few seconds and at shutdown (upstream consumerOrderInfo)
+        self.order_info_path = order_info_path
+        self._order_writer = AtomicFileWriter(order_info_path) if order_info_path else None
+        self._order_saved_at = 0.0
 
     # --- lifecycle ----------------------------------------------------------------------------
     def ensure_revive_topic(self) -> None:
@@ -121,8 +131,19 @@ class PopService:
             self.on_topic_created(topic)
 
     async def start(self, *, revive: bool = True) -> None:
-        """Replay the revive topic (pending CKs, acks, pop offsets); then, on a master, revive."""
-        self.store.add_dispatch_round_listener(self._on_dispatch_round)
+        """Replay the revive topic (pending CKs, acks, pop offsets); then, on a master, revive.
+        Called again after a promotion: the state is rebuilt from the (replicated) log."""
+        if not self._listening:
+            self.store.add_dispatch_round_listener(self._on_dispatch_round)
+            self._listening = True
+        self.inflight = InflightTable()
+        self.orders = OrderInfoManager()
+        if self.order_info_path is not None and self.order_info_path.exists():
+            data = await asyncio.to_thread(self.order_info_path.read_bytes)
+            try:
+                self.orders.restore(data)
+            except ValueError as exc:  # orderly batches are handed out again: no message lost
+                log.error("%s: %s; starting with no orderly state", self.order_info_path, exc)
         self.ensure_revive_topic()
         self.replay()
         if revive:
@@ -137,10 +158,21 @@ class PopService:
                 await self._task
             self._task = None
         self.commit_progress()
+        await self.save_order_info()
         for futures in self._waiters.values():
             for fut in futures:
                 if not fut.done():
                     fut.set_result(None)
+
+    async def save_order_info(self) -> None:
+        if self._order_writer is None or not self.orders.dirty:
+            return
+        self.orders.dirty = False
+        try:
+            await self._order_writer.write(self.orders.snapshot())
+        except OSError as exc:
+            self.orders.dirty = True
+            log.error("cannot write %s: %s", self.order_info_path, exc)
 
     # --- records ------------------------------------------------------------------------------
     def next_revive_qid(self) -> int:
@@ -273,6 +305,9 @@ class PopService:
                 if not done:
                     self.inflight.retry_later(ck, self.clock_ms() + _REVIVE_RETRY_MS)
             self.commit_progress()
+            if time.monotonic() - self._order_saved_at >= _ORDER_SAVE_S:
+                self._order_saved_at = time.monotonic()
+                await self.save_order_info()
             due = self.inflight.next_due()
             wait_s = _IDLE_S if due is None else max(0.0, (due - self.clock_ms()) / 1000)
             with contextlib.suppress(TimeoutError):

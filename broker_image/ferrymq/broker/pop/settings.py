@@ -23,6 +23,9 @@ class PopTimerSettings(BaseModel):
     default_message_request_mode: Literal["PULL", "POP"] = "PULL"
     """QUERY_ASSIGNMENT's mode for a (topic, group) nobody set with SET_MESSAGE_REQUEST_MODE."""
     default_pop_share_queue_num: int = -1
+    init_pop_offset_by_check_msg_in_mem: bool = True
+    """A group's first pop of a queue that still starts at 0 with message 0 in memory begins
+    at 0 (upstream initPopOffsetByCheckMsgInMem); otherwise at the last message."""
     timer_wheel_enable: bool = True
     """Timer messages (TIMER_DELIVER_MS / TIMER_DELAY_SEC / TIMER_DELAY_MS); off: refused."""
     timer_max_delay_sec: int = Field(default=3 * 24 * 3600, ge=1)

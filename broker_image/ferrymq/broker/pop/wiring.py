@@ -17,15 +17,16 @@ from ferrymq.broker.pop.assignment import MessageRequestModeManager, QueryAssign
 from ferrymq.broker.pop.pop_processor import PopMessageProcessor
 from ferrymq.broker.pop.service import PopConfig, PopService
 from ferrymq.broker.pop.settings import PopTimerSettings
+from ferrymq.broker.processors.admin_config_get import ConfigGetProcessor
 from ferrymq.broker.semantics import SendSemanticsStore
 from ferrymq.broker.store_port import MessageStorePort
 from ferrymq.broker.subscription_groups import SubscriptionGroupManager
 from ferrymq.broker.timer.recall import RecallMessageProcessor
-from ferrymq.broker.timer.timer_message import TimerRewrite
+from ferrymq.broker.timer.timer_message import TIMER_TOPIC, TimerRewrite
 from ferrymq.broker.timer.timer_service import TimerService
 from ferrymq.broker.topic_config import TopicConfigManager
 from ferrymq.client.namesrv_api import NamesrvApi
-from ferrymq.remoting.bodies import TopicRouteData
+from ferrymq.remoting.bodies import TopicConfig, TopicRouteData
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.server import RemotingServer
 
@@ -54,6 +55,8 @@ class PopTimerServices:
         store_host = (config.broker_ip1, config.listen_port)
         self.settings = settings
         self.is_slave = is_slave
+        self.topics = topics
+        self.on_topic_created = on_topic_created
         self.pop = PopService(
             PopConfig(
                 broker_name=config.broker_name,
@@ -62,11 +65,13 @@ class PopTimerServices:
                 revive_queue_num=settings.revive_queue_num,
                 enable_retry_topic_v2=settings.enable_retry_topic_v2,
                 pop_from_retry_probability=settings.pop_from_retry_probability,
+                init_pop_offset_by_check_msg_in_mem=settings.init_pop_offset_by_check_msg_in_mem,
             ),
             store,
             offsets,
             topics,
             on_topic_created=on_topic_created,
+            order_info_path=config_dir / "consumerOrderInfo.json",
         )
         self.pop_processor = PopMessageProcessor(
             config, self.pop, topics, groups, offsets, is_slave=is_slave
@@ -106,6 +111,7 @@ class PopTimerServices:
             store_host=store_host,
             is_slave=is_slave,
         )
+        self.config_get = ConfigGetProcessor(topics, groups)
         self._started = False
 
     def register(self, server: RemotingServer) -> None:
@@ -113,18 +119,34 @@ class PopTimerServices:
         self.ack_processor.register_to(server)
         self.assignment.register_to(server)
         self.recall.register_to(server)
+        # what the 5.x proxy reads of a topic (message.type) and of a group (retry, orderly)
+        self.config_get.register_to(server)
 
     async def start(self) -> None:
         self.modes.load()
         if self.is_slave():
             return
+        await self.promote()
+
+    async def promote(self) -> None:
+        """This broker became (or starts as) the master: replay, then revive and deliver."""
+        if self._started:
+            return
         await self.pop.start()
         if self.settings.timer_wheel_enable:
+            # a system topic as upstream's TopicConfigManager makes it (admin tools list it)
+            if self.topics.get(TIMER_TOPIC) is None:
+                self.topics.update(
+                    TopicConfig(topic_name=TIMER_TOPIC, read_queue_nums=1, write_queue_nums=1)
+                )
+                self.on_topic_created(TIMER_TOPIC)
             await self.timer.start()
         self._started = True
 
     async def shutdown(self) -> None:
-        """Stop redelivery and timers; the progress offsets are committed for the final save."""
+        """Stop redelivery and timers (at shutdown, or demoted to slave); the progress offsets
+        are committed for the final save."""
+        await self.assignment.flush()
         if not self._started:
             return
         self._started = False

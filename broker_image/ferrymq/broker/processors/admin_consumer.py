@@ -205,23 +205,24 @@ class AdminConsumerProcessor:
         return request.response(ResponseCode.SUCCESS, None, None, body.encode())
 
     def consume_stats(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        """Upstream getConsumeStats: the given topic, else the topics the group committed
+        offsets on; with the group online, only the topics it subscribes to."""
         h = GetConsumeStatsRequestHeader.from_ext(request.ext_fields)
-        if h.topic:
-            topics = {h.topic}
-        else:
-            topics = self.offsets.topics_of_group(h.consumer_group)
-            info = self.consumers.get(h.consumer_group)
-            if info is not None:
-                topics |= set(info.subscription_table)
+        group = h.consumer_group
+        topics = {h.topic} if h.topic else self.offsets.topics_of_group(group)
+        info = self.consumers.get(group)
+        if info is not None and info.subscription_table:
+            topics &= set(info.subscription_table)
         stats = ConsumeStats()
         for topic in sorted(topics):
             config = self.topics.get(topic)
             if config is None:
                 continue
+            pulled = self.offsets.query_pull_offsets(group, topic)
             for qid in range(config.read_queue_nums):
                 mq = MessageQueue(topic=topic, broker_name=self.config.broker_name, queue_id=qid)
                 broker_offset = max(0, self.store.get_max_offset_in_queue(topic, qid))
-                consumer_offset = max(0, self.offsets.query_offset(h.consumer_group, topic, qid))
+                consumer_offset = max(0, self.offsets.query_offset(group, topic, qid))
                 last = 0
                 if consumer_offset > 0:
                     last = max(
@@ -231,6 +232,7 @@ class AdminConsumerProcessor:
                 stats.offset_table[mq] = OffsetWrapper(
                     broker_offset=broker_offset,
                     consumer_offset=consumer_offset,
+                    pull_offset=max(consumer_offset, pulled.get(qid, consumer_offset)),
                     last_timestamp=last,
                 )
         return request.response(ResponseCode.SUCCESS, None, None, stats.encode())

@@ -3,13 +3,13 @@ broker tells each online consumer with RESET_CONSUMER_CLIENT_OFFSET 220),
 INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223, asks each consumer with
 GET_CONSUMER_STATUS_FROM_CLIENT 221) and CLONE_GROUP_OFFSET (314).
 
-Answers as upstream 4.x Broker2Client: a topic this broker lacks -> TOPIC_NOT_EXIST; a group that
-never committed on a queue -> SYSTEM_ERROR "THe consumer group <g> not exist"; nobody online ->
-CONSUMER_NOT_ONLINE (a reset) or SYSTEM_ERROR "No Any Consumer online..." (a status query).
-A timestamp with no message at or after it (e.g. in the future) resolves to the queue's max
-offset, as upstream's search does. ferrymq also commits the reset offsets on the broker (5.x's
-server-side reset) so lag reflects the reset before the consumers' next commit; 5.x's
-``queueId``/``offset`` header fields reset to an offset instead of a time.
+A reset answers as upstream 5.x's server-side reset (``useServerSideResetOffset``, on by
+default; ``resetOffsetInner``): a topic this broker lacks -> TOPIC_NOT_EXIST "Topic <t> does not
+exist"; an unknown group -> SUBSCRIPTION_GROUP_NOT_EXIST "Group <g> does not exist"; otherwise
+the offsets are committed on the broker, for an offline group too (mqadmin resetOffsetByTime and
+skipAccumulatedMessage print the table). A timestamp with no message at or after it resolves to
+the queue's max offset, a negative one to the queue's end. A status query with nobody online ->
+SYSTEM_ERROR "No Any Consumer online...".
 """
 
 from __future__ import annotations
@@ -54,12 +54,6 @@ class OffsetRefused(Exception):
         self.remark = remark
 
 
-def reset_target(*, consumer_offset: int, found_offset: int, is_force: bool) -> int:
-    """Upstream's choice: forced resets go to the offset found; otherwise only backwards."""
-    found = max(0, found_offset)
-    return found if is_force or found < consumer_offset else consumer_offset
-
-
 @dataclass(slots=True)
 class AdminOffsetProcessor:
     """The offset-administration codes of the module docstring, over the broker's managers."""
@@ -80,49 +74,54 @@ class AdminOffsetProcessor:
 
     # --- 222 --------------------------------------------------------------------------------
     def plan_reset(self, h: ResetOffsetRequestHeader) -> dict[MessageQueue, int]:
-        """The new offset of each queue; raises OffsetRefused with upstream's code and remark."""
+        """The new offset of each queue; raises OffsetRefused with upstream's code and remark
+        (5.x's server-side reset, ``resetOffsetInner``)."""
         config = self.topics.get(h.topic)
         if config is None:
+            raise OffsetRefused(ResponseCode.TOPIC_NOT_EXIST, f"Topic {h.topic} does not exist")
+        if h.group not in self.groups.table:  # known, not auto-created by asking
             raise OffsetRefused(
-                ResponseCode.TOPIC_NOT_EXIST,
-                f"[reset-offset] reset offset failed, no topic in this broker. topic={h.topic}",
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"Group {h.group} does not exist"
             )
-        queue_ids = range(config.write_queue_nums)
-        if h.queue_id >= 0:
-            if h.queue_id >= config.write_queue_nums:
-                raise OffsetRefused(
-                    ResponseCode.SYSTEM_ERROR, f"queueId {h.queue_id} of {h.topic} does not exist"
-                )
-            queue_ids = range(h.queue_id, h.queue_id + 1)
         table: dict[MessageQueue, int] = {}
-        for qid in queue_ids:
-            mq = MessageQueue(topic=h.topic, broker_name=self.config.broker_name, queue_id=qid)
-            consumer_offset = self.offsets.query_offset(h.group, h.topic, qid)
-            if consumer_offset == -1:
-                raise OffsetRefused(
-                    ResponseCode.SYSTEM_ERROR, f"THe consumer group <{h.group}> not exist"
-                )
-            min_offset = max(0, self.store.get_min_offset_in_queue(h.topic, qid))
-            max_offset = max(0, self.store.get_max_offset_in_queue(h.topic, qid))
-            if h.offset is not None and h.offset >= 0:
-                if h.queue_id >= 0 and (h.offset < min_offset or h.offset > max_offset):
+        if h.queue_id >= 0:
+            min_offset = self.store.get_min_offset_in_queue(h.topic, h.queue_id)
+            max_offset = self.store.get_max_offset_in_queue(h.topic, h.queue_id)
+            if h.offset is not None and h.offset != -1:
+                if (min_offset >= 0 and h.offset < min_offset) or h.offset > max_offset + 1:
                     raise OffsetRefused(
                         ResponseCode.SYSTEM_ERROR,
                         f"Target offset {h.offset} not in consume queue range "
                         f"[{min_offset}-{max_offset}]",
                     )
-                table[mq] = min(max(h.offset, min_offset), max_offset)
-                continue
-            if h.timestamp == -1:
-                found = max_offset
+                offset = h.offset
             else:
-                found = self.store.get_offset_in_queue_by_time(h.topic, qid, h.timestamp)
-            table[mq] = reset_target(
-                consumer_offset=consumer_offset, found_offset=found, is_force=h.is_force
-            )
+                offset = self._search(h.topic, h.queue_id, h.timestamp)
+            table[self._mq(h.topic, h.queue_id)] = offset
+            return table
+        for qid in range(config.read_queue_nums):
+            if h.offset is not None and h.offset >= 0:
+                # ferrymq's admin client: every queue to one offset, clamped to its range
+                low = max(0, self.store.get_min_offset_in_queue(h.topic, qid))
+                high = max(0, self.store.get_max_offset_in_queue(h.topic, qid))
+                table[self._mq(h.topic, qid)] = min(max(h.offset, low), high)
+            else:
+                table[self._mq(h.topic, qid)] = self._search(h.topic, qid, h.timestamp)
         return table
 
+    def _mq(self, topic: str, qid: int) -> MessageQueue:
+        return MessageQueue(topic=topic, broker_name=self.config.broker_name, queue_id=qid)
+
+    def _search(self, topic: str, qid: int, timestamp: int) -> int:
+        """Upstream searchOffsetByTimestamp: a negative time is the queue's end."""
+        if timestamp < 0:
+            return max(0, self.store.get_max_offset_in_queue(topic, qid))
+        return max(0, self.store.get_offset_in_queue_by_time(topic, qid, timestamp))
+
     async def reset_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        """5.x server-side reset: the offsets are committed on the broker, whether the group is
+        online or not; online consumers are also told (RESET_CONSUMER_CLIENT_OFFSET), since
+        ferrymq's pulls do not consult a reset table as upstream 5.x's do."""
         h = ResetOffsetRequestHeader.from_ext(request.ext_fields)
         log.info(
             "[reset-offset] by %s: topic=%s group=%s timestamp=%d offset=%s force=%s",
@@ -137,18 +136,12 @@ class AdminOffsetProcessor:
             table = self.plan_reset(h)
         except OffsetRefused as refused:
             return request.response(refused.code, refused.remark)
-        info = self.consumers.get(h.group)
-        if info is None or not info.channels:
-            return request.response(
-                ResponseCode.CONSUMER_NOT_ONLINE,
-                f"Consumer not online, so can not reset offset, Group: {h.group} "
-                f"Topic: {h.topic} Timestamp: {h.timestamp}",
-            )
         for mq, offset in table.items():
             self.offsets.commit_offset(h.group, h.topic, mq.queue_id, offset)
         body = ResetOffsetBody(offset_table=table).encode()
+        info = self.consumers.get(h.group)
         notify = ResetOffsetRequestHeader(topic=h.topic, group=h.group, timestamp=h.timestamp)
-        for client in list(info.channels.values()):
+        for client in list(info.channels.values()) if info is not None else []:
             cmd = RemotingCommand.request(
                 RequestCode.RESET_CONSUMER_CLIENT_OFFSET, notify.to_ext(), body, oneway=True
             )

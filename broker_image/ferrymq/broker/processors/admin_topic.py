@@ -96,9 +96,14 @@ class AdminTopicProcessor:
         if h.attributes:
             try:
                 operations = topic_attributes.parse_operations(h.attributes)
-                attributes = topic_attributes.alter(attributes, operations, create=existing is None)
+                attributes = topic_attributes.alter(
+                    attributes,
+                    operations,
+                    create=existing is None,
+                    allow_mixed=self.config.enable_mixed_message_type,
+                )
             except topic_attributes.AttributeRefused as error:
-                return request.response(ResponseCode.SYSTEM_ERROR, str(error))
+                return request.response(error.code, str(error))
         config = TopicConfig(
             topic_name=h.topic,
             read_queue_nums=h.read_queue_nums,

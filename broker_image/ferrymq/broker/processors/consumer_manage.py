@@ -56,14 +56,20 @@ class ConsumerManageProcessor:
             return request.response(
                 ResponseCode.SUCCESS, None, QueryConsumerOffsetResponseHeader(offset).to_ext()
             )
-        # a group that never committed: if the queue still starts at 0 the whole backlog is
-        # there, so answer 0 (upstream); else the client applies its ConsumeFromWhere
-        if self.store.get_min_offset_in_queue(h.topic, h.queue_id) <= 0:
+        # a group that never committed: if the queue still starts at 0 and holds its first
+        # message, the whole backlog is there, so answer 0 (upstream: minOffset <= 0 and the
+        # message at offset 0 readable); else, an empty queue too, the client applies its
+        # ConsumeFromWhere (and upstream clients then commit nothing for an empty queue)
+        if (
+            self.store.get_min_offset_in_queue(h.topic, h.queue_id) <= 0
+            and self.store.get_max_offset_in_queue(h.topic, h.queue_id) > 0
+        ):
             return request.response(
                 ResponseCode.SUCCESS, None, QueryConsumerOffsetResponseHeader(0).to_ext()
             )
         return request.response(
-            ResponseCode.QUERY_NOT_FOUND, "Not found, maybe this group consumer boot first"
+            ResponseCode.QUERY_NOT_FOUND,
+            "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first",
         )
 
     def update_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:

@@ -25,14 +25,16 @@ from ferrymq.broker.topic_config import (
     dlq_topic,
 )
 from ferrymq.message import (
+    PROPERTY_SEPARATOR,
     MessageConst,
     MessageInner,
     MessageSysFlag,
     decode_properties,
+    encode_properties,
     tags_string_to_tags_code,
 )
 from ferrymq.mixall import DEFAULT_MAX_RECONSUME_TIMES
-from ferrymq.remoting.bodies import PERM_READ, PERM_WRITE, TopicConfig
+from ferrymq.remoting.bodies import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicConfig
 from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RESPONSE_FLAG, RemotingCommand
@@ -126,6 +128,8 @@ class SendMessageProcessor:
         self.is_slave = is_slave
         self.stats = SendStats()
         self._legal_names: set[str] = set()
+        self.broker_added = broker_added_properties(config)
+        self._added_text = encode_properties(self.broker_added)
 
     def register_to(self, server: RemotingServer) -> None:
         for code in (
@@ -158,20 +162,28 @@ class SendMessageProcessor:
     ) -> RemotingCommand | Awaitable[RemotingCommand]:
         header = SendMessageRequestHeader.from_ext(request.ext_fields)
         batch = request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch
-        config = self._check(request, header)
+        config = self.check(request, header, channel.remote_addr)
         if isinstance(config, RemotingCommand):
             return config
         body = request.body_bytes()
         if len(body) > self.max_message_size:
+            # upstream's store answers MESSAGE_ILLEGAL with this remark (SendMessageProcessor)
             return request.response(
                 ResponseCode.MESSAGE_ILLEGAL,
-                f"message body size {len(body)} exceeds maxMessageSize {self.max_message_size}",
+                "the message is illegal, maybe msg body or properties length not matched. msg "
+                f"body length limit {self.max_message_size}B, msg properties length limit 32KB.",
             )
         queue_id = header.queue_id
         if queue_id < 0:
             queue_id = random.randrange(max(1, config.write_queue_nums))
 
-        properties = decode_properties(header.properties or "")
+        properties_string = header.properties or ""
+        properties = decode_properties(properties_string)
+        if not batch:
+            # a batch's items keep only their own properties, as upstream's batch encoder does
+            properties_string = with_broker_properties(
+                properties, properties_string, self.broker_added, self._added_text
+            )
         topic = header.topic
         reconsume_times = header.reconsume_times or 0
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and not batch:
@@ -188,8 +200,8 @@ class SendMessageProcessor:
             body=body,
             flag=header.flag,
             properties=properties,
-            # the producer's own encoding, stored as sent (decoded above only to read it)
-            properties_string=header.properties or "",
+            # the producer's own encoding plus the broker's (decoded above only to read it)
+            properties_string=properties_string,
             tags_code=tags_string_to_tags_code(tags) if tags else 0,
             sys_flag=header.sys_flag,
             born_timestamp=header.born_timestamp or int(time.time() * 1000),
@@ -201,9 +213,11 @@ class SendMessageProcessor:
         else:
             result = self.store.put_message_nowait(inner)
             if isinstance(result, PutMessageResult):
-                return self._respond(request, result, topic, queue_id, len(body))
+                return self._respond(request, result, topic, queue_id, len(body), properties)
             pending = result
-        return run_eagerly(self._finish(channel, request, pending, topic, queue_id, len(body)))
+        return run_eagerly(
+            self._finish(channel, request, pending, topic, queue_id, len(body), properties)
+        )
 
     async def _finish(
         self,
@@ -213,17 +227,19 @@ class SendMessageProcessor:
         topic: str,
         queue_id: int,
         size: int,
+        properties: dict[str, str],
     ) -> RemotingCommand:
         try:
             result = await pending
         except BAD_INPUT as exc:
             return bad_input(channel, request, exc)
-        return self._respond(request, result, topic, queue_id, size)
+        return self._respond(request, result, topic, queue_id, size, properties)
 
-    def _check(
-        self, request: RemotingCommand, header: SendMessageRequestHeader
+    def check(
+        self, request: RemotingCommand, header: SendMessageRequestHeader, channel_addr: str = ""
     ) -> RemotingCommand | TopicConfig:
-        """The topic's config when the send may go on, else the refusal."""
+        """The topic's config when the send may go on, else the refusal (``channel_addr``: the
+        producer's address, which upstream's remarks name)."""
         if self.is_slave():
             return request.response(
                 ResponseCode.SERVICE_NOT_AVAILABLE,
@@ -256,9 +272,9 @@ class SendMessageProcessor:
         valid = max(config.write_queue_nums, config.read_queue_nums)
         if header.queue_id >= valid:
             return request.response(
-                ResponseCode.SYSTEM_ERROR,
-                f"request queueId[{header.queue_id}] is illegal, topic {header.topic} has "
-                f"{valid} queues, producer: {request.ext_fields.get('a', '')}",
+                ResponseCode.INVALID_PARAMETER,
+                f"request queueId[{header.queue_id}] is illegal, {topic_config_text(config)} "
+                f"Producer: {channel_addr}",
             )
         return config
 
@@ -290,7 +306,7 @@ class SendMessageProcessor:
                 topic, max(1, group.retry_queue_nums), PERM_READ | PERM_WRITE
             )
         elif topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
-            config = self.topics.create_in_send_back(topic, 1, PERM_WRITE)
+            config = self.topics.create_in_send_back(topic, 1, PERM_READ | PERM_WRITE)
         else:
             created = self.topics.create_in_send(
                 topic, header.default_topic, header.default_topic_queue_nums
@@ -314,7 +330,7 @@ class SendMessageProcessor:
             return None
         topic = dlq_topic(group_name)
         if self.topics.get(topic) is None:
-            self.topics.create_in_send_back(topic, 1, PERM_WRITE)
+            self.topics.create_in_send_back(topic, 1, PERM_READ | PERM_WRITE)
             self.on_topic_created(topic)
         return topic
 
@@ -325,6 +341,7 @@ class SendMessageProcessor:
         topic: str,
         queue_id: int,
         size: int,
+        properties: dict[str, str],
     ) -> RemotingCommand:
         code, remark = send_response_code(result)
         append = result.append_result
@@ -344,13 +361,21 @@ class SendMessageProcessor:
             per_topic[2] += 1
         offsets = append.record_offsets
         msg_id = f"{append.msg_id_prefix}{offsets[0]:016X}" if len(offsets) == 1 else append.msg_id
-        # the SendMessageResponseHeader fields, all strings: built directly (every send pays)
-        ext = {"msgId": msg_id, "queueId": str(queue_id), "queueOffset": str(append.queue_offset)}
+        fields = {
+            "msgId": msg_id,
+            "queueId": str(queue_id),
+            "queueOffset": str(append.queue_offset),
+        }
+        # upstream answers the message's unique id as its transactionId (a batch has none)
+        uniq = properties.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        if uniq is not None:
+            fields["transactionId"] = uniq
         if result.recall_handle is not None:
-            ext["recallHandle"] = result.recall_handle
+            fields["recallHandle"] = result.recall_handle
+        # the SendMessageResponseHeader fields, all strings: built directly (every send pays)
         return RemotingCommand(
             int(code) if code is not ResponseCode.SUCCESS else _SUCCESS,
-            ext,
+            fields,
             None,
             request.opaque,
             RESPONSE_FLAG,
@@ -359,8 +384,54 @@ class SendMessageProcessor:
         )
 
 
+def topic_config_text(config: TopicConfig) -> str:
+    """Upstream TopicConfig.toString(), which its remarks quote."""
+    perm = "".join(
+        flag if config.perm & bit else "-"
+        for flag, bit in (("R", PERM_READ), ("W", PERM_WRITE), ("X", PERM_INHERIT))
+    )
+    attributes = ", ".join(f"{k}={v}" for k, v in config.attributes.items())
+    return (
+        f"TopicConfig [topicName={config.topic_name}, readQueueNums={config.read_queue_nums}, "
+        f"writeQueueNums={config.write_queue_nums}, perm={perm}, "
+        f"topicFilterType={config.topic_filter_type.name}, topicSysFlag={config.topic_sys_flag}, "
+        f"order={'true' if config.order else 'false'}, attributes={{{attributes}}}]"
+    )
+
+
+def broker_added_properties(config: BrokerConfig) -> dict[str, str]:
+    """The properties upstream's broker writes into every message it stores from a producer:
+    MSG_REGION and TRACE_ON (AbstractSendMessageProcessor), CLUSTER (SendMessageProcessor)."""
+    return {
+        MessageConst.PROPERTY_MSG_REGION: config.region_id,
+        MessageConst.PROPERTY_TRACE_SWITCH: "true" if config.trace_on else "false",
+        MessageConst.PROPERTY_CLUSTER: config.broker_cluster_name,
+    }
+
+
+def with_broker_properties(
+    properties: dict[str, str], text: str, added: dict[str, str], added_text: str
+) -> str:
+    """``properties`` (decoded from ``text``) updated in place with ``added``; the encoding to
+    store. The common case (none of them set by the producer) appends to the producer's own
+    encoding; otherwise the broker's values replace the producer's, as upstream's put does."""
+    if any(key in properties for key in added):
+        properties.update(added)
+        return encode_properties(properties)
+    properties.update(added)
+    if text and not text.endswith(PROPERTY_SEPARATOR):
+        text += PROPERTY_SEPARATOR  # 5.x clients leave the last separator out
+    return text + added_text
+
+
 def is_compressed(sys_flag: int) -> bool:
     return bool(sys_flag & MessageSysFlag.COMPRESSED_FLAG)
 
 
-__all__ = ["MessageConst", "SendMessageProcessor", "send_response_code"]
+__all__ = [
+    "MessageConst",
+    "SendMessageProcessor",
+    "broker_added_properties",
+    "send_response_code",
+    "with_broker_properties",
+]

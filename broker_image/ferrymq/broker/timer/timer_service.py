@@ -85,17 +85,23 @@ class TimerService:
         self._task: asyncio.Task[None] | None = None
         self.delivered = 0
         self.recalled = 0
+        self._listening = False
         self.lateness = LatenessLog()
 
     # --- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:
+        """Replay the timer queue from the saved progress and deliver from then on; called again
+        after a promotion (the state is rebuilt from the replicated log)."""
+        self._heap, self._pending, self._deleted, self._done_buffer = [], set(), {}, []
         start = max(
             self.offsets.query_offset(TIMER_GROUP, TIMER_TOPIC, 0),
             self.store.get_min_offset_in_queue(TIMER_TOPIC, 0),
         )
         self._read_offset = start
         self._read_new(replay=True)
-        self.store.add_dispatch_round_listener(self._on_dispatch_round)
+        if not self._listening:
+            self.store.add_dispatch_round_listener(self._on_dispatch_round)
+            self._listening = True
         self._task = asyncio.create_task(self._run(), name="timer-service")
 
     async def shutdown(self) -> None:
