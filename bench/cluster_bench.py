@@ -42,6 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ferrymq.broker.local_cluster import pick_free_port
 from ferrymq.client import AdminClient, Producer, SyncProducer
 from ferrymq.client import benchmark as bm
 from ferrymq.message import Message
@@ -49,12 +50,6 @@ from ferrymq.remoting.eventloop import run
 
 ROOT = Path(__file__).resolve().parent.parent
 FERRYMQ = [sys.executable, "-m", "ferrymq.cli.main"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _bindable(port: int) -> bool:
@@ -70,8 +65,8 @@ def free_broker_port() -> int:
     """A listenPort whose neighbours are free too: the broker also binds listenPort - 2 (the
     VIP channel) and listenPort + 1 (HA), and a taken neighbour made a run fail at start."""
     for _ in range(50):
-        port = free_port()
-        if port > 1026 and _bindable(port - 2) and _bindable(port + 1):
+        port = pick_free_port("127.0.0.1")
+        if _bindable(port - 2) and _bindable(port + 1):
             return port
     raise RuntimeError("no free port triple on 127.0.0.1")
 
@@ -88,7 +83,7 @@ def cpu_seconds(pid: int) -> float:
 class Cluster:
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
-        self.ns_port = free_port()
+        self.ns_port = pick_free_port("127.0.0.1")
         self.broker_port = free_broker_port()
         self.procs: list[subprocess.Popen[bytes]] = []
 

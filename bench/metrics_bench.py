@@ -20,14 +20,13 @@ import asyncio
 import json
 import os
 import re
-import socket
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from ferrymq.broker.local_cluster import LocalCluster
+from ferrymq.broker.local_cluster import LocalCluster, pick_free_port
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode
 from ferrymq.remoting.command import RemotingCommand
@@ -44,13 +43,6 @@ from ferrymq.remoting.headers import (
 BODY = b"x" * 256
 QUEUES = 1000
 GROUPS = ("lag_a", "lag_b")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def cpu_seconds(pid: int) -> float:
@@ -254,14 +246,14 @@ def main() -> None:
     }
     with tempfile.TemporaryDirectory(prefix="metrics-bench-") as tmp:
         root = Path(tmp)
-        port_on = free_port()
+        port_on = pick_free_port("127.0.0.1")
         with (
             cluster(root / "off", {"consumerLagEnable": "false"}) as off,
             cluster(root / "on", {**metrics_on, "metricsPort": str(port_on)}) as on,
         ):
             ab = run(ab_runs(off, on, args.messages))
         print(json.dumps(ab, indent=1), flush=True)
-        port = free_port()
+        port = pick_free_port("127.0.0.1")
         per_queue = {
             **metrics_on,
             "consumerLagSampleInterval": "2000",

@@ -21,7 +21,6 @@ import importlib.util
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,6 +32,7 @@ from typing import Any
 
 import pytest
 import yaml
+from ferrymq.broker.local_cluster import pick_free_ports
 from ferrymq_spark import k8s_manifests as km
 
 from e2e.apply_patch_proxy import apply_patch_proxy
@@ -110,17 +110,6 @@ def _api_for_spark_submit(kube: Kube) -> Iterator[str]:
         return
     with apply_patch_proxy(kube.kubeconfig, kube.context) as url:
         yield url
-
-
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 @pytest.fixture(scope="module")
@@ -204,7 +193,7 @@ def test_spark_submit_cluster_mode_matches_local(
     kube.apply(km.rbac(km.SparkK8sSettings(namespace=NAMESPACE))[0])
     for obj in km.rbac(km.SparkK8sSettings(namespace=NAMESPACE))[1:]:
         kube.apply(obj)
-    driver_port, block_port, ui_port = _free_ports(3)
+    driver_port, block_port, ui_port = pick_free_ports("127.0.0.1", 3)
     settings = km.SparkK8sSettings(
         namespace=NAMESPACE,
         image=SPARK_IMAGE,

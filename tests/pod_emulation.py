@@ -8,7 +8,6 @@ import os
 import queue
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -20,12 +19,6 @@ from ferrymq_operator.security import builders
 from subprocess_helpers import popen
 
 FERRYMQ = [sys.executable, "-m", "ferrymq.cli.main"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def project(directory: Path, files: dict[str, str]) -> None:

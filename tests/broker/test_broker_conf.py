@@ -19,7 +19,7 @@ from ferrymq.broker.config import BrokerConfig
 from ferrymq.broker.controller_mode_config import ControllerModeSettings
 from ferrymq.broker.lag.config import LagConfig
 from ferrymq.broker.pop.settings import PopTimerSettings
-from ferrymq.broker.semantics import SemanticsConfig
+from ferrymq.broker.semantics_config import SemanticsConfig
 from ferrymq.ha.config import HASettings
 from ferrymq.properties import ConfigError, known_keys
 from ferrymq.remoting.tls import TlsMode, TlsSettings

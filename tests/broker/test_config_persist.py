@@ -11,8 +11,8 @@ from pathlib import Path
 import javaproperties
 import pytest
 from ferrymq.broker.app import BrokerApp
+from ferrymq.broker.broker_conf import load_broker_conf
 from ferrymq.broker.config import (
-    load_broker_configs,
     merge_properties_text,
     persist_properties,
 )
@@ -55,7 +55,7 @@ def test_persist_is_atomic_and_keeps_the_mode(tmp_path: Path) -> None:
     persist_properties(path, {"defaultTopicQueueNums": "7"})
     assert stat.S_IMODE(path.stat().st_mode) == 0o640
     assert [p.name for p in tmp_path.iterdir()] == ["broker.conf"]  # no .tmp/.bak left
-    broker, _ = load_broker_configs(path, env={})
+    broker = load_broker_conf(path, env={}).broker
     assert broker.default_topic_queue_nums == 7 and broker.broker_config_path == path
     with pytest.raises(OSError):
         persist_properties(path / "not-a-dir" / "broker.conf", {"defaultTopicQueueNums": "1"})
@@ -68,7 +68,8 @@ def test_persist_is_atomic_and_keeps_the_mode(tmp_path: Path) -> None:
 
 
 def test_plan_sorts_keys_as_upstream_takes_them(tmp_path: Path) -> None:
-    broker, store = load_broker_configs(None, env={})
+    conf = load_broker_conf(None, env={})
+    broker, store = conf.broker, conf.store
     models = [broker, store]
     for text, reason in (
         ("brokerPermission=99", "'brokerPermission'"),

@@ -6,7 +6,8 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from ferrymq.broker.config import BrokerConfig, load_broker_configs
+from ferrymq.broker.broker_conf import load_broker_conf
+from ferrymq.broker.config import BrokerConfig
 from ferrymq.broker.consumer_offsets import ConsumerOffsetManager
 from ferrymq.broker.long_polling import PullRequestHoldService
 from ferrymq.broker.processors.pull import pull_response_code
@@ -108,7 +109,8 @@ def test_broker_conf_feeds_both_models(tmp_path: Path) -> None:
         "storePathRootDir=/data/store\nflushDiskType=SYNC_FLUSH\nmappedFileSizeCommitLog=1048576\n"
         "autoCreateTopicEnable=false\ndeleteWhen=04\nsomeFutureKey=1\n"
     )
-    broker, store = load_broker_configs(conf, env={"NAMESRV_ADDR": "a:9876;b:9876"})
+    parsed = load_broker_conf(conf, env={"NAMESRV_ADDR": "a:9876;b:9876"})
+    broker, store = parsed.broker, parsed.store
     assert (broker.broker_name, broker.listen_port, broker.broker_ip1) == (
         "broker-x",
         10999,
@@ -119,34 +121,34 @@ def test_broker_conf_feeds_both_models(tmp_path: Path) -> None:
     assert store.mapped_file_size_commit_log == 1048576
     assert str(store.store_path_root_dir) == "/data/store"
     # the environment overrides the file
-    broker2, _ = load_broker_configs(conf, env={"FERRYMQ_brokerName": "broker-y"})
+    broker2 = load_broker_conf(conf, env={"FERRYMQ_brokerName": "broker-y"}).broker
     assert broker2.broker_name == "broker-y"
 
 
 def test_broker_conf_accepts_the_pre_4_5_maped_spelling(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
     conf.write_text("mapedFileSizeCommitLog=65536\nmapedFileSizeConsumeQueue=6000\n")
-    _, store = load_broker_configs(conf, env={})
+    store = load_broker_conf(conf, env={}).store
     assert store.mapped_file_size_commit_log == 65536
     assert store.mapped_file_size_consume_queue == 6000
     conf.write_text("mapedFileSizeCommitLog=12\n")
     with pytest.raises(ConfigError, match=r"mapp?edFileSizeCommitLog"):
-        load_broker_configs(conf, env={})
+        load_broker_conf(conf, env={})
 
 
 def test_bad_broker_conf_names_the_key(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
     conf.write_text("listenPort=ninety\n")
     with pytest.raises(ConfigError, match="listenPort"):
-        load_broker_configs(conf, env={})
+        load_broker_conf(conf, env={})
     conf.write_text("namesrvAddr=nohostport\n")
     with pytest.raises(ConfigError, match="namesrvAddr"):
-        load_broker_configs(conf, env={})
+        load_broker_conf(conf, env={})
     conf.write_text("flushDiskType=SOMETIMES\n")
     with pytest.raises(ConfigError, match="flushDiskType"):
-        load_broker_configs(conf, env={})
+        load_broker_conf(conf, env={})
     with pytest.raises(ConfigError, match="no such"):
-        load_broker_configs(tmp_path / "missing.conf", env={})
+        load_broker_conf(tmp_path / "missing.conf", env={})
     assert BrokerConfig(broker_ip1="h", listen_port=1).broker_addr == "h:1"
 
 

@@ -3,7 +3,8 @@ values ferrymq runs with, kept values of upstream-only keys, else upstream's def
 
 from __future__ import annotations
 
-from ferrymq.broker.config import BrokerConfig, kept_broker_conf
+from ferrymq.broker.broker_conf import kept_broker_conf
+from ferrymq.broker.config import BrokerConfig
 from ferrymq.namesrv.config import NamesrvConfig
 from ferrymq.store.config import MessageStoreConfig
 from ferrymq.upstream_config import BROKER_DEFAULTS, HOST_DEPENDENT, NAMESRV_DEFAULTS, report

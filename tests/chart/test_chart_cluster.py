@@ -19,7 +19,8 @@ from typing import Any, TypeVar
 
 import pytest
 import yaml
-from k8s.control_plane import KubeApi, free_port, write_kubeconfig
+from ferrymq.broker.local_cluster import pick_free_port
+from k8s.control_plane import KubeApi, write_kubeconfig
 from kubernetes import client as k8s
 from subprocess_helpers import popen
 
@@ -239,7 +240,7 @@ def test_operator_reconciles_with_only_the_charts_rbac(
     argv = [
         sys.executable, "-m", "ferrymq_operator",  # the image's entrypoint
         *args,
-        f"--liveness=http://127.0.0.1:{free_port()}/healthz",
+        f"--liveness=http://127.0.0.1:{pick_free_port('127.0.0.1')}/healthz",
     ]  # fmt: skip
     custom = k8s.CustomObjectsApi(k8s_client)
     apps = k8s.AppsV1Api(k8s_client)

@@ -7,13 +7,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from ferrymq.broker.broker_conf import load_broker_conf
 from ferrymq.ha.config import (
     HAConfig,
     HAConfigError,
     HASettings,
     Role,
     ha_config_for,
-    load_ha_settings,
 )
 from ferrymq.properties import ConfigError
 
@@ -24,7 +24,7 @@ def test_upstream_keys_and_defaults(tmp_path: Path) -> None:
         "brokerName=a\nhaListenPort=20912\nhaSendHeartbeatInterval=1000\n"
         "haHousekeepingInterval=4000\nhaTransferBatchSize=65536\nhaMasterAddress=10.0.0.1:10912\n"
     )
-    settings = load_ha_settings(conf, env={})
+    settings = load_broker_conf(conf, env={}).ha
     cfg = ha_config_for(settings, role=Role.SLAVE, sync_flush_timeout_ms=5000, listen_host="")
     assert cfg.listen_port == 20912 and cfg.listen_host == "0.0.0.0"
     assert cfg.heartbeat_interval_s == 1.0 and cfg.housekeeping_interval_s == 4.0
@@ -38,7 +38,7 @@ def test_upstream_keys_and_defaults(tmp_path: Path) -> None:
 
 
 def test_environment_overrides(tmp_path: Path) -> None:
-    settings = load_ha_settings(None, env={"FERRYMQ_haListenPort": "30912"})
+    settings = load_broker_conf(None, env={"FERRYMQ_haListenPort": "30912"}).ha
     assert settings.ha_listen_port == 30912
 
 
@@ -55,7 +55,7 @@ def test_bad_values_name_the_key(tmp_path: Path, text: str, key: str) -> None:
     conf = tmp_path / "broker.conf"
     conf.write_text(text)
     with pytest.raises(ConfigError, match=key):
-        load_ha_settings(conf, env={})
+        load_broker_conf(conf, env={})
 
 
 def test_runtime_config_checks() -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import socket
 import ssl
 import subprocess
 import tempfile
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import IO
 
 import yaml
+from ferrymq.broker.local_cluster import pick_free_ports
 from kubernetes import client as k8s_client
 from subprocess_helpers import popen as start_child
 
@@ -66,14 +66,6 @@ def skip_reason(names: tuple[str, ...], cache: Path | None = None) -> str | None
         f"Kubernetes test binaries not provisioned ({', '.join(missing)} missing in "
         f"{(cache or cache_dir()) / 'bin'}); run {PROVISION_SCRIPT} first"
     )
-
-
-def free_port() -> int:
-    """A port the kernel considers free on 127.0.0.1 right now (the caller binds it soon after)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _run(cmd: list[str], cwd: Path) -> None:
@@ -334,7 +326,7 @@ def start_control_plane(workdir: Path, cache: Path | None, start_timeout: float)
     tokens.write_text(f"{token},ferrymq-admin,ferrymq-admin-uid,system:masters\n")
     tokens.chmod(0o600)
 
-    etcd_client, etcd_peer, api_port = free_port(), free_port(), free_port()
+    etcd_client, etcd_peer, api_port = pick_free_ports("127.0.0.1", 3)
     server = f"https://127.0.0.1:{api_port}"
     kubeconfig = workdir / "kubeconfig"
     write_kubeconfig(kubeconfig, server, pki.ca_cert, token)

@@ -346,16 +346,19 @@ def test_start_retries_when_a_picked_port_is_taken(
     binaries are missing; it starts a second, private control plane.
     """
     picks: list[int] = []
-    real_free_port = control_plane.free_port
+    real_pick = control_plane.pick_free_ports
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
 
-        def free_port() -> int:
-            picks.append(taken.getsockname()[1] if not picks else real_free_port())
-            return picks[-1]
+        def pick_free_ports(host: str, count: int) -> list[int]:
+            ports = real_pick(host, count)
+            if not picks:  # the first attempt's etcd client port is the taken one
+                ports[0] = taken.getsockname()[1]
+            picks.extend(ports)
+            return ports
 
-        monkeypatch.setattr(control_plane, "free_port", free_port)
+        monkeypatch.setattr(control_plane, "pick_free_ports", pick_free_ports)
         with control_plane.running_control_plane(tmp_path) as api, api.api_client() as c:
             assert k8s.VersionApi(c).get_code().minor == "20"
             assert api.workdir == tmp_path / "attempt-2"

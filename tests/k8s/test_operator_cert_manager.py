@@ -36,6 +36,7 @@ from typing import Any
 import javaproperties
 import kopf
 import pytest
+from ferrymq.broker.local_cluster import pick_free_port
 from ferrymq.client.admin import AdminClient
 from ferrymq.client.credentials import ClientSecurity, SessionCredentials
 from ferrymq.remoting.certs import make_ca, make_cert
@@ -43,7 +44,7 @@ from ferrymq.remoting.tls import ClientTls
 from ferrymq_operator.builders import names
 from ferrymq_operator.security import ca
 from kubernetes import client as k8s
-from pod_emulation import Proc, free_port, local_paths, pod_env, project, write_properties
+from pod_emulation import Proc, local_paths, pod_env, project, write_properties
 
 from k8s.cert_manager_env import (
     CM_GROUP,
@@ -210,7 +211,7 @@ class BrokerPod:
                 "brokerIP1": "127.0.0.1",
                 "bindAddress": "127.0.0.1",
                 "listenPort": "0",
-                "haListenPort": str(free_port()),
+                "haListenPort": str(pick_free_port("127.0.0.1")),
                 "namesrvAddr": namesrv_addr,
                 "storePathRootDir": str(self.root / "store"),
                 "mappedFileSizeCommitLog": "1048576",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -13,19 +12,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ferrymq.broker.local_cluster import pick_free_port
 from subprocess_helpers import popen
 
 from k8s.control_plane import KubeApi
 from k8s.operator_env import Cluster, ferrymq_crds, wait_for
 
 __all__ = ["ferrymq_crds"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def healthz(url: str) -> bool:
@@ -40,7 +33,7 @@ def healthz(url: str) -> bool:
 def operator_process(
     kube_api: KubeApi, ferrymq_crds: list[str], k8s_namespace: str, tmp_path: Path
 ) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    url = f"http://127.0.0.1:{free_port()}/healthz"
+    url = f"http://127.0.0.1:{pick_free_port('127.0.0.1')}/healthz"
     env = {**kube_api.env(), "FERRYMQ_OPERATOR_RESYNC_SECONDS": "5"}
     log = (tmp_path / "operator.log").open("wb")
     proc = popen(

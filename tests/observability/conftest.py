@@ -11,13 +11,14 @@ import pytest
 from ferrymq.broker.app import BrokerApp
 from ferrymq.broker.config import BrokerConfig
 from ferrymq.broker.lag.config import LagConfig
+from ferrymq.broker.local_cluster import pick_free_port
 from ferrymq.client.admin import AdminClient
 from ferrymq.namesrv.app import NamesrvApp
 from ferrymq.namesrv.config import NamesrvConfig
 from ferrymq.store.config import MessageStoreConfig
 
 from .obs_helpers import ObsCluster, wait_for
-from .prometheus import PROMETHEUS, Prometheus, free_port
+from .prometheus import PROMETHEUS, Prometheus
 
 # the default run's window; the 5-minute variant of the "healthy group" test is marked slow
 FAST_LAG = LagConfig(
@@ -39,7 +40,7 @@ async def obs_cluster(tmp_path: Path, lag_config: LagConfig) -> AsyncIterator[Ob
         NamesrvConfig(listen_port=0, bind_address="127.0.0.1", rocketmq_home=tmp_path / "ns")
     )
     await namesrv.start()
-    metrics_port = free_port()
+    metrics_port = pick_free_port("127.0.0.1")
     config = BrokerConfig(
         broker_cluster_name="ObsCluster",
         broker_name="broker-a",

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from ferrymq.broker.app import BrokerApp
 from ferrymq.broker.config import BrokerConfig
+from ferrymq.broker.local_cluster import pick_free_port
 from ferrymq.client import Producer
 from ferrymq.client.admin import AdminClient
 from ferrymq.ha.config import HASettings
@@ -21,7 +22,7 @@ from ferrymq.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
 
 from .conftest import FAST_LAG
 from .obs_helpers import Consumer, ObsCluster, produce, wait_for
-from .prometheus import Prometheus, free_port
+from .prometheus import Prometheus
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -55,7 +56,7 @@ def make_broker(root: Path, namesrv: str, broker_id: int, role: BrokerRole) -> B
         bind_address="127.0.0.1",
         listen_port=0,
         namesrv_addr=namesrv,
-        metrics_port=free_port(),
+        metrics_port=pick_free_port("127.0.0.1"),
     )
     store = MessageStoreConfig(
         store_path_root_dir=root,

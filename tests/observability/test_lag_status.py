@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ferrymq.broker.lag.config import load_lag_config
+from ferrymq.broker.broker_conf import load_broker_conf
 from ferrymq.broker.lag.status import (
     NOT_CLEARING,
     LagStatus,
@@ -97,7 +97,7 @@ def test_eta() -> None:
 def test_lag_settings_from_broker_conf_and_environment(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
     conf.write_text("consumerLagWindow=60000\nconsumerLagPerQueueMetrics=true\n")
-    cfg = load_lag_config(conf, env={"FERRYMQ_consumerLagSampleInterval": "2000"})
+    cfg = load_broker_conf(conf, env={"FERRYMQ_consumerLagSampleInterval": "2000"}).lag
     assert cfg.consumer_lag_window == 60_000
     assert cfg.consumer_lag_per_queue_metrics is True
     assert cfg.consumer_lag_sample_interval == 2000
@@ -107,7 +107,7 @@ def test_bad_lag_settings_name_the_key(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
     conf.write_text("consumerLagWindow=1000\nconsumerLagSampleInterval=1000\n")
     with pytest.raises(ConfigError, match="consumerLagWindow"):
-        load_lag_config(conf, env={})
+        load_broker_conf(conf, env={})
     conf.write_text("consumerLagSampleInterval=soon\n")
     with pytest.raises(ConfigError, match="consumerLagSampleInterval"):
-        load_lag_config(conf, env={})
+        load_broker_conf(conf, env={})

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ferrymq.broker.local_cluster import pick_free_port
 from ferrymq.client.credentials import ClientSecurity
 from ferrymq_operator import broker_admin, lifecycle
 from ferrymq_operator.builders import broker as broker_builder
@@ -34,7 +35,7 @@ from ferrymq_operator.builders.names import Owner
 from ferrymq_operator.models import parse_broker_spec, parse_nameserver_spec
 from ferrymq_operator.security import builders, ca, decisions, session
 from ferrymq_operator.topics import admin as topics_admin
-from pod_emulation import Proc, free_port, local_paths, pod_env, project, run, write_properties
+from pod_emulation import Proc, local_paths, pod_env, project, run, write_properties
 
 NOW = datetime.datetime.now(datetime.UTC)
 APP_ACL = "accounts:\n  - accessKey: appKey0001\n    secretKey: {sk}\n    defaultTopicPerm: PUB\n"
@@ -124,7 +125,7 @@ def test_operator_configuration_runs_secured_brokers(tmp_path: Path) -> None:
                 "brokerIP1": "127.0.0.1",
                 "bindAddress": "127.0.0.1",
                 "listenPort": "0",
-                "haListenPort": str(free_port()),
+                "haListenPort": str(pick_free_port("127.0.0.1")),
                 "storePathRootDir": str(root / "store"),
                 "mappedFileSizeCommitLog": "1048576",
             }
@@ -283,7 +284,7 @@ def test_operator_calls_and_probes_under_mutual_tls(tmp_path: Path) -> None:
                 "brokerIP1": "127.0.0.1",
                 "bindAddress": "127.0.0.1",
                 "listenPort": "0",
-                "haListenPort": str(free_port()),
+                "haListenPort": str(pick_free_port("127.0.0.1")),
                 "storePathRootDir": str(root / "store"),
                 "mappedFileSizeCommitLog": "1048576",
             }

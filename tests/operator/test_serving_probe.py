@@ -18,18 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ferrymq.broker.local_cluster import pick_free_port
 from ferrymq.remoting.serving_marker import ServingMarker, marker_path
 from ferrymq_operator.builders import namesrv, pod
 from ferrymq_operator.builders.names import Owner
 from ferrymq_operator.models import parse_nameserver_spec
 
 POD_NAME = "routes-namesrv-1"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def run_probe(probe: dict[str, Any], probe_dir: Path, env: dict[str, str]) -> bool:
@@ -56,7 +51,7 @@ def wait_until(what: str, check: Any, timeout: float = 30) -> None:
 
 @pytest.fixture
 def namesrv_probes(namesrv_owner: Owner) -> tuple[dict[str, Any], dict[str, Any], int]:
-    base = free_port() - 1  # pod ordinal 1 listens on base + 1
+    base = pick_free_port("127.0.0.1") - 1  # pod ordinal 1 listens on base + 1
     spec = parse_nameserver_spec({"replicas": 2, "hostNetwork": True, "port": base})
     (container,) = namesrv.statefulset(namesrv_owner, spec)["spec"]["template"]["spec"][
         "containers"

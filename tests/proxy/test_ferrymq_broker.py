@@ -8,8 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ferrymq.broker.local_cluster import LocalCluster
-from pod_emulation import free_port
+from ferrymq.broker.local_cluster import LocalCluster, pick_free_port
 
 from proxy import scenarios
 from proxy.conftest import Endpoint, create_topics_and_groups, start_ferrymq_proxy
@@ -17,7 +16,7 @@ from proxy.java5 import by_event
 from proxy.python5 import python5, run_python5
 from proxy.raw_client import RawClient
 
-LOCAL_GRPC_PORT = free_port()
+LOCAL_GRPC_PORT = pick_free_port("127.0.0.1")
 
 
 # cluster start-up (JVMs) and the clients' first installs (npm ci, a venv from PyPI) on a

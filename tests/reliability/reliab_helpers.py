@@ -21,13 +21,6 @@ from subprocess_helpers import popen, process_gone
 READY = re.compile(rb"(?:Broker \S+|NameServer) ready on port (\d+)")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def refusing_address() -> tuple[socket.socket, str]:
     """A port that is bound but not listening: every connect is refused (keep the socket)."""
     sock = socket.socket()

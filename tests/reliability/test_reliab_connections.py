@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+from ferrymq.broker.local_cluster import pick_free_port
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
@@ -21,7 +22,6 @@ from ferrymq.remoting.server import RemotingServer
 from ferrymq.remoting.settings import ServerLimits
 from reliab_helpers import (
     broker_conf,
-    free_port,
     refusing_address,
     spawn,
     wait_exit,
@@ -178,7 +178,7 @@ def test_broker_port_refuses_until_it_serves(tmp_path: Path) -> None:
     """From spawn to ready, every connect that succeeds gets a real answer: never SYSTEM_BUSY
     "broker is starting" (the port used to open ~20 ms before the broker served)."""
     holder, namesrv = refusing_address()
-    port = free_port()
+    port = pick_free_port("127.0.0.1")
     conf = write_conf(
         tmp_path / "broker.conf", broker_conf(tmp_path, namesrv, listenPort=str(port))
     )

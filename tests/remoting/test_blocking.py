@@ -12,6 +12,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
+from e2e_local.e2e_helpers import wait_for
 from ferrymq.remoting.blocking import BlockingConnection, BlockingPool
 from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.command import RemotingCommand, decode_command
@@ -31,6 +32,7 @@ ECHO, SLOW, PAIR, ONEWAY = 900, 901, 902, 903
 async def server() -> AsyncIterator[RemotingServer]:
     srv = RemotingServer("127.0.0.1", 0, name="test")
     received: list[RemotingCommand] = []
+    ended: list[str] = []
     arrived: list[str] = []
     both = asyncio.Event()
 
@@ -38,8 +40,11 @@ async def server() -> AsyncIterator[RemotingServer]:
         return req.response(0, ext_fields=req.ext_fields, body=req.body_bytes())
 
     async def slow(ch: Channel, req: RemotingCommand) -> RemotingCommand:
-        await asyncio.sleep(float(req.ext_fields["delay"]))
-        return req.response(0, ext_fields={"n": req.ext_fields["n"]})
+        try:
+            await asyncio.sleep(float(req.ext_fields["delay"]))
+            return req.response(0, ext_fields={"n": req.ext_fields["n"]})
+        finally:  # answered, or cancelled because its connection closed
+            ended.append(req.ext_fields["n"])
 
     async def pair(ch: Channel, req: RemotingCommand) -> RemotingCommand:
         # answers only once two calls are in: calls serialised on one connection never get there
@@ -55,6 +60,7 @@ async def server() -> AsyncIterator[RemotingServer]:
     for code, fn in ((ECHO, echo), (SLOW, slow), (PAIR, pair), (ONEWAY, oneway)):
         srv.register(code, fn)  # type: ignore[arg-type]
     srv.received = received  # type: ignore[attr-defined]
+    srv.ended = ended  # type: ignore[attr-defined]
     await srv.start()
     yield srv
     await srv.stop()
@@ -100,7 +106,9 @@ async def test_a_timeout_closes_the_connection_and_the_next_call_gets_its_own_an
     late = RemotingCommand.request(SLOW, {"delay": 0.5, "n": "late"})
     with pytest.raises(RemotingTimeoutError, match=r"within 0\.1s"):
         await asyncio.to_thread(pool.invoke, addr(server), late, 0.1)
-    await asyncio.sleep(0.6)  # the late answer is sent (to the closed connection)
+    # the server is done with the late call (its connection closed under it) before the next
+    # call goes out, so nothing of it can reach the next call
+    await wait_for(lambda: "late" in server.ended, 5, "the server to end the late call")  # type: ignore[attr-defined]
     again = RemotingCommand.request(SLOW, {"delay": 0, "n": "next"})
     got = await asyncio.to_thread(pool.invoke, addr(server), again, 5)
     assert got.ext_fields["n"] == "next"
@@ -123,11 +131,8 @@ async def test_oneway_is_written_without_an_answer(
     req = RemotingCommand.request(ONEWAY, {"k": "v"}, b"payload")
     await asyncio.to_thread(pool.invoke_oneway, addr(server), req)
     received: list[RemotingCommand] = server.received  # type: ignore[attr-defined]
-    for _ in range(250):
-        if received:
-            break
-        await asyncio.sleep(0.02)
-    assert received and received[0].is_oneway and received[0].body_bytes() == b"payload"
+    await wait_for(lambda: bool(received), 5, "the oneway request")
+    assert received[0].is_oneway and received[0].body_bytes() == b"payload"
 
 
 def test_an_unreachable_address_is_a_connect_error() -> None:

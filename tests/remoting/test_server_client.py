@@ -7,6 +7,7 @@ import struct
 from collections.abc import AsyncIterator
 
 import pytest
+from e2e_local.e2e_helpers import wait_for
 from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import ResponseCode
@@ -27,6 +28,7 @@ ECHO, SLOW, BOOM, HANG, ONEWAY = 900, 901, 902, 903, 904
 async def server() -> AsyncIterator[RemotingServer]:
     srv = RemotingServer("127.0.0.1", 0, name="test")
     received: list[RemotingCommand] = []
+    hanging: list[RemotingCommand] = []
 
     def echo(ch: Channel, req: RemotingCommand) -> RemotingCommand:
         return req.response(0, ext_fields=req.ext_fields, body=req.body_bytes())
@@ -39,6 +41,7 @@ async def server() -> AsyncIterator[RemotingServer]:
         raise RuntimeError("kaput")
 
     async def hang(ch: Channel, req: RemotingCommand) -> RemotingCommand:
+        hanging.append(req)
         await asyncio.Event().wait()
         raise AssertionError
 
@@ -48,6 +51,7 @@ async def server() -> AsyncIterator[RemotingServer]:
     for code, fn in ((ECHO, echo), (SLOW, slow), (BOOM, boom), (HANG, hang), (ONEWAY, oneway)):
         srv.register(code, fn)  # type: ignore[arg-type]
     srv.received = received  # type: ignore[attr-defined]
+    srv.hanging = hanging  # type: ignore[attr-defined]
     await srv.start()
     yield srv
     await srv.stop()
@@ -92,9 +96,7 @@ async def test_timeout_and_oneway(server: RemotingServer) -> None:
         with pytest.raises(RemotingTimeoutError):
             await client.invoke(addr(server), RemotingCommand.request(HANG), timeout=0.2)
         await client.invoke_oneway(addr(server), RemotingCommand.request(ONEWAY, {"k": "v"}))
-        deadline = asyncio.get_running_loop().time() + 5
-        while not server.received and asyncio.get_running_loop().time() < deadline:  # type: ignore[attr-defined]
-            await asyncio.sleep(0.01)
+        await wait_for(lambda: bool(server.received), 5, "the oneway request")  # type: ignore[attr-defined]
         assert server.received[0].ext_fields == {"k": "v"}  # type: ignore[attr-defined]
     finally:
         await client.close()
@@ -102,9 +104,15 @@ async def test_timeout_and_oneway(server: RemotingServer) -> None:
 
 async def test_each_call_times_out_at_its_own_deadline(server: RemotingServer) -> None:
     """One channel timer serves every pending call: a short call made after a long one, calls
-    answered in between, and a burst expiring together all keep their own deadlines."""
+    answered in between, and a burst expiring together all keep their own deadlines.
+
+    Asserted as order and state, not durations: no call fails before its own timeout (a timer
+    never fires early, whatever the load), and the burst fails while the long call still waits.
+    """
     client = RemotingClient()
     loop = asyncio.get_running_loop()
+    short, long = 0.2, 3.0  # far apart: the order below holds on a loaded machine
+    rounding = 1e-9  # of the float differences of loop.time(), not a timing allowance
     try:
 
         async def timed(code: int, timeout: float) -> tuple[str, float]:
@@ -117,17 +125,21 @@ async def test_each_call_times_out_at_its_own_deadline(server: RemotingServer) -
             return outcome, loop.time() - start
 
         await client.invoke(addr(server), RemotingCommand.request(ECHO), timeout=5)
-        long_call = asyncio.ensure_future(timed(HANG, 0.9))
-        await asyncio.sleep(0.05)
-        short_calls = [asyncio.ensure_future(timed(HANG, 0.2)) for _ in range(20)]
+        channel = client.open_channel(addr(server))
+        assert channel is not None
+        long_call = asyncio.ensure_future(timed(HANG, long))
+        # the long call's deadline is armed before any short call is made
+        await wait_for(lambda: len(channel._deadlines) == 1, 5, "the long call to be pending")
+        short_calls = [asyncio.ensure_future(timed(HANG, short)) for _ in range(20)]
         answered = await timed(ECHO, 5)
         for outcome, took in await asyncio.gather(*short_calls):
-            assert outcome == "timeout" and 0.19 <= took < 0.5
+            assert outcome == "timeout" and took >= short - rounding
+        # the burst expired at its own deadline, not the long call's
+        assert not long_call.done() and len(channel._deadlines) == 1
         outcome, took = await long_call
-        assert outcome == "timeout" and 0.89 <= took < 1.3
+        assert outcome == "timeout" and took >= long - rounding
         assert answered[0] == "answered"
-        channel = client.open_channel(addr(server))
-        assert channel is not None and not channel._deadlines and not channel._pending
+        assert not channel._deadlines and not channel._pending
     finally:
         await client.close()
 
@@ -138,7 +150,8 @@ async def test_pending_calls_fail_when_server_stops(server: RemotingServer) -> N
         call = asyncio.ensure_future(
             client.invoke(addr(server), RemotingCommand.request(HANG), timeout=10)
         )
-        await asyncio.sleep(0.1)
+        # the call is in flight: the server is running its handler when it stops
+        await wait_for(lambda: bool(server.hanging), 5, "the call to reach the server")  # type: ignore[attr-defined]
         await server.stop()
         with pytest.raises(RemotingSendRequestError):
             await call

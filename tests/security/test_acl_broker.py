@@ -19,6 +19,7 @@ from ferrymq.acl.settings import AclSettings
 from ferrymq.acl.signature import sign_fields
 from ferrymq.broker.app import BrokerApp
 from ferrymq.broker.config import BrokerConfig
+from ferrymq.broker.local_cluster import pick_free_port
 from ferrymq.client.credentials import ClientSecurity, SessionCredentials
 from ferrymq.client.instance import ClientInstance
 from ferrymq.client.producer import Producer
@@ -33,12 +34,6 @@ from ferrymq.remoting.frame import FrameDecoder
 from ferrymq.remoting.headers import SendMessageRequestHeader
 from ferrymq.store.config import MessageStoreConfig
 from security_helpers import ADMIN_AK, ADMIN_SK, APP_AK, APP_SK, PLAIN_ACL, wait_for
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -71,7 +66,7 @@ async def broker(tmp_path: Path, namesrv: NamesrvApp, acl_file: Path) -> AsyncIt
         bind_address="127.0.0.1",
         listen_port=0,
         namesrv_addr=namesrv.addr,
-        metrics_port=free_port(),
+        metrics_port=pick_free_port("127.0.0.1"),
         broker_config_path=conf,
     )
     store = MessageStoreConfig(

@@ -4,7 +4,6 @@ reason and certificate expiry days, with the broker's metric names; routes regis
 from __future__ import annotations
 
 import asyncio
-import socket
 import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 from ferrymq.acl.settings import AclSettings
 from ferrymq.acl.signature import sign_fields
+from ferrymq.broker.local_cluster import pick_free_port
 from ferrymq.namesrv.app import NamesrvApp
 from ferrymq.namesrv.config import NamesrvConfig
 from ferrymq.remoting.client import RemotingClient
@@ -22,12 +22,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from security_helpers import ADMIN_AK, ADMIN_SK, PLAIN_ACL, make_ca, make_cert
 from test_cli_security import Proc
 from test_namesrv_registration_acl import register
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -51,7 +45,7 @@ async def namesrv(tmp_path: Path) -> AsyncIterator[NamesrvApp]:
             listen_port=0,
             bind_address="127.0.0.1",
             kv_config_path=tmp_path / "kv.json",
-            metrics_port=free_port(),
+            metrics_port=pick_free_port("127.0.0.1"),
         ),
         acl_settings=AclSettings(acl_enable=True, acl_file_path=acl),
         tls_settings=TlsSettings.model_validate(
@@ -114,7 +108,7 @@ async def test_refusals_and_certificate_expiry_on_metrics(namesrv: NamesrvApp) -
 
 
 def test_metrics_port_from_namesrv_conf(tmp_path: Path) -> None:
-    port = free_port()
+    port = pick_free_port("127.0.0.1")
     conf = tmp_path / "namesrv.conf"
     conf.write_text(f"metricsPort={port}\n")
     proc = Proc(["namesrv", "-c", str(conf), "--listen-port", "0", "--bind", "127.0.0.1"], tmp_path)

@@ -8,10 +8,8 @@ from pathlib import Path
 
 import pytest
 from ferrymq.acl.settings import AclSettings, load_acl_settings
-from ferrymq.broker.config import load_broker_configs
-from ferrymq.broker.semantics import SemanticsConfig
+from ferrymq.broker.broker_conf import load_broker_conf
 from ferrymq.client.credentials import ClientSecurity
-from ferrymq.ha.config import HASettings
 from ferrymq.remoting.tls import TlsSettings
 from security_helpers import PLAIN_ACL
 
@@ -25,9 +23,7 @@ def test_security_keys_are_not_reported_unknown(
         "haSendHeartbeatInterval=5000\nbogusKey=1\n"
     )
     with caplog.at_level(logging.WARNING):
-        load_broker_configs(
-            conf, env={}, also_read_by=(HASettings, SemanticsConfig, AclSettings, TlsSettings)
-        )
+        load_broker_conf(conf, env={})
     warnings = " ".join(r.getMessage() for r in caplog.records)
     assert "bogusKey" in warnings
     for key in ("aclEnable", "aclFilePath", "tls.server.mode", "haSendHeartbeatInterval"):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ferrymq.broker.app import BrokerApp
 from ferrymq.broker.config import BrokerConfig
-from ferrymq.broker.semantics import SemanticsConfig
+from ferrymq.broker.semantics_config import SemanticsConfig
 from ferrymq.client.admin import AdminClient
 from ferrymq.client.instance import ClientInstance
 from ferrymq.namesrv.app import NamesrvApp

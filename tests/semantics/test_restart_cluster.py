@@ -7,7 +7,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from ferrymq.broker.semantics import SemanticsConfig
+from ferrymq.broker.semantics_config import SemanticsConfig
 from ferrymq.client import Message, MessageExt, Producer, PushConsumer
 from ferrymq.client.transaction_producer import LocalTransactionState, TransactionProducer
 

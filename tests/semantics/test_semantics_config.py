@@ -7,31 +7,33 @@ import sys
 from pathlib import Path
 
 import pytest
-from ferrymq.broker.semantics import SemanticsConfig, load_semantics_config
+from ferrymq.broker.broker_conf import load_broker_conf
+from ferrymq.broker.semantics import transaction_config
+from ferrymq.broker.semantics_config import SemanticsConfig
 from ferrymq.properties import ConfigError
 
 
 def test_upstream_keys_from_file_and_environment(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
     conf.write_text("brokerName=b\ntransactionCheckInterval=5000\ntransactionCheckMax=4\n")
-    cfg = load_semantics_config(conf, env={"FERRYMQ_transactionTimeOut": "1500"})
+    cfg = load_broker_conf(conf, env={"FERRYMQ_transactionTimeOut": "1500"}).semantics
     assert cfg == SemanticsConfig(
         transaction_check_interval=5000, transaction_check_max=4, transaction_time_out=1500
     )
-    tx = cfg.transaction()
+    tx = transaction_config(cfg)
     assert (tx.check_interval_s, tx.transaction_timeout_ms, tx.transaction_check_max) == (
         5.0,
         1500,
         4,
     )
-    assert load_semantics_config(None, env={}) == SemanticsConfig()
+    assert load_broker_conf(None, env={}).semantics == SemanticsConfig()
 
 
 def test_bad_value_names_the_key(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
     conf.write_text("transactionCheckMax=0\n")
     with pytest.raises(ConfigError, match="transactionCheckMax"):
-        load_semantics_config(conf, env={})
+        load_broker_conf(conf, env={})
 
 
 def test_broker_cli_refuses_a_bad_semantics_value_with_exit_2(tmp_path: Path) -> None:

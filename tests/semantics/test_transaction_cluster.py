@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ferrymq.broker.semantics import SemanticsConfig
+from ferrymq.broker.semantics_config import SemanticsConfig
 from ferrymq.client import Message, MessageExt, Producer, PushConsumer
 from ferrymq.client.broker_api import SendStatus
 from ferrymq.client.transaction_producer import LocalTransactionState, TransactionProducer

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING
 from ferrymq.acl.metrics import SecurityCollector
 from ferrymq.acl.service import AclService
 from ferrymq.acl.settings import AclSettings
-from ferrymq.broker.broker_conf import BrokerConf
+from ferrymq.broker.broker_conf import BrokerConf, kept_broker_conf, load_broker_conf
 from ferrymq.broker.client_registry import ConsumerManager, ProducerManager
-from ferrymq.broker.config import BrokerConfig, config_dir, kept_broker_conf, role_problem
+from ferrymq.broker.config import BrokerConfig, config_dir, role_problem
 from ferrymq.broker.config_file import ConfigFile
 from ferrymq.broker.consumer_offsets import ConsumerOffsetManager
 from ferrymq.broker.controller_mode_config import ControllerModeSettings
-from ferrymq.broker.lag.config import LagConfig, load_lag_config
+from ferrymq.broker.lag.config import LagConfig
 from ferrymq.broker.lag.sampler import ConsumerLagSampler
 from ferrymq.broker.long_polling import PullRequestHoldService
 from ferrymq.broker.metrics import (
@@ -35,7 +35,7 @@ from ferrymq.broker.metrics import (
     MetricsServer,
     TopicInCounter,
 )
-from ferrymq.broker.pop.settings import PopTimerSettings, load_pop_timer_settings
+from ferrymq.broker.pop.settings import PopTimerSettings
 from ferrymq.broker.pop.wiring import PopTimerServices
 from ferrymq.broker.processors.admin_broker import AdminBrokerProcessor
 from ferrymq.broker.processors.admin_consumer import AdminConsumerProcessor
@@ -51,7 +51,8 @@ from ferrymq.broker.processors.reply import ReplyMessageProcessor
 from ferrymq.broker.processors.send import SendMessageProcessor
 from ferrymq.broker.register import BrokerRegistration, RegisterOutcome
 from ferrymq.broker.role_switch import ControllerMode
-from ferrymq.broker.semantics import SemanticsConfig, SemanticsServices, load_semantics_config
+from ferrymq.broker.semantics import SemanticsServices
+from ferrymq.broker.semantics_config import SemanticsConfig
 from ferrymq.broker.stats_manager import BrokerStatsManager
 from ferrymq.broker.subscription_groups import SubscriptionGroupManager
 from ferrymq.broker.sync_state_watch import SyncStateCollector
@@ -89,10 +90,10 @@ class BrokerApp:
     ) -> None:
         self.config = config
         # RocketMQ 5 POP and timer messages (broker/pop, broker/timer): reviveQueueNum, timer* keys
-        self.pop_settings = pop_settings or load_pop_timer_settings(config.broker_config_path)
+        self.pop_settings = pop_settings or load_broker_conf(config.broker_config_path).pop
         self.rocket5: PopTimerServices | None = None
         # consumerLag* keys of the same broker.conf (and FERRYMQ_* environment)
-        self.lag_config = lag_config or load_lag_config(config.broker_config_path)
+        self.lag_config = lag_config or load_broker_conf(config.broker_config_path).lag
         self.lag: ConsumerLagSampler | None = None
         # enableGrpcProxy: the 5.x gRPC proxy in this process (ferrymq.proxy.local)
         self.grpc_proxy: ProxyApp | None = None
@@ -115,7 +116,7 @@ class BrokerApp:
         self.ha_settings = (ha_settings or HASettings()).with_default_port(config.listen_port)
         self.ha: BrokerHA | None = None
         # transaction/delay settings outside BrokerConfig: FERRYMQ_* environment when not given
-        self.semantics_config = semantics_config or load_semantics_config(None)
+        self.semantics_config = semantics_config or load_broker_conf(None).semantics
         self.semantics: SemanticsServices | None = None
         self.store_config = store_config
         problem = role_problem(config.broker_id, store_config.broker_role.value)

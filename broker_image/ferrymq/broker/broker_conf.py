@@ -32,6 +32,7 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+import javaproperties
 from pydantic import BaseModel, ConfigDict
 
 from ferrymq.acl.settings import AclSettings, add_rocketmq_home
@@ -39,16 +40,16 @@ from ferrymq.broker.config import BrokerConfig, role_problem
 from ferrymq.broker.controller_mode_config import ControllerModeSettings
 from ferrymq.broker.lag.config import LagConfig
 from ferrymq.broker.pop.settings import PopTimerSettings
-from ferrymq.broker.semantics import SemanticsConfig
+from ferrymq.broker.semantics_config import SemanticsConfig
 from ferrymq.ha.config import HASettings
 from ferrymq.properties import ConfigError, build_model, collect_values, known_keys, load_properties
 from ferrymq.remoting.tls import TlsSettings, add_tls_config_file
 from ferrymq.store.config import MessageStoreConfig
-from ferrymq.upstream_config import BROKER_DEFAULTS
+from ferrymq.upstream_config import BROKER_DEFAULTS, kept_values
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BrokerConf", "load_broker_conf", "parse_broker_conf"]
+__all__ = ["BrokerConf", "kept_broker_conf", "load_broker_conf", "parse_broker_conf"]
 
 
 class BrokerConf(BaseModel):
@@ -171,3 +172,14 @@ def load_broker_conf(
     # runtime updates (UPDATE_BROKER_CONFIG) are written back to the file the broker started from
     conf.broker.broker_config_path = path
     return conf
+
+
+def kept_broker_conf(path: Path | None) -> dict[str, str]:
+    """The keys of broker.conf ``path`` that only upstream has (thread pools, Netty buffers...):
+    accepted, reported by GET_BROKER_CONFIG and kept across updates, not acted on (see
+    :mod:`ferrymq.upstream_config`). Empty without a file."""
+    if path is None or not path.is_file():
+        return {}
+    with open(path, encoding="utf-8") as f:
+        values = dict(javaproperties.load(f))
+    return kept_values(BROKER_DEFAULTS, BrokerConf.parts().values(), values)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import javaproperties
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 from ferrymq.mixall import MASTER_ID
@@ -165,49 +165,12 @@ __all__ = [
     "PERM_INHERIT",
     "BrokerConfig",
     "config_dir",
-    "kept_broker_conf",
-    "load_broker_configs",
     "merge_properties_text",
     "namesrv_list",
     "persist_properties",
     "property_value",
     "role_problem",
 ]
-
-
-def load_broker_configs(
-    path: Path | None,
-    env: Mapping[str, str] | None = None,
-    overrides: Mapping[str, str] | None = None,
-    also_read_by: tuple[type[BaseModel], ...] = (),
-) -> tuple[BrokerConfig, MessageStoreConfig]:
-    """The broker and store parts of :func:`ferrymq.broker.broker_conf.load_broker_conf`, which
-    parses the whole broker.conf once (every part validated, unknown keys warned about once).
-
-    ``also_read_by`` is accepted for callers written before the parts were composed: every model
-    read from broker.conf is a part now, so their keys are known anyway.
-    """
-    del also_read_by
-    # imported here: the parts' modules import broker code that imports this module
-    from ferrymq.broker.broker_conf import load_broker_conf
-
-    conf = load_broker_conf(path, env, overrides)
-    return conf.broker, conf.store
-
-
-def kept_broker_conf(path: Path | None) -> dict[str, str]:
-    """The keys of broker.conf ``path`` that only upstream has (thread pools, Netty buffers...):
-    accepted, reported by GET_BROKER_CONFIG and kept across updates, not acted on (see
-    :mod:`ferrymq.upstream_config`). Empty without a file."""
-    # imported here: broker_conf imports this module
-    from ferrymq.broker.broker_conf import BrokerConf
-    from ferrymq.upstream_config import BROKER_DEFAULTS, kept_values
-
-    if path is None or not path.is_file():
-        return {}
-    with open(path, encoding="utf-8") as f:
-        values = dict(javaproperties.load(f))
-    return kept_values(BROKER_DEFAULTS, BrokerConf.parts().values(), values)
 
 
 def role_problem(broker_id: int, broker_role: str) -> str | None:

@@ -14,9 +14,6 @@ as brokerId 0 while it is master.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
-
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
@@ -53,14 +50,3 @@ class ControllerModeSettings(BaseModel):
     def controller_addrs(self) -> list[str]:
         raw = self.controller_addr or ""
         return [a.strip() for a in raw.replace(",", ";").split(";") if a.strip()]
-
-
-def load_controller_mode_settings(
-    path: Path | None, env: Mapping[str, str] | None = None
-) -> ControllerModeSettings:
-    """The controller-mode part of a broker.conf (+ ``FERRYMQ_*`` environment), read as a whole
-    by :func:`ferrymq.broker.broker_conf.load_broker_conf`; ConfigError names bad keys."""
-    # imported here: broker_conf imports this module
-    from ferrymq.broker.broker_conf import load_broker_conf
-
-    return load_broker_conf(path, env).controller_mode

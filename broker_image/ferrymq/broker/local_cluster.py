@@ -132,6 +132,17 @@ def pick_free_port(host: str) -> int:
     raise ClusterStartError("no free port found in 20000-32000")
 
 
+def pick_free_ports(host: str, count: int) -> list[int]:
+    """``count`` distinct ports, each free now (:func:`pick_free_port`): one process given several
+    ports must not be handed the same one twice."""
+    ports: list[int] = []
+    while len(ports) < count:
+        port = pick_free_port(host)
+        if port not in ports:
+            ports.append(port)
+    return ports
+
+
 def parse_size(text: str) -> int:
     """``"128M"``/``"128MiB"``/``"1g"``/``"134217728"`` -> bytes (binary units). Pure; ValueError
     names the accepted forms or the store's limit that the size breaks."""

@@ -11,19 +11,16 @@ CommitLog/SendMessageProcessor do on put.
 Settings the broker's own config does not carry (upstream BrokerConfig names
 ``transactionCheckInterval``, ``transactionTimeOut``, ``transactionCheckMax``,
 ``flushDelayOffsetInterval``) are the ``semantics`` part of the broker.conf
-(:class:`ferrymq.broker.broker_conf.BrokerConf`).
+(:class:`ferrymq.broker.broker_conf.BrokerConf`), declared in :mod:`ferrymq.broker.semantics_config`.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
 
 from ferrymq.broker.lock_manager import RebalanceLockManager
 from ferrymq.broker.processors.consumer_send_back import ConsumerSendBackProcessor
@@ -31,6 +28,7 @@ from ferrymq.broker.processors.end_transaction import EndTransactionProcessor
 from ferrymq.broker.processors.rebalance_lock import RebalanceLockProcessor
 from ferrymq.broker.retry import RetryService
 from ferrymq.broker.schedule import SCHEDULE_TOPIC, ScheduleMessageService, to_schedule_topic
+from ferrymq.broker.semantics_config import SemanticsConfig
 from ferrymq.broker.store_port import MessagePuts, MessageStorePort
 from ferrymq.broker.timer.timer_message import TIMER_TOPIC, TimerRewrite
 from ferrymq.broker.transaction import (
@@ -52,42 +50,19 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "NOT_ALLOWED_SEND_TOPICS",
-    "SemanticsConfig",
     "SemanticsServices",
     "SendSemanticsStore",
-    "load_semantics_config",
+    "transaction_config",
 ]
 
 
-class SemanticsConfig(BaseModel):
-    """Semantics settings with upstream broker.conf names (milliseconds as upstream)."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
-
-    transaction_check_interval: int = Field(default=60_000, ge=10, description="ms")
-    transaction_time_out: int = Field(default=6_000, ge=0, description="ms")
-    transaction_check_max: int = Field(default=15, ge=1)
-    flush_delay_offset_interval: int = Field(default=10_000, ge=10, description="ms")
-
-    def transaction(self) -> TransactionConfig:
-        return TransactionConfig(
-            check_interval_s=self.transaction_check_interval / 1000,
-            transaction_timeout_ms=self.transaction_time_out,
-            transaction_check_max=self.transaction_check_max,
-        )
-
-
-def load_semantics_config(
-    path: Path | None,
-    env: Mapping[str, str] | None = None,
-    overrides: Mapping[str, str] | None = None,
-) -> SemanticsConfig:
-    """The semantics part of a broker.conf (+ ``FERRYMQ_*`` environment, overrides), read as a
-    whole by :func:`ferrymq.broker.broker_conf.load_broker_conf`."""
-    # imported here: broker_conf imports this module
-    from ferrymq.broker.broker_conf import load_broker_conf
-
-    return load_broker_conf(path, env, overrides).semantics
+def transaction_config(config: SemanticsConfig) -> TransactionConfig:
+    """The transaction service's settings from the broker.conf part (ms -> s where it wants s)."""
+    return TransactionConfig(
+        check_interval_s=config.transaction_check_interval / 1000,
+        transaction_timeout_ms=config.transaction_time_out,
+        transaction_check_max=config.transaction_check_max,
+    )
 
 
 NOT_ALLOWED_SEND_TOPICS = frozenset({SCHEDULE_TOPIC, HALF_TOPIC, OP_HALF_TOPIC})
@@ -223,7 +198,7 @@ class SemanticsServices:
             producer_channels=lambda group: [info.channel for info in producer_channels(group)],
             checkpoint_path=config_dir / "transactionCheckpoint.json",
             max_delay_level=lambda: max_level,
-            config=self.config.transaction(),
+            config=transaction_config(self.config),
         )
         self.locks = RebalanceLockManager()
         self.send_store = SendSemanticsStore(

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import enum
 import ssl
-from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
@@ -128,15 +126,6 @@ class HASettings(BaseModel):
             if not sep or not host or not port.isdigit():
                 raise ValueError(f"haMasterAddress {self.ha_master_address!r} is not host:port")
         return self
-
-
-def load_ha_settings(path: Path | None, env: Mapping[str, str] | None = None) -> HASettings:
-    """The HA part of a broker.conf (+ ``FERRYMQ_*`` environment), read as a whole by
-    :func:`ferrymq.broker.broker_conf.load_broker_conf`; ConfigError names bad keys."""
-    # imported here: broker_conf imports this module
-    from ferrymq.broker.broker_conf import load_broker_conf
-
-    return load_broker_conf(path, env).ha
 
 
 def ha_config_for(

@@ -3,9 +3,6 @@ environment, overrides. Milliseconds as upstream spells its intervals."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
-
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
@@ -47,12 +44,3 @@ class LagConfig(BaseModel):
         return Rules(
             min_samples=self.consumer_lag_min_samples, lag_tolerance=self.consumer_lag_tolerance
         )
-
-
-def load_lag_config(path: Path | None, env: Mapping[str, str] | None = None) -> LagConfig:
-    """The lag part of a broker.conf (+ ``FERRYMQ_*`` environment), read as a whole by
-    :func:`ferrymq.broker.broker_conf.load_broker_conf`; ConfigError names a bad key."""
-    # imported here: broker_conf imports this module
-    from ferrymq.broker.broker_conf import load_broker_conf
-
-    return load_broker_conf(path, env).lag

@@ -3,14 +3,12 @@ MessageStoreConfig keys), read like the broker's other parts (:mod:`ferrymq.brok
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-__all__ = ["PopTimerSettings", "load_pop_timer_settings"]
+__all__ = ["PopTimerSettings"]
 
 
 class PopTimerSettings(BaseModel):
@@ -36,13 +34,3 @@ class PopTimerSettings(BaseModel):
     """Delivery times are rounded down to this (upstream: 1000; ferrymq delivers to the ms)."""
     recall_message_enable: bool = False
     """RECALL_MESSAGE (370) allowed (upstream's default: false)."""
-
-
-def load_pop_timer_settings(
-    path: Path | None, env: Mapping[str, str] | None = None
-) -> PopTimerSettings:
-    """The POP/timer part of a broker.conf (+ ``FERRYMQ_*`` environment)."""
-    # imported here: broker_conf imports this module
-    from ferrymq.broker.broker_conf import load_broker_conf
-
-    return load_broker_conf(path, env).pop
