@@ -13,6 +13,7 @@ restarts and waits again.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
 import logging
 import os
@@ -81,35 +82,53 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(str(error))
     metrics.serve(op.metrics_port)
     importlib.import_module("ferrymq_operator.handlers")  # registers the handlers with kopf
-    kopf_stop = threading.Event()
+    lock = _lease_lock(op, namespaces) if args.leader_election else None
     renewing = threading.Event()
+    if lock is not None and not leader.acquire(lock, renewing):
+        return
     lost = threading.Event()
-    if args.leader_election:
-        lock = _lease_lock(op, namespaces)
-        if not leader.acquire(lock, renewing):
-            return
+    try:
+        asyncio.run(_serve(namespaces, args.liveness or None, lock, renewing, lost))
+    except asyncio.CancelledError:
+        pass  # as kopf.run: the operator's own tasks were cancelled on the way out
+    finally:
+        renewing.set()
+    if lost.is_set():
+        sys.exit("stopped: the leader Lease was lost")
+
+
+async def _serve(
+    namespaces: list[str],
+    liveness: str | None,
+    lock: leader.LeaseLock | None,
+    renewing: threading.Event,
+    lost: threading.Event,
+) -> None:
+    """kopf in this loop, stopped by SIGTERM/SIGINT (kopf's handlers) or by a lost Lease.
+
+    The stop flag is an asyncio.Event set from the lease thread through the loop: kopf waits on a
+    threading.Event in an executor thread that nothing wakes on SIGTERM, and asyncio.run then waits
+    for that thread forever (the process never exited after SIGTERM)."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    if lock is not None:
 
         def on_lost() -> None:
             metrics.LEADER.set(0)
             lost.set()
-            kopf_stop.set()
+            loop.call_soon_threadsafe(stop.set)
 
         threading.Thread(
             target=leader.hold, args=(lock, renewing, on_lost), name="lease", daemon=True
         ).start()
     metrics.LEADER.set(1)
-    try:
-        kopf.run(
-            standalone=True,
-            clusterwide=not namespaces,
-            namespaces=namespaces,
-            liveness_endpoint=args.liveness or None,
-            stop_flag=kopf_stop,
-        )
-    finally:
-        renewing.set()
-    if lost.is_set():
-        sys.exit("stopped: the leader Lease was lost")
+    await kopf.operator(
+        standalone=True,
+        clusterwide=not namespaces,
+        namespaces=namespaces,
+        liveness_endpoint=liveness,
+        stop_flag=stop,
+    )
 
 
 if __name__ == "__main__":
