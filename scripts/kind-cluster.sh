@@ -355,17 +355,22 @@ start_dockerd() {
 
 # ------------------------------------------------------------------ images
 ROOTFS_PID=""
+rootfs_ok() {  # containerd, and the python3 stdlib runc-clamp imports (json is not in python3-minimal)
+  [ -x "$K/rootfs/usr/bin/containerd" ] && compgen -G "$K/rootfs/usr/lib/python3*/json/__init__.py" >/dev/null
+}
+
 rootfs_start() {  # debootstrap (mostly downloads) in the background while Go compiles
-  [ -x "$K/rootfs/usr/bin/containerd" ] && return 0
+  rootfs_ok && return 0
   local rootfs="$K/rootfs"
   rm -rf "$rootfs.tmp"
   log "debootstrap $DEBIAN_SUITE in the background (log: $LOGS/debootstrap.log)"
-  # python3-minimal: the node's containerd runs pods through scripts/k8s-node/runc-clamp.
+  # python3 (not python3-minimal, which lacks json): the node's containerd runs every pod through
+  # scripts/k8s-node/runc-clamp.
   (
     s=$(date +%s)
     nice -n 10 debootstrap --variant=minbase --include=systemd,systemd-sysv,conntrack,iptables,nftables,\
 iproute2,ethtool,util-linux,mount,kmod,libseccomp2,pigz,e2fsprogs,bash,ca-certificates,curl,jq,\
-procps,containerd,runc,containernetworking-plugins,socat,ebtables,python3-minimal \
+procps,containerd,runc,containernetworking-plugins,socat,ebtables,python3 \
       "$DEBIAN_SUITE" "$rootfs.tmp" http://deb.debian.org/debian >"$LOGS/debootstrap.log" 2>&1 || exit 1
     rm -rf "$rootfs.tmp/var/cache/apt/archives/"*.deb "$rootfs.tmp/var/lib/apt/lists/"*
     mv "$rootfs.tmp" "$rootfs"
@@ -379,8 +384,12 @@ build_base() {
     wait "$ROOTFS_PID" || { tail -n 20 "$LOGS/debootstrap.log" >&2; fail "debootstrap (log: $LOGS/debootstrap.log)"; }
     ROOTFS_PID=""
   fi
-  dk image inspect "$BASE_IMAGE" >/dev/null 2>&1 && return 0
-  [ -x "$K/rootfs/usr/bin/containerd" ] || fail "no rootfs at $K/rootfs"
+  # An image imported from an older rootfs (python3-minimal: runc-clamp exits 1 on `import json`,
+  # every pod sandbox fails) is imported again.
+  dk image inspect "$BASE_IMAGE" >/dev/null 2>&1 \
+    && dk run --rm --network none --entrypoint python3 "$BASE_IMAGE" -c 'import json' >/dev/null 2>&1 \
+    && return 0
+  rootfs_ok || fail "no complete rootfs at $K/rootfs (containerd and python3 with json)"
   tar -C "$K/rootfs" -c . | dk import -c 'CMD ["/bin/bash"]' - "$BASE_IMAGE" >/dev/null || fail "docker import"
   dk tag "$BASE_IMAGE" ferrymq-kind/base:bookworm
 }
