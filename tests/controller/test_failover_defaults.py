@@ -4,7 +4,7 @@ The operator gives controller-mode brokers a 6 s heartbeat timeout (1 s interval
 controller a 1 s scan (``ferrymq_operator.builders.controller``): a killed master costs about the
 timeout, up to one scan, and the promotion. Upstream's 10 s + 5 s cost 11 to 14.5 s of writes
 (three checks). 20 kills of the master with a producer and a PushConsumer, every round verified
-as in the chaos test; the outage p50/max is reported in the run's summary. The trade-off (false
+as in the chaos test (5 in the default run, 20 in the slow variant); the outage p50/max is reported in the run's summary. The trade-off (false
 elections of a master stalled 6 s) is in ``controller/README.md``.
 """
 
@@ -30,9 +30,8 @@ def test_the_operators_defaults_fit_the_target_and_the_lease_rule() -> None:
     assert timeout + scan <= 8000
 
 
-@pytest.mark.timeout(1800)
-async def test_master_killed_twenty_times_with_the_operators_defaults(
-    tmp_path: Path, record_property: Callable[[str, object], None]
+async def _failovers_with_the_operators_defaults(
+    tmp_path: Path, rounds: int, record_property: Callable[[str, object], None]
 ) -> None:
     cluster = ControllerLocalCluster(
         tmp_path / "cluster",
@@ -49,6 +48,23 @@ async def test_master_killed_twenty_times_with_the_operators_defaults(
         scan_interval_ms=operator_controller.SCAN_NOT_ACTIVE_BROKER_INTERVAL_MS,
     )
     with cluster:
-        outages = await run_failovers(cluster, rounds=20, seed=34, consume=True)
+        outages = await run_failovers(cluster, rounds=rounds, seed=34, consume=True)
     record_outages(record_property, outages)
-    assert len(outages) == 20
+    assert len(outages) == rounds
+
+
+# The default run kills the master 5 times (the 20-kill chaos test with 3 s settings runs there
+# too); the issue's 20 kills with these defaults took 11 min on a loaded machine: slow.
+@pytest.mark.timeout(900)
+async def test_master_killed_with_the_operators_defaults(
+    tmp_path: Path, record_property: Callable[[str, object], None]
+) -> None:
+    await _failovers_with_the_operators_defaults(tmp_path, 5, record_property)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+async def test_master_killed_twenty_times_with_the_operators_defaults(
+    tmp_path: Path, record_property: Callable[[str, object], None]
+) -> None:
+    await _failovers_with_the_operators_defaults(tmp_path, 20, record_property)
