@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import NamedTuple
 
 import orjson
 
@@ -15,6 +16,7 @@ from ferrymq.remoting.bodies import (
     SubscriptionGroupConfig,
     SubscriptionGroupWrapper,
 )
+from ferrymq.remoting.codes import ResponseCode
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +33,13 @@ SYSTEM_GROUPS = (
 )
 
 
+class Refusal(NamedTuple):
+    """A request refused: the response code and its remark."""
+
+    code: int
+    remark: str
+
+
 class SubscriptionGroupManager:
     def __init__(self, *, auto_create: bool) -> None:
         self.auto_create = auto_create
@@ -39,6 +48,19 @@ class SubscriptionGroupManager:
         }
         self.data_version = DataVersion(timestamp=int(time.time() * 1000))
         self.dirty = False
+
+    def consumable(self, group: str) -> SubscriptionGroupConfig | Refusal:
+        """The group's config when it may pull or pop, else why not (code and remark as
+        upstream's PullMessageProcessor and PopMessageProcessor answer)."""
+        config = self.find(group)
+        if config is None:
+            return Refusal(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{group}] does not exist",
+            )
+        if not config.consume_enable:
+            return Refusal(ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}")
+        return config
 
     def find(self, group: str) -> SubscriptionGroupConfig | None:
         """The group's config; created with defaults when unknown and auto-creation is on."""

@@ -29,7 +29,7 @@ from ferrymq.broker.pop import extra_info as xi
 from ferrymq.broker.pop.checkpoint import CheckPoint
 from ferrymq.broker.pop.service import PopService
 from ferrymq.broker.store_port import MessageStorePort
-from ferrymq.broker.subscription_groups import SubscriptionGroupManager
+from ferrymq.broker.subscription_groups import Refusal, SubscriptionGroupManager
 from ferrymq.broker.topic_config import TopicConfigManager
 from ferrymq.filter import FilterCompileError, FilterNotSupportedError, build_message_filter
 from ferrymq.filter.message_filter import TagMessageFilter
@@ -219,19 +219,9 @@ class PopMessageProcessor:
                 f"topicConfig.readQueueNums:[{topic_config.read_queue_nums}] "
                 f"consumer:[{channel.remote_addr}]",
             )
-        group_config = self.groups.find(h.consumer_group)
-        if group_config is None:
-            return self._refuse(
-                request,
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                f"subscription group [{h.consumer_group}] does not exist",
-            )
-        if not group_config.consume_enable:
-            return self._refuse(
-                request,
-                ResponseCode.NO_PERMISSION,
-                f"subscription group no permission, {h.consumer_group}",
-            )
+        group_config = self.groups.consumable(h.consumer_group)
+        if isinstance(group_config, Refusal):
+            return self._refuse(request, group_config.code, group_config.remark)
         try:
             message_filter = self._filter(h)
         except (FilterCompileError, FilterNotSupportedError):

@@ -20,7 +20,7 @@ from ferrymq.broker.consumer_offsets import ConsumerOffsetManager
 from ferrymq.broker.long_polling import PullRequestHoldService
 from ferrymq.broker.processors.common import guarded_async
 from ferrymq.broker.store_port import MessageStorePort
-from ferrymq.broker.subscription_groups import SubscriptionGroupManager
+from ferrymq.broker.subscription_groups import Refusal, SubscriptionGroupManager
 from ferrymq.broker.topic_config import TopicConfigManager
 from ferrymq.filter import (
     FilterCompileError,
@@ -162,19 +162,9 @@ class PullMessageProcessor:
                 ResponseCode.NO_PERMISSION,
                 f"the broker[{self.config.broker_ip1}] pulling message is forbidden",
             )
-        group_config = self.groups.find(h.consumer_group)
-        if group_config is None:
-            return self._refuse(
-                request,
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                f"subscription group [{h.consumer_group}] does not exist",
-            )
-        if not group_config.consume_enable:
-            return self._refuse(
-                request,
-                ResponseCode.NO_PERMISSION,
-                f"subscription group no permission, {h.consumer_group}",
-            )
+        group_config = self.groups.consumable(h.consumer_group)
+        if isinstance(group_config, Refusal):
+            return self._refuse(request, group_config.code, group_config.remark)
         topic_config = self.topics.get(h.topic)
         if topic_config is None:
             return self._refuse(
