@@ -47,12 +47,15 @@ def observe(
     scenario: str,
     *,
     topics: Mapping[str, tuple[int, int]] | None = None,
+    prepare: Callable[[Any], Any] | None = None,
     **args: Any,
 ) -> Any:
-    """Create ``topics`` on ``target``, run ``scenario`` there; the normalised observation."""
+    """Create ``topics`` on ``target``, run ``scenario`` there; the normalised observation.
+    ``prepare`` evens out, before ids are numbered, what the scenario itself leaves open."""
     if topics:
         create_topics(target, topics)
-    return normalise(java.run(scenario, target.namesrv_addr, **args))
+    raw = java.run(scenario, target.namesrv_addr, **args)
+    return normalise(prepare(raw) if prepare is not None else raw)
 
 
 def assert_same(observations: Mapping[str, Any], what: str) -> None:
@@ -78,12 +81,15 @@ def differential(
     *,
     topics: Mapping[str, tuple[int, int]] | None = None,
     check: Callable[[Any], None] | None = None,
+    prepare: Callable[[Any], Any] | None = None,
     **args: Any,
 ) -> Any:
     """Run ``scenario`` against each target (the oracle first), ``check`` the oracle's
     observation (the scenario itself is right), and require the others to equal it. Returns
     the oracle's observation."""
-    seen = {t.name: observe(java, t, scenario, topics=topics, **args) for t in targets}
+    seen = {
+        t.name: observe(java, t, scenario, topics=topics, prepare=prepare, **args) for t in targets
+    }
     if check is not None:
         check(seen["apache"])
     assert_same(seen, f"{scenario} on rocketmq-client {java.client}")

@@ -4,13 +4,17 @@ with a newer master epoch (``DataVersion.stateVersion``), Apache 5.4.0 and ferry
 
 from __future__ import annotations
 
+import asyncio
+
+from client.cluster import wait_for
 from ferrymq.remoting.bodies import TopicRouteData
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
+from ferrymq.remoting.headers import UnRegisterBrokerRequestHeader
 from namesrv.test_namesrv_server import register_request
 
-from .reference import Target
+from .reference import Target, registered_brokers
 
 
 async def test_an_older_epoch_does_not_replace_the_master(target: Target) -> None:
@@ -42,4 +46,20 @@ async def test_an_older_epoch_does_not_replace_the_master(target: Target) -> Non
         await register(old, 1, 2)  # then as a slave of epoch 2
         assert await addrs() == {0: new, 1: old}
     finally:
-        await client.close()  # the NameServer drops what this connection registered
+        # Unregister both explicitly: on a closed connection Apache's NameServer drops only the
+        # first broker it finds for that channel (RouteInfoManager.onChannelDestroy), and the
+        # other would stay in the table for 120 s and be seen by the next test on this target.
+        for addr, bid in ((old, 1), (new, 0)):
+            header = UnRegisterBrokerRequestHeader(
+                broker_name=group, broker_addr=addr, cluster_name="c", broker_id=bid
+            ).to_ext()
+            request = RemotingCommand.request(RequestCode.UNREGISTER_BROKER, header)
+            resp = await client.invoke(target.namesrv_addr, request, 10.0)
+            assert resp.code == ResponseCode.SUCCESS, resp.remark
+        await client.close()
+
+        async def gone() -> bool:
+            table = await asyncio.to_thread(registered_brokers, target.namesrv_addr)
+            return table is not None and group not in table
+
+        await wait_for(gone, timeout=30, what=f"{group} unregistered")

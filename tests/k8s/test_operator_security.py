@@ -184,7 +184,8 @@ def test_acl_and_tls_become_broker_configuration_and_rotation_rolls_nothing(
 
     policy = wait_for("the NetworkPolicy", lambda: network_policy(cluster, "secure-broker-0"))
     public, ha = policy["spec"]["ingress"]
-    assert sorted(p["port"] for p in public["ports"]) == [10909, 10911]
+    # 5557: the metrics port (metricsPromExporterPort), for Prometheus in another namespace
+    assert sorted(p["port"] for p in public["ports"]) == [5557, 10909, 10911]
     assert [p["port"] for p in ha["ports"]] == [10912] and ha["from"]
 
     # rotation: the user's accounts change, and the brokers' certificate is 5 days from expiry
@@ -324,7 +325,9 @@ def test_chart_rbac_covers_secrets_and_network_policies(
         mp.setenv("KUBECONFIG", str(service_account_kubeconfig))
         mp.setenv("FERRYMQ_OPERATOR_RETRY_DELAY_SECONDS", "2")
         mp.setenv("FERRYMQ_OPERATOR_RESYNC_SECONDS", "5")
-        args = ["run", "--standalone", "--all-namespaces", "-m", "ferrymq_operator.handlers"]
+        # the chart's default RBAC: the release namespace only (here the test's namespace)
+        args = ["run", "--standalone", "--namespace", k8s_namespace]
+        args += ["-m", "ferrymq_operator.handlers"]
         with kube_api.api_client() as admin_client, KopfRunner(args, timeout=180) as runner:
             cluster = Cluster(admin_client, k8s_namespace)
             put_secret(cluster, "accounts", {"plain_acl.yml": ACL_V1})
