@@ -4,7 +4,11 @@ CLUSTER), found missing by the Apache differential tests (tests/interop)."""
 from __future__ import annotations
 
 from ferrymq.broker.config import BrokerConfig
-from ferrymq.broker.processors.send import broker_added_properties, with_broker_properties
+from ferrymq.broker.processors.send import (
+    broker_added_properties,
+    send_response_fields,
+    with_broker_properties,
+)
 from ferrymq.message import decode_properties, encode_properties
 
 
@@ -15,6 +19,11 @@ def test_broker_added_properties_follow_the_config() -> None:
         "TRACE_ON": "false",
         "CLUSTER": "C1",
     }
+
+
+def test_send_responses_carry_region_and_trace_switch() -> None:
+    config = BrokerConfig(brokerName="b", brokerClusterName="C1", regionId="R1", traceOn=False)
+    assert send_response_fields(config) == {"MSG_REGION": "R1", "TRACE_ON": "false"}
 
 
 def test_added_to_a_4x_and_a_5x_encoding() -> None:

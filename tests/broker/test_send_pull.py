@@ -82,6 +82,9 @@ async def test_send_auto_creates_topic_and_pull_returns_records(
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     assert resp.ext_fields["queueId"] == "0" and resp.ext_fields["queueOffset"] == "0"
     assert len(resp.ext_fields["msgId"]) == 32
+    # upstream's preSend: the Go client's SendResult.RegionID and TraceOn come from these alone
+    assert resp.ext_fields["MSG_REGION"] == "DefaultRegion"
+    assert resp.ext_fields["TRACE_ON"] == "true"
     resp = await client.invoke(broker.addr, send_request("T1", b"world", 0, v2=False))
     assert resp.code == ResponseCode.SUCCESS and resp.ext_fields["queueOffset"] == "1"
 

@@ -7,16 +7,23 @@ import asyncio
 import difflib
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from client.cluster import wait_for
 from ferrymq.client.admin import AdminClient
 
-from .java_runner import JavaScenarios
 from .normalise import normalise
 from .reference import Target
 
 PERM_RW = 6
+
+
+class Scenarios(Protocol):
+    """A client's scenario program (java_runner.JavaScenarios, go_runner.GoScenarios)."""
+
+    client: str
+
+    def run(self, scenario: str, namesrv: str, timeout_s: int = 60, **args: Any) -> Any: ...
 
 
 async def _create_topics(namesrv: str, topics: Mapping[str, tuple[int, int]]) -> None:
@@ -42,7 +49,7 @@ def create_topics(target: Target, topics: Mapping[str, tuple[int, int]]) -> None
 
 
 def observe(
-    java: JavaScenarios,
+    runner: Scenarios,
     target: Target,
     scenario: str,
     *,
@@ -54,7 +61,7 @@ def observe(
     ``prepare`` evens out, before ids are numbered, what the scenario itself leaves open."""
     if topics:
         create_topics(target, topics)
-    raw = java.run(scenario, target.namesrv_addr, **args)
+    raw = runner.run(scenario, target.namesrv_addr, **args)
     return normalise(prepare(raw) if prepare is not None else raw)
 
 
@@ -75,7 +82,7 @@ def assert_same(observations: Mapping[str, Any], what: str) -> None:
 
 
 def differential(
-    java: JavaScenarios,
+    runner: Scenarios,
     targets: list[Target],
     scenario: str,
     *,
@@ -88,9 +95,10 @@ def differential(
     observation (the scenario itself is right), and require the others to equal it. Returns
     the oracle's observation."""
     seen = {
-        t.name: observe(java, t, scenario, topics=topics, prepare=prepare, **args) for t in targets
+        t.name: observe(runner, t, scenario, topics=topics, prepare=prepare, **args)
+        for t in targets
     }
     if check is not None:
         check(seen["apache"])
-    assert_same(seen, f"{scenario} on rocketmq-client {java.client}")
+    assert_same(seen, f"{scenario} on client {runner.client}")
     return seen["apache"]

@@ -130,6 +130,7 @@ class SendMessageProcessor:
         self._legal_names: set[str] = set()
         self.broker_added = broker_added_properties(config)
         self._added_text = encode_properties(self.broker_added)
+        self._response_added = send_response_fields(config)
 
     def register_to(self, server: RemotingServer) -> None:
         for code in (
@@ -347,7 +348,7 @@ class SendMessageProcessor:
         append = result.append_result
         if not result.is_ok or append is None:
             self.stats.put_failures += 1
-            return request.response(code, remark or "put failed")
+            return request.response(code, remark or "put failed", self._response_added)
         stats = self.stats
         stats.put_messages += append.msg_num
         stats.put_bytes += size
@@ -365,6 +366,7 @@ class SendMessageProcessor:
             "msgId": msg_id,
             "queueId": str(queue_id),
             "queueOffset": str(append.queue_offset),
+            **self._response_added,
         }
         # upstream answers the message's unique id as its transactionId (a batch has none)
         uniq = properties.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
@@ -409,6 +411,17 @@ def broker_added_properties(config: BrokerConfig) -> dict[str, str]:
     }
 
 
+def send_response_fields(config: BrokerConfig) -> dict[str, str]:
+    """What upstream's SendMessageProcessor.preSend adds to every send response: MSG_REGION and
+    TRACE_ON. The Go client takes its SendResult.RegionID and TraceOn from these alone (absent
+    TRACE_ON reads as off); found by tests/interop/test_go_scenarios.py."""
+    added = broker_added_properties(config)
+    return {
+        key: added[key]
+        for key in (MessageConst.PROPERTY_MSG_REGION, MessageConst.PROPERTY_TRACE_SWITCH)
+    }
+
+
 def with_broker_properties(
     properties: dict[str, str], text: str, added: dict[str, str], added_text: str
 ) -> str:
@@ -432,6 +445,7 @@ __all__ = [
     "MessageConst",
     "SendMessageProcessor",
     "broker_added_properties",
+    "send_response_fields",
     "send_response_code",
     "with_broker_properties",
 ]
