@@ -85,6 +85,7 @@ def test_push_consumer_tag_filter(go_client: GoScenarios, targets: list[Target])
 
 def test_retry_later_then_dlq(go_client: GoScenarios, targets: list[Target]) -> None:
     topic = "GoRetry"
+    group = "CG_go_retry"
 
     def check(obs: dict[str, Any]) -> None:
         assert [m["reconsumeTimes"] for m in obs["deliveries"]] == [0, 1]
@@ -95,8 +96,11 @@ def test_retry_later_then_dlq(go_client: GoScenarios, targets: list[Target]) -> 
         go_client,
         targets,
         "retry_dlq",
-        topics={topic: (1, PERM_RW)},
+        # the retry topic made up front, as upstream's broker makes it (1 queue, read-write):
+        # rocketmq-client-go looks up a route it lacked only every 30 s, and it subscribes
+        # %RETRY%group at start, before the first send-back would create it
+        topics={topic: (1, PERM_RW), f"%RETRY%{group}": (1, PERM_RW)},
         topic=topic,
-        group="CG_go_retry",
+        group=group,
         check=check,
     )

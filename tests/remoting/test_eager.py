@@ -13,7 +13,7 @@ from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.processor import eager, run_eagerly
 from ferrymq.remoting.server import RemotingServer
 
-INLINE, WAITS, FAILS, FAILS_LATER, HANGS = 910, 911, 912, 913, 914
+INLINE, WAITS, FAILS, FAILS_LATER, HANGS, HELD = 910, 911, 912, 913, 914, 915
 
 
 async def test_run_eagerly_returns_the_result_of_a_coroutine_that_never_waits() -> None:
@@ -117,8 +117,22 @@ async def server() -> AsyncIterator[RemotingServer]:
             done.set()
         raise AssertionError
 
+    held: list[tuple[asyncio.Event, list[str]]] = []
+
+    async def held_until_released(ch: Channel, req: RemotingCommand) -> RemotingCommand:
+        release, outcome = asyncio.Event(), []
+        held.append((release, outcome))
+        try:
+            await release.wait()
+            outcome.append("finished")
+        except asyncio.CancelledError:
+            outcome.append("cancelled")
+            raise
+        return req.response(0)
+
     for code, fn in (
         (INLINE, inline),
+        (HELD, held_until_released),
         (WAITS, waits),
         (FAILS, fails),
         (FAILS_LATER, fails_later),
@@ -126,6 +140,7 @@ async def server() -> AsyncIterator[RemotingServer]:
     ):
         srv.register(code, eager(fn))
     srv.hung = hung  # type: ignore[attr-defined]
+    srv.held = held  # type: ignore[attr-defined]
     await srv.start()
     yield srv
     await srv.stop()
@@ -171,5 +186,35 @@ async def test_suspended_eager_handler_is_cancelled_when_its_connection_closes(
         await asyncio.wait_for(hung[0].wait(), 5)
         with pytest.raises(Exception):  # noqa: B017 - the call fails with the closed connection
             await call
+    finally:
+        await client.close()
+
+
+async def test_a_oneway_request_is_handled_to_the_end_after_its_connection_closes(
+    server: RemotingServer,
+) -> None:
+    """A producer may close right after a oneway send (rocketmq-client-go did, and ferrymq lost
+    the last messages); upstream stores them all."""
+    addr = f"127.0.0.1:{server.port}"
+    loop = asyncio.get_running_loop()
+    held: list[tuple[asyncio.Event, list[str]]] = server.held  # type: ignore[attr-defined]
+    client = RemotingClient()
+    try:
+        await client.invoke_oneway(addr, RemotingCommand.request(HELD))
+        deadline = loop.time() + 5
+        while not held and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        assert held, "handler never started"
+        client.close_channel(addr)
+        deadline = loop.time() + 5
+        while server.channels and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        assert not server.channels, "the server kept the connection"
+        release, outcome = held[0]
+        release.set()
+        deadline = loop.time() + 5
+        while not outcome and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        assert outcome == ["finished"]
     finally:
         await client.close()

@@ -3,7 +3,8 @@
 A channel cuts frames, parses commands, resolves responses by ``opaque`` from its pending table, and
 dispatches requests through a ProcessorTable (servers answer clients; clients answer server-initiated
 requests such as CHECK_TRANSACTION_STATE). When it closes, every pending call fails and every request
-still being handled is cancelled, so nothing waits forever on a dead peer.
+still being handled is cancelled, so nothing waits forever on a dead peer; a oneway request (nobody
+waits for its answer) is handled to the end.
 """
 
 from __future__ import annotations
@@ -81,6 +82,8 @@ class Channel(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
         self._tasks: set[asyncio.Task[None]] = set()
+        # oneway requests still being handled: run to completion when the connection closes
+        self._oneway_tasks: set[asyncio.Task[None]] = set()
         # kept: asyncio.get_running_loop() costs a getpid() syscall on every call
         self._loop = asyncio.get_running_loop()
         self._closed = self._loop.create_future()
@@ -182,7 +185,7 @@ class Channel(asyncio.Protocol):
     @property
     def busy(self) -> bool:
         """A request of this connection is being handled, or a call of ours awaits its answer."""
-        return bool(self._tasks or self._pending)
+        return bool(self._tasks or self._oneway_tasks or self._pending)
 
     def _why_closed(self, exc: Exception | None) -> str:
         if isinstance(exc, ssl.SSLError):
@@ -248,8 +251,12 @@ class Channel(asyncio.Protocol):
             self._answer(request, result)
             return
         task = asyncio.ensure_future(self._await_handler(request, result))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        # A oneway request has no answer to wait for, so its sender may close the connection
+        # right after writing it (rocketmq-client-go's SendOneWay then Shutdown): upstream still
+        # stores such a message; cancelling its put with the connection would lose it.
+        tasks = self._oneway_tasks if request.is_oneway else self._tasks
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
 
     async def _await_handler(
         self, request: RemotingCommand, pending: Awaitable[RemotingCommand | None]
