@@ -39,7 +39,9 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt
   touch "$stamp"
 fi
 # Apache RocketMQ 5.4.0's jars and the Java scenario module, fetched from Maven Central into ~/.m2
-# once (cached; a no-op afterwards), so no test pays the cold fetch inside its timeout.
+# once, and the Go client's scenario program (tests/interop/go: Go installed if missing, modules
+# from the Go module proxy) built into ~/.cache/ferrymq-interop (cached; a no-op afterwards), so
+# no test pays the cold fetch inside its timeout.
 PYTHONPATH=tests .venv/bin/python -m interop.reference
 # the gRPC proxy's stubs, generated from the published RocketMQ 5.x .proto files (not committed)
 ./scripts/gen-proto.sh

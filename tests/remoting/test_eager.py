@@ -193,8 +193,8 @@ async def test_suspended_eager_handler_is_cancelled_when_its_connection_closes(
 async def test_a_oneway_request_is_handled_to_the_end_after_its_connection_closes(
     server: RemotingServer,
 ) -> None:
-    """A producer may close right after a oneway send (rocketmq-client-go did, and ferrymq lost
-    the last messages); upstream stores them all."""
+    """A producer may close right after a oneway send; upstream still handles the request (a
+    send is stored), so a suspended oneway handler is not cancelled with its connection."""
     addr = f"127.0.0.1:{server.port}"
     loop = asyncio.get_running_loop()
     held: list[tuple[asyncio.Event, list[str]]] = server.held  # type: ignore[attr-defined]

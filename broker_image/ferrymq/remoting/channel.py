@@ -252,8 +252,8 @@ class Channel(asyncio.Protocol):
             return
         task = asyncio.ensure_future(self._await_handler(request, result))
         # A oneway request has no answer to wait for, so its sender may close the connection
-        # right after writing it (rocketmq-client-go's SendOneWay then Shutdown): upstream still
-        # stores such a message; cancelling its put with the connection would lose it.
+        # right after writing it: upstream still stores such a message; cancelling its put
+        # with the connection would lose it.
         tasks = self._oneway_tasks if request.is_oneway else self._tasks
         tasks.add(task)
         task.add_done_callback(tasks.discard)

@@ -1,5 +1,6 @@
 """Fetch everything the interop tests need ahead of the run (scripts/setup.sh calls this): the JDK
-and Maven, Apache RocketMQ 5.4.0's jars, and the scenario module built for each client version.
+and Maven, Apache RocketMQ 5.4.0's jars, the scenario module built for each client version, and
+the Go client's scenario program (Go installed where missing, modules from the Go module proxy).
 
     PYTHONPATH=tests python -m interop.reference
 """
@@ -9,9 +10,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from .tools import build_module, resolve_classpath
+from .tools import build_go_module, build_module, resolve_classpath
 
 MODULE = Path(__file__).resolve().parent.parent / "java"
+GO_MODULE = MODULE.with_name("go")
 PROFILES = {"client4": "4.9.8", "client5": "5.4.0"}
 
 
@@ -20,8 +22,10 @@ def main() -> None:
     resolve_classpath()
     for profile, version in PROFILES.items():
         build_module(MODULE, profile, version)
+    build_go_module(GO_MODULE)
     print(
-        f"interop: Apache RocketMQ jars and the scenario module ready ({time.monotonic() - started:.0f} s)"
+        "interop: Apache RocketMQ jars, the Java scenario module and the Go scenario program "
+        f"ready ({time.monotonic() - started:.0f} s)"
     )
 
 

@@ -445,7 +445,7 @@ __all__ = [
     "MessageConst",
     "SendMessageProcessor",
     "broker_added_properties",
-    "send_response_fields",
     "send_response_code",
+    "send_response_fields",
     "with_broker_properties",
 ]
