@@ -39,7 +39,7 @@ ONEWAY_LOSS = (
     [
         "sync",
         "async",
-        # intermittent (passed in 2 of 5 runs), so not strict
+        # intermittent (failed in 2 of 4 runs), so not strict
         pytest.param("oneway", marks=pytest.mark.xfail(strict=False, reason=ONEWAY_LOSS)),
     ],
 )
