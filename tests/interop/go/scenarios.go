@@ -42,7 +42,7 @@ func newProducer(a Args, group string) (rocketmq.Producer, error) {
 	return p, nil
 }
 
-// queues of “topic“ sorted by broker and id, waiting (until the deadline) for the NameServer
+// queues of "topic" sorted by broker and id, waiting (until the deadline) for the NameServer
 // to have a route: a new topic's route reaches the NameServer with the broker's next register.
 func queues(a Args, topic string, until time.Time) ([]*primitive.MessageQueue, error) {
 	adm, err := admin.NewAdmin(admin.WithResolver(resolver(a)))
@@ -68,8 +68,8 @@ func queues(a Args, topic string, until time.Time) ([]*primitive.MessageQueue, e
 	}
 }
 
-// readBack is every message of “topic“, pulled from each queue's first offset, once the
-// queues hold “expected“ in all (or the deadline passed: then what is there).
+// readBack is every message of "topic", pulled from each queue's first offset, once the
+// queues hold "expected" in all (or the deadline passed: then what is there).
 func readBack(a Args, topic string, expected int, until time.Time) ([]map[string]any, error) {
 	mqs, err := queues(a, topic, until)
 	if err != nil {
@@ -113,21 +113,43 @@ func readBack(a Args, topic string, expected int, until time.Time) ([]map[string
 	}
 }
 
-// send: “count“ messages with tags, keys and user properties, sync / async / oneway, one at a
-// time, round robin over the queues; the send results, then every stored message.
-func send(a Args) (any, error) {
-	until := a.deadline()
-	p, err := newProducer(a, a.Group)
+// producerFor starts a producer of "group" and looks up the queues of a.Topic.
+func producerFor(a Args, group string, until time.Time) (rocketmq.Producer, []*primitive.MessageQueue, error) {
+	p, err := newProducer(a, group)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	mqs, err := queues(a, a.Topic, until)
 	if err != nil {
 		p.Shutdown()
+		return nil, nil, err
+	}
+	return p, mqs, nil
+}
+
+// sendSyncAll sends each message to its queue (msg.Queue) one at a time; the results.
+func sendSyncAll(p rocketmq.Producer, msgs []*primitive.Message) []any {
+	results := make([]any, 0, len(msgs))
+	for _, m := range msgs {
+		r, err := p.SendSync(context.Background(), m)
+		if err != nil {
+			results = append(results, failure(err))
+		} else {
+			results = append(results, sendResult(r))
+		}
+	}
+	return results
+}
+
+// send: "count" messages with tags, keys and user properties, sync / async / oneway, one at a
+// time, round robin over the queues; the send results, then every stored message.
+func send(a Args) (any, error) {
+	until := a.deadline()
+	p, mqs, err := producerFor(a, a.Group, until)
+	if err != nil {
 		return nil, err
 	}
-	results := make([]any, 0, a.Count)
-	ctx := context.Background()
+	msgs := make([]*primitive.Message, 0, a.Count)
 	for i := 0; i < a.Count; i++ {
 		m := primitive.NewMessage(a.Topic, []byte(a.Mode+"-"+strconv.Itoa(i)))
 		m.WithTag("Tag" + strconv.Itoa(i%2))
@@ -135,15 +157,15 @@ func send(a Args) (any, error) {
 		m.WithProperty("seq", strconv.Itoa(i))
 		m.WithProperty("mode", a.Mode)
 		m.Queue = mqs[i%len(mqs)]
-		switch a.Mode {
-		case "sync":
-			r, err := p.SendSync(ctx, m)
-			if err != nil {
-				results = append(results, failure(err))
-			} else {
-				results = append(results, sendResult(r))
-			}
-		case "async":
+		msgs = append(msgs, m)
+	}
+	results := []any{}
+	ctx := context.Background()
+	switch a.Mode {
+	case "sync":
+		results = sendSyncAll(p, msgs)
+	case "async":
+		for _, m := range msgs {
 			// one at a time: the queue offsets are then part of the contract
 			done := make(chan any, 1)
 			err := p.SendAsync(ctx, func(_ context.Context, r *primitive.SendResult, err error) {
@@ -163,14 +185,16 @@ func send(a Args) (any, error) {
 			case <-time.After(time.Until(until)):
 				results = append(results, map[string]any{"error": "no callback"})
 			}
-		case "oneway":
+		}
+	case "oneway":
+		for _, m := range msgs {
 			if err := p.SendOneWay(ctx, m); err != nil {
 				results = append(results, failure(err))
 			}
-		default:
-			p.Shutdown()
-			return nil, fmt.Errorf("mode %q", a.Mode)
 		}
+	default:
+		p.Shutdown()
+		return nil, fmt.Errorf("mode %q", a.Mode)
 	}
 	p.Shutdown()
 	stored, err := readBack(a, a.Topic, a.Count, until)
@@ -180,7 +204,7 @@ func send(a Args) (any, error) {
 	return map[string]any{"sent": results, "stored": stored}, nil
 }
 
-// collector keeps what a push consumer's listener got and says when “want“ arrived.
+// collector keeps what a push consumer's listener got and says when "want" arrived.
 type collector struct {
 	mu   sync.Mutex
 	got  []*primitive.MessageExt
@@ -212,61 +236,63 @@ func (c *collector) wait(until time.Time) []*primitive.MessageExt {
 	return append([]*primitive.MessageExt(nil), c.got...)
 }
 
-func pushConsumer(a Args, extra ...consumer.Option) (rocketmq.PushConsumer, error) {
+// pushUntil starts a push consumer of a.Group on a.Topic whose listener answers "answer", and
+// waits until it got "want" messages (or the deadline): the consumer, still running, and what
+// it got.
+func pushUntil(a Args, selector consumer.MessageSelector, want int, until time.Time,
+	answer func(context.Context) consumer.ConsumeResult, extra ...consumer.Option,
+) (rocketmq.PushConsumer, []*primitive.MessageExt, error) {
 	opts := append([]consumer.Option{
 		consumer.WithNsResolver(resolver(a)),
 		consumer.WithGroupName(a.Group),
 		consumer.WithInstance(a.Group),
 		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
 	}, extra...)
-	return rocketmq.NewPushConsumer(opts...)
+	c, err := rocketmq.NewPushConsumer(opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	got := newCollector(want)
+	err = c.Subscribe(a.Topic, selector, func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		got.add(msgs)
+		return answer(ctx), nil
+	})
+	if err == nil {
+		err = c.Start()
+	}
+	if err != nil {
+		c.Shutdown()
+		return nil, nil, err
+	}
+	return c, got.wait(until), nil
 }
 
 // tagFilter: six messages tagged TagA, TagB, TagC in turn on one queue; a push consumer of
 // "TagA || TagC" receives, and what it got once the four matching ones arrived.
 func tagFilter(a Args) (any, error) {
 	until := a.deadline()
-	p, err := newProducer(a, a.Group+"_P")
+	p, mqs, err := producerFor(a, a.Group+"_P", until)
 	if err != nil {
-		return nil, err
-	}
-	mqs, err := queues(a, a.Topic, until)
-	if err != nil {
-		p.Shutdown()
 		return nil, err
 	}
 	tags := []string{"TagA", "TagB", "TagC"}
-	var sent []any
+	msgs := make([]*primitive.Message, 0, 6)
 	for i := 0; i < 6; i++ {
 		m := primitive.NewMessage(a.Topic, []byte("tag-"+strconv.Itoa(i)))
 		m.WithTag(tags[i%3])
 		m.WithKeys([]string{"tag-key-" + strconv.Itoa(i)})
 		m.Queue = mqs[0]
-		r, err := p.SendSync(context.Background(), m)
-		if err != nil {
-			sent = append(sent, failure(err))
-		} else {
-			sent = append(sent, sendResult(r))
-		}
+		msgs = append(msgs, m)
 	}
+	sent := sendSyncAll(p, msgs)
 	p.Shutdown()
-	got := newCollector(4)
-	c, err := pushConsumer(a)
-	if err != nil {
-		return nil, err
-	}
 	selector := consumer.MessageSelector{Type: consumer.TAG, Expression: "TagA || TagC"}
-	err = c.Subscribe(a.Topic, selector, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
-		got.add(msgs)
-		return consumer.ConsumeSuccess, nil
+	c, received, err := pushUntil(a, selector, 4, until, func(context.Context) consumer.ConsumeResult {
+		return consumer.ConsumeSuccess
 	})
 	if err != nil {
 		return nil, err
 	}
-	if err := c.Start(); err != nil {
-		return nil, err
-	}
-	received := got.wait(until)
 	c.Shutdown()
 	return map[string]any{"sent": sent, "received": sorted(received)}, nil
 }
@@ -276,13 +302,8 @@ func tagFilter(a Args) (any, error) {
 // copy in %DLQ%group, read by a pull consumer.
 func retryDlq(a Args) (any, error) {
 	until := a.deadline()
-	p, err := newProducer(a, a.Group+"_P")
+	p, mqs, err := producerFor(a, a.Group+"_P", until)
 	if err != nil {
-		return nil, err
-	}
-	mqs, err := queues(a, a.Topic, until)
-	if err != nil {
-		p.Shutdown()
 		return nil, err
 	}
 	m := primitive.NewMessage(a.Topic, []byte("always-fails"))
@@ -290,30 +311,19 @@ func retryDlq(a Args) (any, error) {
 	m.WithKeys([]string{"retry-key"})
 	m.WithProperty("origin", "retry")
 	m.Queue = mqs[0]
-	_, err = p.SendSync(context.Background(), m)
+	sent := sendSyncAll(p, []*primitive.Message{m})
 	p.Shutdown()
-	if err != nil {
-		return nil, err
-	}
-	got := newCollector(2)
-	c, err := pushConsumer(a, consumer.WithMaxReconsumeTimes(1))
-	if err != nil {
-		return nil, err
-	}
-	err = c.Subscribe(a.Topic, consumer.MessageSelector{}, func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
-		got.add(msgs)
+	retryLater := func(ctx context.Context) consumer.ConsumeResult {
 		if cc, ok := primitive.GetConcurrentlyCtx(ctx); ok {
 			cc.DelayLevelWhenNextConsume = 1 // retry after 1 s, not the default 10 s
 		}
-		return consumer.ConsumeRetryLater, nil
-	})
+		return consumer.ConsumeRetryLater
+	}
+	c, deliveries, err := pushUntil(a, consumer.MessageSelector{}, 2, until, retryLater,
+		consumer.WithMaxReconsumeTimes(1))
 	if err != nil {
 		return nil, err
 	}
-	if err := c.Start(); err != nil {
-		return nil, err
-	}
-	deliveries := got.wait(until)
 	// read the DLQ while the consumer runs: its last send-back may still be in flight
 	var dlq any
 	stored, err := readBack(a, "%DLQ%"+a.Group, 1, until)
@@ -323,5 +333,5 @@ func retryDlq(a Args) (any, error) {
 		dlq = stored
 	}
 	c.Shutdown()
-	return map[string]any{"deliveries": sorted(deliveries), "dlq": dlq}, nil
+	return map[string]any{"sent": sent, "deliveries": sorted(deliveries), "dlq": dlq}, nil
 }
