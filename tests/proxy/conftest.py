@@ -24,8 +24,17 @@ from subprocess_helpers import popen
 # the test modules import it)
 pytest.register_assert_rewrite("proxy.scenarios")
 
-# topic -> message.type (the evidence's set-up: V5Normal, V5Fifo, V5Delay, V5Tx)
-TOPICS = {"V5Normal": "NORMAL", "V5Fifo": "FIFO", "V5Delay": "DELAY", "V5Tx": "TRANSACTION"}
+# topic -> message.type (the evidence's set-up: V5Normal, V5Fifo, V5Delay, V5Tx); V5Retry holds
+# only the retry-to-DLQ scenario's message: on V5Normal, behind what earlier scenarios left, the
+# failed message never came back within 6 min in full-file runs (Apache's and ferrymq's proxy
+# alike, over Apache's broker), while the same scenario alone passed
+TOPICS = {
+    "V5Normal": "NORMAL",
+    "V5Retry": "NORMAL",
+    "V5Fifo": "FIFO",
+    "V5Delay": "DELAY",
+    "V5Tx": "TRANSACTION",
+}
 READY = re.compile(r"Proxy ready on gRPC port (\d+)")
 
 

@@ -84,9 +84,7 @@ def change_invisible(cp: str, ep: Endpoint, tmp: Path) -> None:
 
 
 def push_to_dlq(cp: str, ep: Endpoint, tmp: Path) -> None:
-    events = run(
-        cp, ep, "push_dlq", ["V5Normal", dlq_group(ep), f"j5_dlqr_{ep.tag}", "3"], tmp, 360
-    )
+    events = run(cp, ep, "push_dlq", ["V5Retry", dlq_group(ep), f"j5_dlqr_{ep.tag}", "3"], tmp, 360)
     (sent,) = by_event(events, "sent")
     attempts = [e for e in by_event(events, "attempt") if e["id"] == sent["id"]]
     # retryMaxTimes 2: delivered 3 times, then in %DLQ%<group>
