@@ -287,3 +287,87 @@ async def test_random_fill_levels_never_kill_the_broker(tmp_path: Path) -> None:
 async def test_random_fill_levels_soak(tmp_path: Path) -> None:
     # the CommitLog keeps everything (no retention in a test run): a disk to match
     await run_fills(tmp_path, rounds=300, seed=7, disk_mb=96)
+
+
+def dd_fill(filler: Path) -> None:
+    """``dd`` zeros into ``filler`` until the volume is full (dd then fails with ENOSPC)."""
+    done = subprocess.run(
+        ["dd", "if=/dev/zero", f"of={filler}", "bs=1M", "oflag=append", "conv=notrunc"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert "No space left on device" in done.stderr, done.stderr
+
+
+async def test_dd_fills_a_64_mib_volume_three_times(tmp_path: Path) -> None:
+    """Issue 34's disk scenario as written: a 64 MiB volume filled three times with dd while a
+    producer sends. The broker stays up, every send is answered (stored, or refused naming the
+    disk), writes resume once the filler is gone, and no acknowledged message is lost."""
+    with tmpfs(tmp_path / "disk", 64) as disk:
+        cluster = LocalCluster(
+            tmp_path / "cluster",
+            groups=1,
+            namesrv_port=0,
+            broker_port=0,
+            mapped_file_size_commit_log=1 << 20,
+            extra_conf={
+                "storePathRootDir": str(disk / "store"),
+                "mappedFileSizeConsumeQueue": str(CQ_FILE_SIZE),
+                "maxHashSlotNum": "5000",
+                "maxIndexNum": "20000",
+                # the ratio checks would refuse (and delete files) first: a volume that dd
+                # fills to the last block is what is tested here
+                "diskSpaceWarningLevelRatio": "99",
+                "diskSpaceCleanForciblyRatio": "99",
+                "diskMaxUsedSpaceRatio": "95",
+                "cleanFileForciblyEnable": "false",
+            },
+        )
+        filler = disk / "filler"
+        client = RemotingClient()
+        cluster.start()
+        try:
+            broker = cluster.brokers[0]
+            addr = cluster.broker_addrs[0]
+            await create_topic(client, addr)
+            acked: dict[tuple[int, int], bytes] = {}
+            seq = refused = 0
+            for fill in range(3):
+                dd_fill(filler)
+                # a burst on the full volume: each send answered, none kills the broker
+                for _ in range(40):
+                    seq += 1
+                    body = f"dd{fill}-s{seq:06d}-".encode() + os.urandom(2000)
+                    reply = await send(client, addr, seq % QUEUES, body)
+                    if reply.code == ResponseCode.SUCCESS:
+                        acked[(seq % QUEUES, int(reply.ext_fields["queueOffset"]))] = body
+                    else:
+                        refused += 1
+                        assert reply.code == ResponseCode.SERVICE_NOT_AVAILABLE, reply.remark
+                        assert "disk" in (reply.remark or ""), reply.remark
+                assert broker.alive(), f"fill {fill}: broker died\n{broker.log_tail(40)}"
+                filler.unlink()
+                seq += 1
+                body = f"free{fill}-s{seq:06d}-".encode() + os.urandom(100)
+                acked[(0, await send_until_stored(client, addr, body))] = body
+            assert refused > 0, "dd filled the volume, yet no send was refused"
+            deadline = time.monotonic() + 30
+            while True:
+                found: dict[tuple[int, int], bytes] = {}
+                for queue_id in range(QUEUES):
+                    for offset, body in (await pull_all(BrokerApi(client), addr, queue_id)).items():
+                        found[(queue_id, offset)] = body
+                missing = [k for k in acked if found.get(k) != acked[k]]
+                if not missing:
+                    break
+                assert time.monotonic() < deadline, (
+                    f"{len(missing)} of {len(acked)} acknowledged not readable, "
+                    f"e.g. {sorted(missing)[:5]}\n{broker.log_tail(30)}"
+                )
+                await asyncio.sleep(0.2)  # polling dispatch with a deadline
+            assert broker.alive(), broker.log_tail(40)
+        finally:
+            await client.close()
+            cluster.stop()
