@@ -18,7 +18,7 @@ import os
 import random
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -120,6 +120,30 @@ async def pull_all(api: BrokerApi, addr: str, queue_id: int) -> dict[int, bytes]
         for m in result.messages:
             out[m.queue_offset] = m.body
         offset = result.next_begin_offset
+
+
+async def assert_all_readable(
+    client: RemotingClient,
+    addr: str,
+    acked: dict[tuple[int, int], bytes],
+    log_tail: Callable[[int], str],
+) -> None:
+    """Every acknowledged (queue, offset) -> body pulls back unchanged (dispatch that failed on
+    the full disk is retried later, so poll with a deadline)."""
+    deadline = time.monotonic() + 30
+    while True:
+        found: dict[tuple[int, int], bytes] = {}
+        for queue_id in range(QUEUES):
+            for offset, body in (await pull_all(BrokerApi(client), addr, queue_id)).items():
+                found[(queue_id, offset)] = body
+        missing = [k for k in acked if found.get(k) != acked[k]]
+        if not missing:
+            return
+        assert time.monotonic() < deadline, (
+            f"{len(missing)} of {len(acked)} acknowledged not readable "
+            f"({len(found)} found), e.g. {sorted(missing)[:5]}\n{log_tail(30)}"
+        )
+        await asyncio.sleep(0.2)  # polling dispatch with a deadline
 
 
 async def send_until_stored(client: RemotingClient, addr: str, body: bytes) -> int:
@@ -253,20 +277,7 @@ async def run_fills(tmp_path: Path, rounds: int, seed: int, disk_mb: int = DISK_
             body = f"after-s{seq:06d}-".encode() + os.urandom(100)
             acked[(0, await send_until_stored(client, addr, body))] = body
             # Nothing acknowledged was lost, dispatch failures included.
-            deadline = time.monotonic() + 30
-            while True:
-                found: dict[tuple[int, int], bytes] = {}
-                for queue_id in range(QUEUES):
-                    for offset, body in (await pull_all(BrokerApi(client), addr, queue_id)).items():
-                        found[(queue_id, offset)] = body
-                missing = [k for k in acked if found.get(k) != acked[k]]
-                if not missing:
-                    break
-                assert time.monotonic() < deadline, (
-                    f"{len(missing)} of {len(acked)} acknowledged not readable "
-                    f"({len(found)} found), e.g. {sorted(missing)[:5]}\n{broker.log_tail(30)}"
-                )
-                await asyncio.sleep(0.2)
+            await assert_all_readable(client, addr, acked, broker.log_tail)
             assert stored > 0 and resumed == rounds // 3, (stored, resumed)
             info = await BrokerApi(client).get_broker_runtime_info(addr)
             # both kinds of reservation failed at some level: a CommitLog roll (the put refused)
@@ -353,20 +364,7 @@ async def test_dd_fills_a_64_mib_volume_three_times(tmp_path: Path) -> None:
                 body = f"free{fill}-s{seq:06d}-".encode() + os.urandom(100)
                 acked[(0, await send_until_stored(client, addr, body))] = body
             assert refused > 0, "dd filled the volume, yet no send was refused"
-            deadline = time.monotonic() + 30
-            while True:
-                found: dict[tuple[int, int], bytes] = {}
-                for queue_id in range(QUEUES):
-                    for offset, body in (await pull_all(BrokerApi(client), addr, queue_id)).items():
-                        found[(queue_id, offset)] = body
-                missing = [k for k in acked if found.get(k) != acked[k]]
-                if not missing:
-                    break
-                assert time.monotonic() < deadline, (
-                    f"{len(missing)} of {len(acked)} acknowledged not readable, "
-                    f"e.g. {sorted(missing)[:5]}\n{broker.log_tail(30)}"
-                )
-                await asyncio.sleep(0.2)  # polling dispatch with a deadline
+            await assert_all_readable(client, addr, acked, broker.log_tail)
             assert broker.alive(), broker.log_tail(40)
         finally:
             await client.close()
