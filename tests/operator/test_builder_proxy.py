@@ -4,11 +4,12 @@ builders), the status entry, and the spec refusals."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
-from ferrymq.proxy.config import ProxyConfig
+from ferrymq.proxy.config import ProxyMode, load_proxy_config
 from ferrymq_operator.builders import proxy
 from ferrymq_operator.builders.names import Owner
 from ferrymq_operator.models import DEFAULT_IMAGE, InvalidSpec, parse_broker_spec
@@ -31,18 +32,23 @@ def test_no_proxy_without_spec_proxy() -> None:
     assert proxy.desired(OWNER, parse_broker_spec(BASE), ADDR, "policy/v1") == []
 
 
-def test_config_is_read_by_the_proxy_with_the_clusters_name_and_nameservers() -> None:
+def test_config_is_read_by_the_proxy_with_the_clusters_name_and_nameservers(
+    tmp_path: Path,
+) -> None:
     objs = build(config={"maxMessageSize": "8388608"})
     assert set(objs) == {"ConfigMap", "Deployment", "Service"}
-    text = objs["ConfigMap"]["data"]["rmq-proxy.json"]
-    # the proxy's own config model reads what the operator writes
-    config = ProxyConfig.model_validate(json.loads(text))
+    conf = tmp_path / "rmq-proxy.json"
+    conf.write_text(objs["ConfigMap"]["data"]["rmq-proxy.json"])
+    # read as `ferrymq proxy -pc` reads it: every key known, the values the operator meant
+    config, unknown = load_proxy_config(conf, env={})
+    assert unknown == []
     assert config.rocket_mq_cluster_name == "orders"
     assert config.namesrv_addrs() == [
         "routes-namesrv-0.routes-namesrv-hs.prod.svc.cluster.local:9876",
         "routes-namesrv-1.x:9876",
     ]
     assert config.grpc_server_port == 8081
+    assert config.proxy_mode is ProxyMode.CLUSTER
     assert config.max_message_size == 8388608
 
 
