@@ -6,34 +6,15 @@ objects."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from kopf.testing import KopfRunner
-from kubernetes import client as k8s
 
-from k8s.control_plane import KubeApi
-from k8s.operator_env import Cluster, ferrymq_crds, operator, wait_for
+from k8s.operator_env import Cluster, cluster, ferrymq_crds, operator, wait_for
 
-__all__ = ["ferrymq_crds", "operator"]
+__all__ = ["cluster", "ferrymq_crds", "operator"]
 
 SELECTOR = "app.kubernetes.io/instance=orders,app.kubernetes.io/component=proxy"
-
-
-@pytest.fixture
-def cluster(kube_api: KubeApi, k8s_namespace: str) -> Iterator[Cluster]:
-    with kube_api.api_client() as api_client:
-        yield Cluster(api_client, k8s_namespace)
-
-
-def deployment(cluster: Cluster, name: str) -> Any:
-    try:
-        return cluster.apps.read_namespaced_deployment(name, cluster.ns)
-    except k8s.ApiException as exc:
-        if exc.status == 404:
-            return None
-        raise
 
 
 def proxy_status(cluster: Cluster) -> dict[str, Any] | None:
@@ -60,7 +41,7 @@ def test_proxy_follows_spec_proxy(cluster: Cluster, operator: KopfRunner) -> Non
             "proxy": {"replicas": 2, "grpcPort": 8081},
         },
     )
-    deploy = wait_for("the proxy Deployment", lambda: deployment(cluster, "orders-proxy"))
+    deploy = wait_for("the proxy Deployment", lambda: cluster.deployment("orders-proxy"))
     main = deploy.spec.template.spec.containers[0]
     assert main.args == ["proxy", "-pc", "/etc/ferrymq-proxy/rmq-proxy.json", "-pm", "cluster"]
     assert main.readiness_probe.tcp_socket.port == "grpc"
@@ -91,7 +72,7 @@ def test_proxy_follows_spec_proxy(cluster: Cluster, operator: KopfRunner) -> Non
 
     cluster.patch_spec("brokers", "orders", {"proxy": None})
     wait_for(
-        "the proxy Deployment to be deleted", lambda: deployment(cluster, "orders-proxy") is None
+        "the proxy Deployment to be deleted", lambda: cluster.deployment("orders-proxy") is None
     )
     wait_for("the proxy Service to be deleted", lambda: cluster.service("orders-proxy") is None)
     wait_for("the proxy ConfigMap to be deleted", lambda: cluster.configmap("orders-proxy") is None)
@@ -109,4 +90,4 @@ def test_proxy_with_acl_is_refused_with_what_to_change(
     )
     cond = cluster.wait_condition("brokers", "orders", "ReconcileFailed", "True", "InvalidSpec")
     assert "remove spec.proxy or spec.acl" in cond["message"]
-    assert deployment(cluster, "orders-proxy") is None
+    assert cluster.deployment("orders-proxy") is None
