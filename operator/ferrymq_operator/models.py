@@ -543,7 +543,7 @@ class ProxySpec(CamelModel):
         description=(
             "How clients reach the proxy: one Service, ClusterIP by default; a nodeport listener "
             "makes it a NodePort Service (nodePort = nodePortBase, default 30081), a loadbalancer "
-            "listener a LoadBalancer Service (status.proxy.endpoint has the address)."
+            "listener a LoadBalancer Service (status.proxy.externalEndpoint has the address)."
         ),
     )
     config: dict[str, str] = Field(
