@@ -81,6 +81,15 @@ def test_default_rbac_cannot_read_secrets_outside_its_namespace(
     with kube_api.api_client() as api:
         assert allowed(api, user, "get", "secrets", k8s_namespace)
         assert allowed(api, user, "create", "statefulsets", k8s_namespace, "apps")
+        # a Broker's spec.proxy: ConfigMap, Service, Deployment, PodDisruptionBudget
+        for verb in ("create", "patch", "delete"):
+            for resource, group in (
+                ("deployments", "apps"),
+                ("services", ""),
+                ("configmaps", ""),
+                ("poddisruptionbudgets", "policy"),
+            ):
+                assert allowed(api, user, verb, resource, k8s_namespace, group), (verb, resource)
         for verb in ("get", "list", "watch", "create"):
             assert not allowed(api, user, verb, "secrets", other_namespace), verb
         assert not allowed(api, user, "list", "secrets", "")  # cluster-wide

@@ -93,6 +93,13 @@ def operator(kube_api: KubeApi, ferrymq_crds: list[str]) -> Iterator[KopfRunner]
     assert runner.exit_code == 0, runner.output
 
 
+@pytest.fixture
+def cluster(kube_api: KubeApi, k8s_namespace: str) -> Iterator[Cluster]:
+    """Shortcuts over the test's own namespace (import it with the module's other fixtures)."""
+    with kube_api.api_client() as api_client:
+        yield Cluster(api_client, k8s_namespace)
+
+
 class Cluster:
     """Shortcuts over one namespace of the test API server."""
 
@@ -175,6 +182,14 @@ class Cluster:
     def statefulset(self, name: str) -> Any:
         try:
             return self.apps.read_namespaced_stateful_set(name, self.ns)
+        except k8s.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def deployment(self, name: str) -> Any:
+        try:
+            return self.apps.read_namespaced_deployment(name, self.ns)
         except k8s.ApiException as exc:
             if exc.status == 404:
                 return None
