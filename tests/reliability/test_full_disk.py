@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pulling
 import pytest
-from ferrymq.broker.local_cluster import LocalCluster
+from ferrymq.broker.local_cluster import Child, LocalCluster
 from ferrymq.client.allocate import MessageQueue
 from ferrymq.client.broker_api import BrokerApi, send_request, v2_ext
 from ferrymq.message import MessageConst, encode_properties
@@ -105,6 +105,27 @@ async def pull_all(api: BrokerApi, addr: str, queue_id: int) -> dict[int, bytes]
         api, addr, TOPIC, queue_id, group="full_disk_checker", timeout=10.0
     )
     return {m.queue_offset: m.body for m in messages}
+
+
+async def wait_all_readable(
+    client: RemotingClient, addr: str, acked: dict[tuple[int, int], bytes], broker: Child
+) -> None:
+    """Every acknowledged (queue, offset) -> body reads back within 30 s (dispatch may lag a
+    full disk's recovery); the failure names what is missing and the broker's last log lines."""
+    deadline = time.monotonic() + 30
+    while True:
+        found: dict[tuple[int, int], bytes] = {}
+        for queue_id in range(QUEUES):
+            for offset, body in (await pull_all(BrokerApi(client), addr, queue_id)).items():
+                found[(queue_id, offset)] = body
+        missing = [k for k in acked if found.get(k) != acked[k]]
+        if not missing:
+            return
+        assert time.monotonic() < deadline, (
+            f"{len(missing)} of {len(acked)} acknowledged not readable "
+            f"({len(found)} found), e.g. {sorted(missing)[:5]}\n{broker.log_tail(30)}"
+        )
+        await asyncio.sleep(0.2)  # polling dispatch with a deadline
 
 
 async def send_until_stored(client: RemotingClient, addr: str, body: bytes) -> int:
@@ -238,20 +259,7 @@ async def run_fills(tmp_path: Path, rounds: int, seed: int, disk_mb: int = DISK_
             body = f"after-s{seq:06d}-".encode() + os.urandom(100)
             acked[(0, await send_until_stored(client, addr, body))] = body
             # Nothing acknowledged was lost, dispatch failures included.
-            deadline = time.monotonic() + 30
-            while True:
-                found: dict[tuple[int, int], bytes] = {}
-                for queue_id in range(QUEUES):
-                    for offset, body in (await pull_all(BrokerApi(client), addr, queue_id)).items():
-                        found[(queue_id, offset)] = body
-                missing = [k for k in acked if found.get(k) != acked[k]]
-                if not missing:
-                    break
-                assert time.monotonic() < deadline, (
-                    f"{len(missing)} of {len(acked)} acknowledged not readable "
-                    f"({len(found)} found), e.g. {sorted(missing)[:5]}\n{broker.log_tail(30)}"
-                )
-                await asyncio.sleep(0.2)
+            await wait_all_readable(client, addr, acked, broker)
             assert stored > 0 and resumed == rounds // 3, (stored, resumed)
             info = await BrokerApi(client).get_broker_runtime_info(addr)
             # both kinds of reservation failed at some level: a CommitLog roll (the put refused)
@@ -338,20 +346,7 @@ async def test_dd_fills_a_64_mib_volume_three_times(tmp_path: Path) -> None:
                 body = f"free{fill}-s{seq:06d}-".encode() + os.urandom(100)
                 acked[(0, await send_until_stored(client, addr, body))] = body
             assert refused > 0, "dd filled the volume, yet no send was refused"
-            deadline = time.monotonic() + 30
-            while True:
-                found: dict[tuple[int, int], bytes] = {}
-                for queue_id in range(QUEUES):
-                    for offset, body in (await pull_all(BrokerApi(client), addr, queue_id)).items():
-                        found[(queue_id, offset)] = body
-                missing = [k for k in acked if found.get(k) != acked[k]]
-                if not missing:
-                    break
-                assert time.monotonic() < deadline, (
-                    f"{len(missing)} of {len(acked)} acknowledged not readable, "
-                    f"e.g. {sorted(missing)[:5]}\n{broker.log_tail(30)}"
-                )
-                await asyncio.sleep(0.2)  # polling dispatch with a deadline
+            await wait_all_readable(client, addr, acked, broker)
             assert broker.alive(), broker.log_tail(40)
         finally:
             await client.close()
