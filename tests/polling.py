@@ -10,6 +10,11 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import pytest
+
+T = TypeVar("T")
 
 
 async def wait_for(
@@ -33,3 +38,19 @@ async def wait_for(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         await asyncio.sleep(every)
+
+
+def poll_value(
+    what: str, probe: Callable[[], T | None], timeout: float = 60.0, every: float = 0.2
+) -> T:
+    """Blocking twin for tests without an event loop (Kubernetes API, Helm): call ``probe`` every
+    ``every`` seconds until it returns something truthy, and return that; fail naming ``what``
+    and the last value once ``timeout`` seconds have passed."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(every)  # poll interval, not synchronisation
+    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
