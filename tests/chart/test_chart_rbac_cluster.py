@@ -4,11 +4,12 @@ with watchNamespaces ["*"] it can; the aggregated roles let a namespace editor c
 
 from __future__ import annotations
 
+import functools
 import secrets
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import polling
 import pytest
 import yaml
 from k8s.control_plane import KubeApi
@@ -37,13 +38,8 @@ def allowed(
     return bool(answer.status.allowed)
 
 
-def wait_until(what: str, probe: object, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if probe():  # type: ignore[operator]
-            return
-        time.sleep(0.5)  # poll interval: the aggregation controller works in the background
-    pytest.fail(f"timed out waiting for {what}")
+# the aggregation controller works in the background: a coarser step than the default
+wait_until = functools.partial(polling.poll_value, every=0.5)
 
 
 @pytest.fixture

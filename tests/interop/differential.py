@@ -9,8 +9,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from client.cluster import wait_for
 from ferrymq.client.admin import AdminClient
+from polling import wait_for
 
 from .normalise import normalise
 from .reference import Target

@@ -18,19 +18,19 @@ import os
 import random
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
+import pulling
 import pytest
-from ferrymq.broker.local_cluster import LocalCluster
+from ferrymq.broker.local_cluster import Child, LocalCluster
 from ferrymq.client.allocate import MessageQueue
-from ferrymq.client.broker_api import BrokerApi, PullStatus, send_request, v2_ext
+from ferrymq.client.broker_api import BrokerApi, send_request, v2_ext
 from ferrymq.message import MessageConst, encode_properties
 from ferrymq.remoting import headers
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
-from ferrymq.remoting.headers import PULL_FLAG_SUBSCRIPTION
 
 TOPIC = "FullDiskTopic"
 QUEUES = 4
@@ -101,35 +101,17 @@ async def send(client: RemotingClient, addr: str, queue_id: int, body: bytes) ->
 
 async def pull_all(api: BrokerApi, addr: str, queue_id: int) -> dict[int, bytes]:
     """queue offset -> body of every message of one queue, by raw pulls."""
-    out: dict[int, bytes] = {}
-    offset = 0
-    while True:
-        header = headers.PullMessageRequestHeader(
-            consumer_group="full_disk_checker",
-            topic=TOPIC,
-            queue_id=queue_id,
-            queue_offset=offset,
-            max_msg_nums=32,
-            sys_flag=PULL_FLAG_SUBSCRIPTION,
-            subscription="*",
-            expression_type="TAG",
-        )
-        result = await api.pull_message(addr, header, 10.0)
-        if result.status is not PullStatus.FOUND or not result.messages:
-            return out
-        for m in result.messages:
-            out[m.queue_offset] = m.body
-        offset = result.next_begin_offset
+    messages = await pulling.pull_queue(
+        api, addr, TOPIC, queue_id, group="full_disk_checker", timeout=10.0
+    )
+    return {m.queue_offset: m.body for m in messages}
 
 
-async def assert_all_readable(
-    client: RemotingClient,
-    addr: str,
-    acked: dict[tuple[int, int], bytes],
-    log_tail: Callable[[int], str],
+async def wait_all_readable(
+    client: RemotingClient, addr: str, acked: dict[tuple[int, int], bytes], broker: Child
 ) -> None:
-    """Every acknowledged (queue, offset) -> body pulls back unchanged (dispatch that failed on
-    the full disk is retried later, so poll with a deadline)."""
+    """Every acknowledged (queue, offset) -> body reads back within 30 s (dispatch may lag a
+    full disk's recovery); the failure names what is missing and the broker's last log lines."""
     deadline = time.monotonic() + 30
     while True:
         found: dict[tuple[int, int], bytes] = {}
@@ -141,7 +123,7 @@ async def assert_all_readable(
             return
         assert time.monotonic() < deadline, (
             f"{len(missing)} of {len(acked)} acknowledged not readable "
-            f"({len(found)} found), e.g. {sorted(missing)[:5]}\n{log_tail(30)}"
+            f"({len(found)} found), e.g. {sorted(missing)[:5]}\n{broker.log_tail(30)}"
         )
         await asyncio.sleep(0.2)  # polling dispatch with a deadline
 
@@ -277,7 +259,7 @@ async def run_fills(tmp_path: Path, rounds: int, seed: int, disk_mb: int = DISK_
             body = f"after-s{seq:06d}-".encode() + os.urandom(100)
             acked[(0, await send_until_stored(client, addr, body))] = body
             # Nothing acknowledged was lost, dispatch failures included.
-            await assert_all_readable(client, addr, acked, broker.log_tail)
+            await wait_all_readable(client, addr, acked, broker)
             assert stored > 0 and resumed == rounds // 3, (stored, resumed)
             info = await BrokerApi(client).get_broker_runtime_info(addr)
             # both kinds of reservation failed at some level: a CommitLog roll (the put refused)
@@ -364,7 +346,7 @@ async def test_dd_fills_a_64_mib_volume_three_times(tmp_path: Path) -> None:
                 body = f"free{fill}-s{seq:06d}-".encode() + os.urandom(100)
                 acked[(0, await send_until_stored(client, addr, body))] = body
             assert refused > 0, "dd filled the volume, yet no send was refused"
-            await assert_all_readable(client, addr, acked, broker.log_tail)
+            await wait_all_readable(client, addr, acked, broker)
             assert broker.alive(), broker.log_tail(40)
         finally:
             await client.close()
