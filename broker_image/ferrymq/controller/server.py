@@ -403,6 +403,13 @@ class ControllerServer:
                     f"for broker {group.broker_name}",
                 )
             if chosen not in group.sync_state_set or chosen not in views or not views[chosen].alive:
+                # upstream's remark says no more; the log says why
+                log.warning(
+                    "group %s: broker %d is not an alive member of the SyncStateSet %s",
+                    group.broker_name,
+                    chosen,
+                    sorted(group.sync_state_set),
+                )
                 raise Refused(Resp.CONTROLLER_ELECT_MASTER_FAILED, "Failed to elect a new master")
         changed = self._elect(group, exclude=None, preferred=chosen)
         await self._commit(group, changed)
@@ -449,8 +456,8 @@ class ControllerServer:
                 for name in names
                 if isinstance(name, str) and name in self.groups
             }
-            body = orjson.dumps({"replicasInfoTable": table})
-            return request.response(ResponseCode.SUCCESS, None, None, body)
+            answer = orjson.dumps({"replicasInfoTable": table})
+            return request.response(ResponseCode.SUCCESS, None, None, answer)
         # no body: every group in ferrymq's own shape (its tools and tests)
         body = {
             name: {
