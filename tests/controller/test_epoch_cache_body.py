@@ -28,3 +28,8 @@ def test_the_body_names_the_broker_that_answers() -> None:
         ],
         "maxOffset": 8192,
     }
+
+
+def test_a_broker_with_no_epoch_yet_answers_an_empty_list() -> None:
+    body = orjson.loads(epoch_cache_body([], 0, broker_name="broker-a"))
+    assert (body["epochList"], body["maxOffset"], body["brokerName"]) == ([], 0, "broker-a")

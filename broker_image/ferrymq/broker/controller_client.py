@@ -157,7 +157,7 @@ def epoch_cache_body(
             "epochList": [
                 {"epoch": e.epoch, "startOffset": e.start_offset, "endOffset": end}
                 for e, end in zip(
-                    entries, [*(n.start_offset for n in entries[1:]), JAVA_LONG_MAX], strict=True
+                    entries, [*(n.start_offset for n in entries[1:]), JAVA_LONG_MAX], strict=False
                 )
             ],
             "maxOffset": max_offset,
