@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from . import normalise as n
 from .runner import Mqadmin, Result
-from .scenario import Transcript, full
+from .scenario import Transcript
 
 GROUP = "broker-a"
 CLUSTER = "DefaultCluster"
@@ -40,11 +40,7 @@ class ControllerScenario:
     def step(
         self, name: str, *args: str, view: Callable[[list[str]], list[str]] | None = None
     ) -> Result:
-        result = self.run(*args)
-        found = full(result, self.addrs)
-        self.out.steps[name] = view(found) if view else found
-        self.out.raw[name] = result
-        return result
+        return self.out.record(name, self.run(*args), self.addrs, view)
 
     def wait_sync_state_set(self, master: int, members: int, within: float = 90) -> None:
         """Until the controller names ``master`` with ``members`` replicas in the SyncStateSet
