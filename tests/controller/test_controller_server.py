@@ -264,8 +264,29 @@ async def test_admin_election_moves_mastership_only_to_an_in_sync_replica(
         client, controller, Req.CONTROLLER_ELECT_MASTER, {"brokerName": "g", "brokerId": 2}
     )
     assert ok.code == ResponseCode.SUCCESS
-    moved = ReplicaInfo.parse(ok.ext_fields, ok.body_bytes())
+    moved = ReplicaInfo.parse(ok.ext_fields, b"")
     assert (moved.master_broker_id, moved.master_epoch) == (2, 2)
+    # upstream's ElectMasterResponseBody: the group's replicas and the new SyncStateSet
+    assert ok.body_bytes() == (
+        b'{"brokerMemberGroup":{"brokerAddrs":{1:"127.0.0.1:1001",2:"127.0.0.1:1002",'
+        b'3:"127.0.0.1:1003"},"brokerName":"g","cluster":"c1"},"syncStateSet":[2]}'
+    )
+    # upstream's codes and remarks: the master itself, a group nobody registered
+    again = await call(
+        client, controller, Req.CONTROLLER_ELECT_MASTER, {"brokerName": "g", "brokerId": 2}
+    )
+    assert (again.code, again.remark) == (
+        Resp.CONTROLLER_MASTER_STILL_EXIST,
+        "The old master 2 is still alive, not need to elect new master for broker g",
+    )
+    unknown = await call(
+        client, controller, Req.CONTROLLER_ELECT_MASTER, {"brokerName": "x", "brokerId": 2}
+    )
+    assert (unknown.code, unknown.remark) == (
+        Resp.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
+        "Broker hasn't been registered",
+    )
+    assert refused.remark == "Failed to elect a new master"
 
 
 async def test_restart_keeps_state_and_gives_brokers_a_full_timeout(
@@ -296,3 +317,36 @@ async def test_restart_keeps_state_and_gives_brokers_a_full_timeout(
         assert orjson.loads(data.body_bytes())["g"]["masterEpoch"] == 2
     finally:
         await second.stop()
+
+
+async def test_mqadmin_requests_are_answered_in_upstreams_shapes(
+    controller: ControllerServer, client: RemotingClient
+) -> None:
+    """CONTROLLER_GET_METADATA_INFO (getControllerMetaData) and CONTROLLER_GET_SYNC_STATE_DATA
+    with a list of broker names (getSyncStateSet), as Apache's controller answers them."""
+    meta = await call(client, controller, Req.CONTROLLER_GET_METADATA_INFO, {})
+    assert meta.code == ResponseCode.SUCCESS
+    me = addr_of(controller)
+    assert {k: meta.ext_fields.get(k) for k in ("group", "controllerLeaderId", "peers")} == {
+        "group": "group1",
+        "controllerLeaderId": "n0",
+        "peers": f"n0:{me}",
+    }
+    assert meta.ext_fields["controllerLeaderAddress"] == me
+    info = await register(client, controller, 1, "127.0.0.1:1001")
+    await register(client, controller, 2, "127.0.0.1:1002")
+    await alter(client, controller, 1, 1, info.sync_state_set_epoch, [1])
+    names = orjson.dumps(["g", "unknown"])
+    data = await call(client, controller, Req.CONTROLLER_GET_SYNC_STATE_DATA, {}, names)
+    assert data.code == ResponseCode.SUCCESS
+    table = orjson.loads(data.body_bytes())["replicasInfoTable"]
+    assert list(table) == ["g"]  # a name the controller does not know is left out
+    group = table["g"]
+    assert (group["masterBrokerId"], group["masterAddress"]) == (1, "127.0.0.1:1001")
+    assert [r["brokerId"] for r in group["inSyncReplicas"]] == [1]
+    assert group["notInSyncReplicas"] == [
+        {"brokerName": "g", "brokerId": 2, "brokerAddress": "127.0.0.1:1002", "alive": True}
+    ]
+    bad = await call(client, controller, Req.CONTROLLER_GET_SYNC_STATE_DATA, {}, b"{")
+    assert bad.code == Resp.CONTROLLER_INVALID_REQUEST
+    assert "list of broker names" in (bad.remark or "")

@@ -128,17 +128,38 @@ class ControllerClient:
         return await self._call(Req.CONTROLLER_ALTER_SYNC_STATE_SET, ext, body)
 
 
+JAVA_LONG_MAX = 2**63 - 1
+
+
 @dataclass(frozen=True, slots=True)
 class EpochCache:
     entries: list[EpochEntry]
     max_offset: int
 
 
-def epoch_cache_body(entries: list[EpochEntry], max_offset: int) -> bytes:
-    """GET_BROKER_EPOCH_CACHE answer (upstream EpochEntryCache: epochList + maxOffset)."""
+def epoch_cache_body(
+    entries: list[EpochEntry],
+    max_offset: int,
+    *,
+    cluster_name: str = "",
+    broker_name: str = "",
+    broker_id: int = 0,
+) -> bytes:
+    """GET_BROKER_EPOCH_CACHE answer (upstream EpochEntryCache: who answers, epochList,
+    maxOffset; mqadmin getBrokerEpoch prints the names and id)."""
     return orjson.dumps(
         {
-            "epochList": [{"epoch": e.epoch, "startOffset": e.start_offset} for e in entries],
+            "clusterName": cluster_name,
+            "brokerName": broker_name,
+            "brokerId": broker_id,
+            # upstream EpochEntry: an entry ends where the next starts; the last is open
+            # (Long.MAX_VALUE, which mqadmin replaces by maxOffset)
+            "epochList": [
+                {"epoch": e.epoch, "startOffset": e.start_offset, "endOffset": end}
+                for e, end in zip(
+                    entries, [*(n.start_offset for n in entries[1:]), JAVA_LONG_MAX], strict=False
+                )
+            ],
             "maxOffset": max_offset,
         }
     )

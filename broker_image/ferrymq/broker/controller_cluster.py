@@ -11,6 +11,7 @@ from ferrymq.broker.local_cluster import (
     BrokerSpec,
     Child,
     LocalCluster,
+    broker_conf_text,
     keep_previous_log,
     pick_free_port,
 )
@@ -24,6 +25,7 @@ class ControllerLocalCluster(LocalCluster):
         heartbeat_timeout_ms: int = 3000,
         heartbeat_interval_ms: int = 300,
         scan_interval_ms: int = 200,
+        controller_conf: dict[str, str] | None = None,
         **kwargs: object,
     ) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
@@ -31,6 +33,7 @@ class ControllerLocalCluster(LocalCluster):
         self.heartbeat_timeout_ms = heartbeat_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.scan_interval_ms = scan_interval_ms
+        self.controller_conf = dict(controller_conf or {})  # more controller.conf lines
         self.controller: Child | None = None
         self.controller_port = 0  # picked when its conf is written (kept across restarts)
 
@@ -81,6 +84,7 @@ class ControllerLocalCluster(LocalCluster):
                 f"listenPort={self.controller_port}\nbindAddress={self.host}\n"
                 f"controllerStorePath={self.data_dir / 'controller'}\n"
                 f"scanNotActiveBrokerInterval={self.scan_interval_ms}\n"
+                + broker_conf_text(self.controller_conf)
             )
         child = self._spawn("controller", ["controller", "-c", str(conf_path)])
         child.conf_path = conf_path

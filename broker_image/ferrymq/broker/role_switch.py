@@ -350,7 +350,14 @@ class ControllerMode:
         server.register(Req.NOTIFY_BROKER_ROLE_CHANGED, self._notified)
 
     def _epoch_cache(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
-        body = epoch_cache_body(self.epoch_file.entries, self._store().max_phy_offset)
+        cfg = self.app.config
+        body = epoch_cache_body(
+            self.epoch_file.entries,
+            self._store().max_phy_offset,
+            cluster_name=cfg.broker_cluster_name,
+            broker_name=cfg.broker_name,
+            broker_id=cfg.broker_id,  # as registered: 0 while master (upstream's brokerConfig)
+        )
         return request.response(ResponseCode.SUCCESS, None, None, body)
 
     def _notified(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:

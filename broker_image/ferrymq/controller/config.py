@@ -35,6 +35,11 @@ class ControllerConfig(BaseModel):
     controller_state_config_map: str = "ferrymq-controller-state"
     controller_lease_name: str = "ferrymq-controller"
     controller_lease_duration_seconds: int = Field(default=15, ge=2, le=300)
+    # upstream's names of a DLedger controller group and of this controller in it; ferrymq's
+    # controllers are not DLedger peers, but CONTROLLER_GET_METADATA_INFO (mqadmin
+    # getControllerMetaData) reports them as upstream does
+    controller_d_leger_group: str = "group1"
+    controller_d_leger_self_id: str = "n0"
     # upstream notifyBrokerRoleChanged: push NOTIFY_BROKER_ROLE_CHANGED after an election
     notify_broker_role_changed: bool = True
 

@@ -30,6 +30,7 @@ from ferrymq.controller.decisions import (
 )
 from ferrymq.controller.protocol import ControllerRequestCode as Req
 from ferrymq.controller.protocol import ControllerResponseCode as Resp
+from ferrymq.controller.protocol import elect_master_body
 from ferrymq.controller.state import (
     FileStateStore,
     GroupState,
@@ -118,6 +119,7 @@ class ControllerServer:
         }
         for code, handler in handlers.items():
             self.server.register(code, self._wrap(handler))
+        self.server.register(Req.CONTROLLER_GET_METADATA_INFO, self._metadata)
 
     @property
     def port(self) -> int:
@@ -382,22 +384,81 @@ class ControllerServer:
         return self._answer(request, self._group(request))
 
     async def _elect_by_admin(self, request: RemotingCommand) -> RemotingCommand:
-        """Planned switchover (upstream ELECT_MASTER from mqadmin): the named broker, if it is an
-        alive member of the SyncStateSet; otherwise the best eligible one."""
+        """Planned switchover (upstream ELECT_MASTER from mqadmin electMaster, designateElect):
+        the named broker if it is an alive member of the SyncStateSet, else nobody; codes and
+        remarks as upstream's ReplicasInfoManager.electMaster."""
+        if _ext_str(request, "brokerName") not in self.groups:
+            raise Refused(
+                Resp.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, "Broker hasn't been registered"
+            )
         group = self._group(request)
         preferred = _ext_int(request, "brokerId", -1)
-        changed = self._elect(group, exclude=None, preferred=preferred if preferred > 0 else None)
-        if preferred > 0 and group.master_id != preferred:
-            raise Refused(
-                Resp.CONTROLLER_ELECT_MASTER_FAILED,
-                f"broker {preferred} of {group.broker_name} is not an alive member of the "
-                f"SyncStateSet {sorted(group.sync_state_set)}",
-            )
+        chosen = preferred if preferred > 0 else None
+        if chosen is not None:
+            views = group.views(self.clock())
+            if chosen == group.master_id and views[chosen].alive:
+                raise Refused(
+                    Resp.CONTROLLER_MASTER_STILL_EXIST,
+                    f"The old master {chosen} is still alive, not need to elect new master "
+                    f"for broker {group.broker_name}",
+                )
+            if chosen not in group.sync_state_set or chosen not in views or not views[chosen].alive:
+                # upstream's remark says no more; the log says why
+                log.warning(
+                    "group %s: broker %d is not an alive member of the SyncStateSet %s",
+                    group.broker_name,
+                    chosen,
+                    sorted(group.sync_state_set),
+                )
+                raise Refused(Resp.CONTROLLER_ELECT_MASTER_FAILED, "Failed to elect a new master")
+        changed = self._elect(group, exclude=None, preferred=chosen)
         await self._commit(group, changed)
-        return self._answer(request, group)
+        info = group.replica_info()
+        body = elect_master_body(
+            group.cluster_name,
+            group.broker_name,
+            {b: r.addr for b, r in group.replicas.items()},
+            info.sync_state_set,
+        )
+        return request.response(ResponseCode.SUCCESS, None, info.to_ext(), body)
+
+    def _metadata(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        """Upstream GetMetaDataResponseHeader (mqadmin getControllerMetaData; every mqadmin
+        controller command asks it first for the leader's address). Any controller answers;
+        its own address is the one the client reached it at."""
+        me = self.config.controller_d_leger_self_id
+        addr = channel.local_addr
+        leads = self.leadership is None or self.leadership.is_leader()
+        ext = {
+            "group": self.config.controller_d_leger_group,
+            "isLeader": str(leads).lower(),
+            "peers": f"{me}:{addr}",
+        }
+        if leads:
+            ext |= {"controllerLeaderId": me, "controllerLeaderAddress": addr}
+        return request.response(ResponseCode.SUCCESS, None, ext)
 
     def _get_sync_state_data(self, request: RemotingCommand) -> RemotingCommand:
         now = self.clock()
+        if request.body_bytes():
+            # upstream's request (mqadmin getSyncStateSet): a JSON list of broker names, answered
+            # with BrokerReplicasInfo; names the controller does not know are left out
+            try:
+                names = orjson.loads(request.body_bytes())
+            except orjson.JSONDecodeError:
+                names = None
+            if not isinstance(names, list):
+                raise Refused(
+                    Resp.CONTROLLER_INVALID_REQUEST, "body must be a JSON list of broker names"
+                )
+            table = {
+                name: self.groups[name].replicas_info(now)
+                for name in names
+                if isinstance(name, str) and name in self.groups
+            }
+            answer = orjson.dumps({"replicasInfoTable": table})
+            return request.response(ResponseCode.SUCCESS, None, None, answer)
+        # no body: every group in ferrymq's own shape (its tools and tests)
         body = {
             name: {
                 **g.to_json(),

@@ -62,6 +62,30 @@ class GroupState:
     def views(self, now_ms: int) -> dict[int, ReplicaView]:
         return {b: ReplicaView(b, r.alive(now_ms), r.max_offset) for b, r in self.replicas.items()}
 
+    def replicas_info(self, now_ms: int) -> dict[str, Any]:
+        """Upstream ``BrokerReplicasInfo.ReplicasInfo`` (what CONTROLLER_GET_SYNC_STATE_DATA
+        answers mqadmin getSyncStateSet with): the master, the epochs, and each replica as a
+        ReplicaIdentity in or out of the SyncStateSet, with whether its heartbeats are current."""
+        master = self.replicas.get(self.master_id) if self.master_id is not None else None
+        members: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
+        for broker_id, replica in sorted(self.replicas.items()):
+            members[broker_id in self.sync_state_set].append(
+                {
+                    "brokerName": self.broker_name,
+                    "brokerId": broker_id,
+                    "brokerAddress": replica.addr,
+                    "alive": replica.alive(now_ms),
+                }
+            )
+        return {
+            "masterBrokerId": self.master_id,
+            "masterAddress": master.addr if master else None,
+            "masterEpoch": self.master_epoch,
+            "syncStateSetEpoch": self.sync_state_set_epoch,
+            "inSyncReplicas": members[True],
+            "notInSyncReplicas": members[False],
+        }
+
     def to_json(self) -> dict[str, Any]:
         return {
             "clusterName": self.cluster_name,

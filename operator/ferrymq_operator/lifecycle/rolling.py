@@ -136,7 +136,8 @@ def remoting_switchover(
                 except Exception as exc:  # unreachable: try the other controller
                     errors.append(f"{addr}: {exc!r}")
                     continue
-                if answer.code == 0:
+                # 2011 CONTROLLER_MASTER_STILL_EXIST: the named replica is the master already
+                if answer.code in (0, 2011):
                     return
                 errors.append(f"{addr}: {answer.remark or answer.code}")
         finally:

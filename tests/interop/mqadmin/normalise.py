@@ -156,3 +156,31 @@ def perm_count_view(found: list[str]) -> list[str]:
     Apache creates system topics ferrymq does not have (POP revive, timer wheel, RocksDB
     transaction, reply and sync-member topics: tests/interop/README.md)."""
     return [_PERM_COUNT.sub(r"\1, <TOPICS>", ln) for ln in found]
+
+
+_EPOCH_OFFSETS = re.compile(r"(startOffset|endOffset)=\d+")
+
+
+def epoch_view(found: list[str]) -> list[str]:
+    """getBrokerEpoch: one block per broker address, printed in the order of a Java HashSet of
+    address strings (which follows the ports, not the roles), so the blocks are sorted; and the
+    epochs' start and end offsets are CommitLog positions (Apache writes its own system messages
+    at start-up first), so they are replaced. Epoch numbers and how many there are stay."""
+    blocks: list[list[str]] = []
+    for line in found:
+        if line.startswith("#clusterName") or not blocks:
+            blocks.append([])
+        blocks[-1].append(_EPOCH_OFFSETS.sub(r"\1=<CLOFFSET>", line))
+    return [ln for block in sorted(blocks) for ln in block]
+
+
+def route_view(found: list[str]) -> list[str]:
+    """clusterList in controller mode: who is listed as master (brokerId 0) and slave, at which
+    address, and ACTIVATED; the figures between (version, TPS, timer, disk) are not the
+    election's."""
+    out = []
+    for line in found:
+        cols = line.split(" ")
+        if not line.startswith("#") and len(cols) > 4:
+            out.append(" ".join([*cols[:4], cols[-1]]))
+    return sorted(out)

@@ -37,6 +37,19 @@ class Transcript:
     steps: dict[str, list[str]] = field(default_factory=dict)
     raw: dict[str, Result] = field(default_factory=dict)
 
+    def record(
+        self,
+        name: str,
+        result: Result,
+        addrs: dict[str, str],
+        view: Callable[[list[str]], list[str]] | None = None,
+    ) -> Result:
+        """Step ``name``: the whole output normalised (then ``view`` of it), and the raw result."""
+        found = full(result, addrs)
+        self.steps[name] = view(found) if view else found
+        self.raw[name] = result
+        return result
+
 
 class Loop:
     """An asyncio loop in a thread, for the live clients beside the blocking mqadmin calls."""
@@ -95,11 +108,7 @@ class Scenario:
     def step(
         self, name: str, *args: str, view: Callable[[list[str]], list[str]] | None = None
     ) -> Result:
-        result = self.run(*args)
-        found = full(result, self.addrs)
-        self.out.steps[name] = view(found) if view else found
-        self.out.raw[name] = result
-        return result
+        return self.out.record(name, self.run(*args), self.addrs, view)
 
     def keys_step(self, name: str, *args: str, sep: str) -> Result:
         result = self.run(*args)

@@ -50,3 +50,23 @@ def test_progress_view_drops_only_empty_retry_rows() -> None:
     assert len(kept) == 2
     assert kept[0].startswith("%RETRY%g broker-a 0 3 1")
     assert kept[1].startswith("T broker-a 0 0 0")
+
+
+def test_epoch_view_hides_offsets_and_order_not_epochs() -> None:
+    a = ["#clusterName c", "#brokerId 0", "#Epoch: EpochEntry{epoch=1, startOffset=0, endOffset=9}"]
+    b = ["#clusterName c", "#brokerId 2", "#Epoch: EpochEntry{epoch=1, startOffset=5, endOffset=7}"]
+    assert n.epoch_view(a + b) == n.epoch_view(b + a)
+    two = [*a, "#Epoch: EpochEntry{epoch=2, startOffset=9, endOffset=9}"]
+    assert n.epoch_view(two + b) != n.epoch_view(a + b)
+    assert n.epoch_view([ln.replace("epoch=1", "epoch=3") for ln in a]) != n.epoch_view(a)
+
+
+def test_route_view_keeps_who_is_master_where() -> None:
+    row = "DefaultCluster broker-a {bid} <REPLICA{r}> <VERSION> 0.00(0,0ms) x y z 0.79 {act}"
+    before = [row.format(bid=0, r=1, act="true"), row.format(bid=2, r=2, act="false")]
+    after = [row.format(bid=0, r=2, act="true"), row.format(bid=1, r=1, act="false")]
+    assert n.route_view(before) == [
+        "DefaultCluster broker-a 0 <REPLICA1> true",
+        "DefaultCluster broker-a 2 <REPLICA2> false",
+    ]
+    assert n.route_view(before) != n.route_view(after)

@@ -158,6 +158,7 @@ class ApacheBroker:
     broker_id: int
     port: int
     process: JavaProcess
+    controller_mode: bool = False  # enableControllerMode: the controller picks its role and id
 
     @property
     def pid(self) -> int:
@@ -259,7 +260,11 @@ class ApacheCluster:
         conf = run_dir / "broker.conf"
         conf.write_text(properties_text(props))
         broker = ApacheBroker(
-            broker_name, broker_id, port, self._start(name, BROKER_MAIN, ["-c", str(conf)])
+            broker_name,
+            broker_id,
+            port,
+            self._start(name, BROKER_MAIN, ["-c", str(conf)]),
+            controller_mode=props.get("enableControllerMode") == "true",
         )
         self.brokers.append(broker)
         self._wait_broker(broker)
@@ -276,7 +281,14 @@ class ApacheCluster:
             except OSError:
                 booted = False
             table = registered_brokers(namesrv) if booted else None
-            return bool(table) and table.get(broker.name, {}).get(broker.broker_id) == addr  # type: ignore[union-attr]
+            if not table:
+                return False
+            listed = table.get(broker.name, {})
+            if broker.controller_mode:
+                # the controller decides the role: the master is listed as 0, a slave under the
+                # id the controller gave it
+                return addr in listed.values()
+            return listed.get(broker.broker_id) == addr
 
         wait_until(
             broker.process, listed, f"{addr} registered with the NameServer", self.start_timeout
@@ -286,7 +298,13 @@ class ApacheCluster:
         """Stop broker ``index`` (SIGTERM, or SIGKILL when ``kill``) and start it again on the
         same port and store."""
         old = self.brokers[index]
-        new = ApacheBroker(old.name, old.broker_id, old.port, restart_java(old.process, kill=kill))
+        new = ApacheBroker(
+            old.name,
+            old.broker_id,
+            old.port,
+            restart_java(old.process, kill=kill),
+            controller_mode=old.controller_mode,
+        )
         self.brokers[index] = new
         self._wait_broker(new)
         return new
@@ -317,9 +335,13 @@ class ApacheCluster:
         self, self_id: str = "n0", peers: Mapping[str, int] | None = None
     ) -> tuple[JavaProcess, int]:
         """One DLedger controller (``peers``: id -> DLedger port; default a single-node group);
-        returns the process and its remoting port, once that port accepts connections."""
-        port = pick_free_port(self.host)
+        returns the process and its remoting port, once that port accepts connections.
+
+        A DLedger controller serves brokers and mqadmin on its DLedger peer port (upstream's
+        ControllerManager registers its processors on the DLedger server; ``listenPort`` is not
+        used), so that is the port returned: ``controllerAddr`` of brokers, ``-a`` of mqadmin."""
         peers = dict(peers or {self_id: pick_free_port(self.host)})
+        port = peers[self_id]
         run_dir = self.data_dir / f"controller-{self_id}"
         run_dir.mkdir(parents=True, exist_ok=True)
         conf = run_dir / "controller.conf"
