@@ -63,6 +63,7 @@ final class Scenarios {
             case "query": return query(s);
             case "lite_pull": return litePull(s);
             case "broadcast": return broadcast(s);
+            case "rebalance": return rebalance(s);
             case "namespace": return namespace(s);
             case "trace": return trace(s);
             case "bad_input": return badInput(s);
@@ -666,6 +667,126 @@ final class Scenarios {
             List<String> sorted = new ArrayList<>(mine);
             Collections.sort(sorted);
             out.add(sorted);
+        }
+        return out;
+    }
+
+    /** The queues a push consumer holds now (its rebalance's allocation), ids sorted. */
+    static List<Integer> held(DefaultMQPushConsumer c, String topic) {
+        List<Integer> ids = new ArrayList<>();
+        for (MessageQueue mq : c.getDefaultMQPushConsumerImpl().getRebalanceImpl().getProcessQueueTable().keySet()) {
+            if (mq.getTopic().equals(topic)) {
+                ids.add(mq.getQueueId());
+            }
+        }
+        Collections.sort(ids);
+        return ids;
+    }
+
+    /** Waits until ``done`` holds or the scenario's timeout passes; whether it held. */
+    static boolean until(Scenario s, Call<Boolean> done) throws Exception {
+        long deadline = System.currentTimeMillis() + s.timeoutMs();
+        while (!done.call()) {
+            if (System.currentTimeMillis() > deadline) {
+                return false;
+            }
+            Thread.sleep(100);
+        }
+        return true;
+    }
+
+    /** The group's consumers as the client asks the broker (GET_CONSUMER_LIST_BY_GROUP), each
+     * named by which of ``ours`` it is ("other" for a stranger), sorted. */
+    static List<String> consumerIds(DefaultMQPushConsumer c, String topic, String group,
+        List<String> ours) {
+        List<String> ids = c.getDefaultMQPushConsumerImpl().getmQClientFactory().findConsumerIdList(topic, group);
+        List<String> out = new ArrayList<>();
+        if (ids != null) {
+            for (String id : ids) {
+                int i = ours.indexOf(id);
+                out.add(i < 0 ? "other" : "consumer-" + i);
+            }
+        }
+        Collections.sort(out);  // the broker keeps them in a hash map
+        return out;
+    }
+
+    /**
+     * Two push consumers of one group join (AllocateMessageQueueAveragely, the default), each
+     * gets its share; then the one that sorts last leaves and the other takes every queue and
+     * consumes what was produced meanwhile. Consumers are named by the sorted order of their
+     * client ids (the order the allocation uses), so runs against two brokers compare.
+     */
+    static Object rebalance(Scenario s) throws Exception {
+        String topic = s.str("topic");
+        String group = s.str("group");
+        int count = s.integer("count", 8);
+        List<DefaultMQPushConsumer> consumers = new ArrayList<>();
+        Map<DefaultMQPushConsumer, List<String>> got = new LinkedHashMap<>();
+        AtomicInteger consumed = new AtomicInteger();
+        Map<String, Object> out = new LinkedHashMap<>();
+        DefaultMQProducer p = producer(s, group + "_P");
+        try {
+            List<MessageQueue> mqs = queues(p, topic);
+            for (int i = 0; i < 2; i++) {
+                DefaultMQPushConsumer c = pushConsumer(s, group);
+                c.subscribe(topic, "*");
+                List<String> mine = new CopyOnWriteArrayList<>();
+                got.put(c, mine);
+                c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+                    msgs.forEach(m -> mine.add(body(m)));
+                    consumed.addAndGet(msgs.size());
+                    return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+                });
+                c.start();
+                consumers.add(c);
+            }
+            consumers.sort(Comparator.comparing(c -> c.getDefaultMQPushConsumerImpl().getmQClientFactory().getClientId()));
+            List<String> ids = new ArrayList<>();
+            consumers.forEach(c -> ids.add(c.getDefaultMQPushConsumerImpl().getmQClientFactory().getClientId()));
+            DefaultMQPushConsumer first = consumers.get(0);
+            DefaultMQPushConsumer second = consumers.get(1);
+            // settled: both hold queues and together every queue exactly once
+            boolean settled = until(s, () -> {
+                List<Integer> all = new ArrayList<>(held(first, topic));
+                all.addAll(held(second, topic));
+                Collections.sort(all);
+                return !held(first, topic).isEmpty() && !held(second, topic).isEmpty()
+                    && all.equals(List.of(0, 1, 2, 3).subList(0, mqs.size()));
+            });
+            out.put("joinedSettled", settled);
+            out.put("joinedAllocation", List.of(held(first, topic), held(second, topic)));
+            out.put("joinedConsumers", consumerIds(first, topic, group, ids));
+            for (int i = 0; i < count; i++) {
+                p.send(msg(topic, "TagR", null, "early-" + i), mqs.get(i % mqs.size()));
+            }
+            out.put("earlyConsumed", until(s, () -> consumed.get() >= count));
+            List<List<String>> early = new ArrayList<>();
+            for (DefaultMQPushConsumer c : consumers) {
+                List<String> sorted = new ArrayList<>(got.get(c));
+                Collections.sort(sorted);
+                early.add(sorted);
+            }
+            out.put("early", early);
+            second.shutdown();
+            consumers.remove(second);
+            int before = got.get(first).size();
+            for (int i = 0; i < count; i++) {
+                p.send(msg(topic, "TagR", null, "late-" + i), mqs.get(i % mqs.size()));
+            }
+            out.put("leftSettled", until(s, () -> held(first, topic).size() == mqs.size()
+                && consumerIds(first, topic, group, ids).size() == 1));
+            out.put("leftAllocation", held(first, topic));
+            out.put("leftConsumers", consumerIds(first, topic, group, ids));
+            out.put("lateConsumed", until(s, () -> got.get(first).stream().filter(b -> b.startsWith("late-")).count() >= count));
+            List<String> after = new ArrayList<>(got.get(first).subList(before, got.get(first).size()));
+            Collections.sort(after);
+            // everything the survivor got once it was alone: the late messages, and any early one
+            // it got again (a duplicate)
+            out.put("survivorAfterLeave", after);
+        } finally {
+            consumers.forEach(DefaultMQPushConsumer::shutdown);
+            p.shutdown();
         }
         return out;
     }
