@@ -209,6 +209,9 @@ class ApacheCluster:
     namesrv_port: int = 0
     brokers: list[ApacheBroker] = field(default_factory=list)
     extras: list[JavaProcess] = field(default_factory=list)  # controllers, proxies
+    # files written into every process's run dir (its ROCKETMQ_HOME) before it starts, by path
+    # relative to it: e.g. "conf/plain_acl.yml", which the broker's ACL migration reads
+    home_files: Mapping[str, str] = field(default_factory=dict)
 
     # --- addresses ----------------------------------------------------------------------------
     @property
@@ -226,6 +229,10 @@ class ApacheCluster:
 
     # --- lifecycle ----------------------------------------------------------------------------
     def _start(self, name: str, main_class: str, args: Sequence[str]) -> JavaProcess:
+        for rel, text in self.home_files.items():
+            path = self.data_dir / name / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
         return start_java(
             name,
             main_class,

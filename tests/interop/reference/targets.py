@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ferrymq.broker.local_cluster import LocalCluster
+from ferrymq.client.credentials import ClientSecurity
 
 from .apache import ApacheCluster
 
@@ -35,6 +36,8 @@ class Target:
 
     name: str
     cluster: ApacheCluster | LocalCluster
+    # what the harness's own admin calls (creating topics) need at a broker with ACL or TLS
+    security: ClientSecurity | None = None
 
     @property
     def namesrv_addr(self) -> str:
