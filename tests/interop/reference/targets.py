@@ -17,7 +17,10 @@ TARGETS = ("apache", "ferrymq")
 
 
 def ferrymq_cluster(
-    data_dir: Path, groups: int = 1, broker_conf: Mapping[str, object] | None = None
+    data_dir: Path,
+    groups: int = 1,
+    broker_conf: Mapping[str, object] | None = None,
+    namesrv_conf: Mapping[str, object] | None = None,
 ) -> LocalCluster:
     """ferrymq's process cluster as the Apache one is set up: loopback, picked ports, 8 MiB files."""
     return LocalCluster(
@@ -27,6 +30,7 @@ def ferrymq_cluster(
         broker_port=0,
         mapped_file_size_commit_log=8 * 1024 * 1024,
         extra_conf={k: str(v) for k, v in (broker_conf or {}).items()},
+        namesrv_conf={k: str(v) for k, v in (namesrv_conf or {}).items()},
     )
 
 

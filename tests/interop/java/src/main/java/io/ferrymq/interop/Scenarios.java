@@ -68,6 +68,7 @@ final class Scenarios {
             case "broadcast": return broadcast(s);
             case "rebalance": return rebalance(s);
             case "acl": return acl(s);
+            case "tls": return tls(s);
             case "namespace": return namespace(s);
             case "trace": return trace(s);
             case "bad_input": return badInput(s);
@@ -842,6 +843,53 @@ final class Scenarios {
         out.put("consumed", bodies);
         out.put("wrongSecret", signedSend(s, s.str("group") + "_P", secret + "-wrong", topic, "acl-bad-secret"));
         out.put("deniedTopic", signedSend(s, s.str("group") + "_P", secret, s.str("denied_topic"), "acl-denied"));
+        return out;
+    }
+
+    /** One send to queue 0 of ``topic``, over TLS or in plain text, no retry: its result, or the
+     * error the user gets. */
+    static Object tlsSend(Scenario s, boolean useTls, String topic, String body) {
+        DefaultMQProducer p = s.configure(new DefaultMQProducer(s.str("group") + "_P"));
+        p.setUseTLS(useTls);
+        p.setRetryTimesWhenSendFailed(0);
+        // a plain client at an enforcing broker waits out its timeout: keep that one short
+        p.setSendMsgTimeout(useTls ? 10_000 : 1500);
+        try {
+            p.start();
+            return Obs.send(p.send(msg(topic, "TagTls", null, body), queues(p, topic).get(0)));
+        } catch (Exception e) {
+            return Obs.error(e);
+        } finally {
+            p.shutdown();
+        }
+    }
+
+    /** Clients with useTLS at a broker that enforces TLS (its NameServer permissive): a send and
+     * its push consumption; then a plain client's send. */
+    static Object tls(Scenario s) throws Exception {
+        String topic = s.str("topic");
+        Map<String, Object> out = new LinkedHashMap<>();
+        out.put("tlsSend", tlsSend(s, true, topic, "tls-ok"));
+        DefaultMQPushConsumer c = pushConsumer(s, s.str("group"));
+        c.setUseTLS(true);
+        List<MessageExt> got = new CopyOnWriteArrayList<>();
+        CountDownLatch latch = new CountDownLatch(1);
+        c.subscribe(topic, "*");
+        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            got.addAll(msgs);
+            msgs.forEach(m -> latch.countDown());
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        c.start();
+        try {
+            await(latch, s);
+        } finally {
+            c.shutdown();
+        }
+        List<String> bodies = new ArrayList<>();
+        got.forEach(m -> bodies.add(body(m)));
+        out.put("consumed", bodies);
+        out.put("plainSend", tlsSend(s, false, topic, "plain"));
         return out;
     }
 

@@ -1,11 +1,11 @@
-"""The Java client (rocketmq-client 4.9.8 and 5.4.0) with ACL-signed requests, against Apache
-RocketMQ 5.4.0 and ferrymq each configured from one plain_acl.yml: what the user sees must be
+"""The Java client (rocketmq-client 4.9.8 and 5.4.0) with ACL-signed requests against Apache
+RocketMQ 5.4.0 and ferrymq, each configured from one plain_acl.yml: what the user sees must be
 equal (tests/interop/README.md).
 
 Apache 5.4.0 has no ACL 1.0 any more (RIP-77): its ACL 2.0 (authenticationEnabled,
 authorizationEnabled) takes the accounts of a 1.0 ``plain_acl.yml`` at start
 (migrateAuthFromV1Enabled) and checks the same AclClientRPCHook signature; ferrymq reads the file
-as upstream 4.x did (aclEnable, aclFilePath). These clusters are this module's own: started once,
+as upstream 4.x did (aclEnable, aclFilePath). The clusters are this module's own: started once,
 stopped at its end.
 """
 
@@ -84,12 +84,12 @@ def acl_targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Targe
 
 
 def test_signed_send_consume_wrong_secret_denied_topic(
-    java_client: JavaScenarios, acl_targets: list[Target]
+    module_java_client: JavaScenarios, acl_targets: list[Target]
 ) -> None:
     """An allowed send and its consumption work; a wrong secret and a denied topic get the same
     code and remark."""
-    topic = names(java_client, "AclAllowed")
-    denied = names(java_client, DENIED)
+    topic = names(module_java_client, "AclAllowed")
+    denied = names(module_java_client, DENIED)
 
     def check(obs: dict[str, Any]) -> None:
         assert obs["allowedSend"]["status"] == "SEND_OK", obs
@@ -98,13 +98,13 @@ def test_signed_send_consume_wrong_secret_denied_topic(
         assert obs["deniedTopic"]["code"] == 16, obs
 
     differential(
-        java_client,
+        module_java_client,
         acl_targets,
         "acl",
         topics={topic: (2, PERM_RW), denied: (2, PERM_RW)},
         topic=topic,
         denied_topic=denied,
-        group=names(java_client, "CG_acl"),
+        group=names(module_java_client, "CG_acl"),
         access_key=USER,
         secret_key=USER_SECRET,
         check=check,
