@@ -37,7 +37,6 @@ def _forget_unconnected(made: list[asyncio.Protocol], exc: Exception | None) -> 
             protocol.connection_lost(exc)
 
 
-
 # as much as upstream's Netty reads before its TlsModeHandler closes a plaintext channel
 DRAIN_LIMIT = 64 * 1024
 
@@ -55,6 +54,7 @@ def drain_then_close(conn: socket.socket) -> None:
                 break
             left -= len(chunk)
     conn.close()
+
 
 class TlsAcceptor:
     def __init__(
