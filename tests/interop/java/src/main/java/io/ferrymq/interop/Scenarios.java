@@ -184,9 +184,14 @@ final class Scenarios {
     /** Push-consume ``expected`` messages of ``topic`` with ``group`` (concurrently, ack all). */
     static List<MessageExt> pushAll(Scenario s, String group, String topic, String expr, int expected)
         throws Exception {
+        return pushAll(s, pushConsumer(s, group), topic, expr, expected);
+    }
+
+    /** The same with a consumer set up by the caller (RPC hook, TLS). */
+    static List<MessageExt> pushAll(Scenario s, DefaultMQPushConsumer c, String topic, String expr,
+        int expected) throws Exception {
         List<MessageExt> got = new CopyOnWriteArrayList<>();
         CountDownLatch latch = new CountDownLatch(expected);
-        DefaultMQPushConsumer c = pushConsumer(s, group);
         c.subscribe(topic, expr);
         c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
             got.addAll(msgs);
@@ -796,21 +801,30 @@ final class Scenarios {
         return out;
     }
 
-    /** A send of one message to queue 0 of ``topic`` signed with ``secret``: its result, or the
-     * error the user gets. */
-    static Object signedSend(Scenario s, String group, String secret, String topic, String body) {
-        AclClientRPCHook hook = new AclClientRPCHook(new SessionCredentials(s.str("access_key"), secret));
-        DefaultMQProducer p = s.configure(new DefaultMQProducer(group, hook));
+    /** One send to queue 0 of ``topic`` (no retry) by ``p``, started here and shut down: its
+     * result, or the error the user gets. */
+    static Object sendOnce(DefaultMQProducer p, String topic, String body) {
         p.setRetryTimesWhenSendFailed(0);
         try {
             p.start();
             // queue 0: without a selector the client starts at a random queue
-            return Obs.send(p.send(msg(topic, "TagAcl", null, body), queues(p, topic).get(0)));
+            return Obs.send(p.send(msg(topic, "TagSec", null, body), queues(p, topic).get(0)));
         } catch (Exception e) {
             return Obs.error(e);
         } finally {
             p.shutdown();
         }
+    }
+
+    static AclClientRPCHook hook(Scenario s, String secret) {
+        return new AclClientRPCHook(new SessionCredentials(s.str("access_key"), secret));
+    }
+
+    /** The bodies ``c`` push-consumes from ``topic`` until one came. */
+    static List<String> consumeOne(Scenario s, DefaultMQPushConsumer c, String topic) throws Exception {
+        List<String> bodies = new ArrayList<>();
+        pushAll(s, c, topic, "*", 1).forEach(m -> bodies.add(body(m)));
+        return bodies;
     }
 
     /** Signed clients (AclClientRPCHook) at a broker with ACL: an allowed send and its push
@@ -818,50 +832,28 @@ final class Scenarios {
     static Object acl(Scenario s) throws Exception {
         String topic = s.str("topic");
         String secret = s.str("secret_key");
+        String producerGroup = s.str("group") + "_P";
         Map<String, Object> out = new LinkedHashMap<>();
-        out.put("allowedSend", signedSend(s, s.str("group") + "_P", secret, topic, "acl-ok"));
-        AclClientRPCHook hook = new AclClientRPCHook(new SessionCredentials(s.str("access_key"), secret));
+        out.put("allowedSend", sendOnce(s.configure(new DefaultMQProducer(producerGroup, hook(s, secret))),
+            topic, "acl-ok"));
         DefaultMQPushConsumer c = s.configure(
-            new DefaultMQPushConsumer(s.str("group"), hook, new AllocateMessageQueueAveragely()));
+            new DefaultMQPushConsumer(s.str("group"), hook(s, secret), new AllocateMessageQueueAveragely()));
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
-        List<MessageExt> got = new CopyOnWriteArrayList<>();
-        CountDownLatch latch = new CountDownLatch(1);
-        c.subscribe(topic, "*");
-        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
-            got.addAll(msgs);
-            msgs.forEach(m -> latch.countDown());
-            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
-        });
-        c.start();
-        try {
-            await(latch, s);
-        } finally {
-            c.shutdown();
-        }
-        List<String> bodies = new ArrayList<>();
-        got.forEach(m -> bodies.add(body(m)));
-        out.put("consumed", bodies);
-        out.put("wrongSecret", signedSend(s, s.str("group") + "_P", secret + "-wrong", topic, "acl-bad-secret"));
-        out.put("deniedTopic", signedSend(s, s.str("group") + "_P", secret, s.str("denied_topic"), "acl-denied"));
+        out.put("consumed", consumeOne(s, c, topic));
+        out.put("wrongSecret", sendOnce(
+            s.configure(new DefaultMQProducer(producerGroup, hook(s, secret + "-wrong"))), topic, "acl-bad-secret"));
+        out.put("deniedTopic", sendOnce(
+            s.configure(new DefaultMQProducer(producerGroup, hook(s, secret))), s.str("denied_topic"), "acl-denied"));
         return out;
     }
 
-    /** One send to queue 0 of ``topic``, over TLS or in plain text, no retry: its result, or the
-     * error the user gets. */
-    static Object tlsSend(Scenario s, boolean useTls, String topic, String body) {
+    /** A producer over TLS or in plain text. */
+    static DefaultMQProducer tlsProducer(Scenario s, boolean useTls) {
         DefaultMQProducer p = s.configure(new DefaultMQProducer(s.str("group") + "_P"));
         p.setUseTLS(useTls);
-        p.setRetryTimesWhenSendFailed(0);
         // a plain client at an enforcing broker waits out its timeout: keep that one short
         p.setSendMsgTimeout(useTls ? 10_000 : 1500);
-        try {
-            p.start();
-            return Obs.send(p.send(msg(topic, "TagTls", null, body), queues(p, topic).get(0)));
-        } catch (Exception e) {
-            return Obs.error(e);
-        } finally {
-            p.shutdown();
-        }
+        return p;
     }
 
     /** Clients with useTLS at a broker that enforces TLS (its NameServer permissive): a send and
@@ -869,27 +861,11 @@ final class Scenarios {
     static Object tls(Scenario s) throws Exception {
         String topic = s.str("topic");
         Map<String, Object> out = new LinkedHashMap<>();
-        out.put("tlsSend", tlsSend(s, true, topic, "tls-ok"));
+        out.put("tlsSend", sendOnce(tlsProducer(s, true), topic, "tls-ok"));
         DefaultMQPushConsumer c = pushConsumer(s, s.str("group"));
         c.setUseTLS(true);
-        List<MessageExt> got = new CopyOnWriteArrayList<>();
-        CountDownLatch latch = new CountDownLatch(1);
-        c.subscribe(topic, "*");
-        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
-            got.addAll(msgs);
-            msgs.forEach(m -> latch.countDown());
-            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
-        });
-        c.start();
-        try {
-            await(latch, s);
-        } finally {
-            c.shutdown();
-        }
-        List<String> bodies = new ArrayList<>();
-        got.forEach(m -> bodies.add(body(m)));
-        out.put("consumed", bodies);
-        out.put("plainSend", tlsSend(s, false, topic, "plain"));
+        out.put("consumed", consumeOne(s, c, topic));
+        out.put("plainSend", sendOnce(tlsProducer(s, false), topic, "plain"));
         return out;
     }
 
