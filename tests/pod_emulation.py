@@ -1,24 +1,17 @@
 """A pod's view, played on 127.0.0.1 without a kubelet: Secret volumes written as the kubelet
 writes them, the mount points of the operator's conf moved under a local directory, the container
-env resolved from Secrets, and ``ferrymq`` processes whose output is read line by line."""
+env resolved from Secrets (the ``ferrymq`` processes themselves are run by ``cli_process.Proc``)."""
 
 from __future__ import annotations
 
 import os
-import queue
-import re
-import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from ferrymq_operator.security import builders
-from subprocess_helpers import popen
-
-FERRYMQ = [sys.executable, "-m", "ferrymq.cli.main"]
 
 
 def project(directory: Path, files: dict[str, str]) -> None:
@@ -72,45 +65,6 @@ def pod_env(
 def write_properties(path: Path, conf: dict[str, str]) -> Path:
     path.write_text("".join(f"{k}={v}\n" for k, v in sorted(conf.items())))
     return path
-
-
-class Proc:
-    def __init__(self, args: list[str], cwd: Path, env: dict[str, str]) -> None:
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.proc = popen(
-            [*FERRYMQ, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-        )
-        threading.Thread(target=self._pump, daemon=True).start()
-        self.output: list[str] = []
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            self.lines.put(raw.decode(errors="replace"))
-
-    def wait_line(self, pattern: str, timeout: float = 60) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=0.2)
-            except queue.Empty:
-                if self.proc.poll() is not None:
-                    break
-                continue
-            self.output.append(line)
-            found = re.search(pattern, line)
-            if found:
-                return found
-        raise AssertionError(f"no line matching {pattern!r}; output: {''.join(self.output)}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
 
 
 def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:

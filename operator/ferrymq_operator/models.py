@@ -30,7 +30,12 @@ from pydantic.alias_generators import to_camel
 from ferrymq_operator.base_models import CamelModel
 from ferrymq_operator.images import BROKER_IMAGE, SPARK_IMAGE
 from ferrymq_operator.listener_models import ListenerSpec, ListenerStatus, check_listeners
-from ferrymq_operator.template_models import BrokerTemplate, NameServerTemplate, RackSpec
+from ferrymq_operator.template_models import (
+    BrokerTemplate,
+    NameServerTemplate,
+    PodTemplate,
+    RackSpec,
+)
 
 GROUP = "ferrymq.io"
 VERSION = "v1alpha1"
@@ -493,6 +498,75 @@ class AuditSpec(CamelModel):
     resources: ResourceRequirements = Field(default_factory=ResourceRequirements)
 
 
+# upstream ProxyConfig's grpcServerPort default
+DEFAULT_PROXY_GRPC_PORT = 8081
+DEFAULT_PROXY_REQUESTS = {"cpu": "100m", "memory": "128Mi"}
+# rmq-proxy.json keys the operator derives from the Broker and spec.proxy.
+PROXY_RESERVED_KEYS = frozenset(
+    {"rocketMQClusterName", "namesrvAddr", "grpcServerPort", "proxyMode", "bindAddress"}
+)
+
+
+class ProxySpec(CamelModel):
+    """The standalone 5.x gRPC proxy (``ferrymq proxy -pm cluster``) in front of the Broker's
+    cluster: a Deployment and a Service that RocketMQ 5.x clients use as their endpoint."""
+
+    replicas: int = Field(
+        default=1,
+        ge=1,
+        le=16,
+        description=(
+            "Proxy pods (stateless; any of them serves any client). More than 1 adds a "
+            "PodDisruptionBudget of maxUnavailable 1."
+        ),
+    )
+    grpc_port: int = Field(
+        default=DEFAULT_PROXY_GRPC_PORT,
+        ge=1,
+        le=65535,
+        description="grpcServerPort of the proxy and the port of its Service (upstream 8081).",
+    )
+    image: str | None = Field(
+        default=None, min_length=1, description="Container image; default the Broker's spec.image."
+    )
+    resources: ResourceRequirements = Field(
+        default_factory=lambda: _default_resources(DEFAULT_PROXY_REQUESTS),
+        description="Requests and limits of the proxy container; default requests cpu 100m, "
+        "memory 128Mi.",
+    )
+    template: PodTemplate = Field(
+        default_factory=PodTemplate,
+        description="Labels, annotations, env, service account, placement and volumes of the pods.",
+    )
+    listeners: list[ListenerSpec] = Field(
+        default_factory=list,
+        description=(
+            "How clients reach the proxy: one Service, ClusterIP by default; a nodeport listener "
+            "makes it a NodePort Service (nodePort = nodePortBase, default 30081), a loadbalancer "
+            "listener a LoadBalancer Service (status.proxy.externalEndpoint has the address)."
+        ),
+    )
+    config: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "Extra rmq-proxy.json keys with upstream names (ProxyConfig), e.g. "
+            "maxMessageSize. TLS: the gRPC port serves TLS and plaintext (upstream's "
+            "tls.server.mode permissive with a self-signed certificate, tlsTestModeEnable); the "
+            "operator does not give the proxy the Broker's spec.tls certificate (not supported)."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> ProxySpec:
+        check_listeners(self.listeners, host_network=False)
+        _refuse_reserved(self.config, PROXY_RESERVED_KEYS, "derived from the Broker and spec.proxy")
+        return self
+
+    @property
+    def external_listener(self) -> ListenerSpec | None:
+        return next((listener for listener in self.listeners if listener.external), None)
+
+
 class BrokerSpec(PodSpecCommon):
     """Desired state of a broker cluster: ``groups`` groups of one master and its slaves."""
 
@@ -568,6 +642,15 @@ class BrokerSpec(PodSpecCommon):
             "an address outside the pod network (RocketMQ advertises one address per broker)."
         ),
     )
+    proxy: ProxySpec | None = Field(
+        default=None,
+        description=(
+            "Run the standalone 5.x gRPC proxy for this cluster (Deployment + Service for "
+            "RocketMQ 5.x clients); absent: no proxy, and removing it deletes the proxy's "
+            "objects. Not with spec.acl (the proxy's requests are not signed) or "
+            "spec.tls.mode enforcing (the proxy reaches the brokers in plaintext)."
+        ),
+    )
     failover: Literal["none", "controller"] = Field(
         default="none",
         description=(
@@ -625,12 +708,26 @@ class BrokerSpec(PodSpecCommon):
                     f"with hostNetwork the last pod would listen on {last - 1}, beyond 65535; "
                     f"lower spec.listenPort or the number of pods"
                 )
+        if self.proxy is not None:
+            self._check_proxy()
         if self.broker_role == "SYNC_MASTER" and self.replicas_per_group < 2:
             raise ValueError(
                 "brokerRole SYNC_MASTER waits for a slave on every send, but replicasPerGroup is 1; "
                 "set replicasPerGroup to 2 or more, or use brokerRole ASYNC_MASTER"
             )
         return self
+
+    def _check_proxy(self) -> None:
+        if self.acl is not None:
+            raise ValueError(
+                "proxy: the operator does not give the proxy ACL credentials, so the brokers "
+                "(spec.acl) would refuse its requests; remove spec.proxy or spec.acl"
+            )
+        if self.tls is not None and self.tls.mode == "enforcing":
+            raise ValueError(
+                "proxy: the proxy connects to the brokers in plaintext, which tls.mode enforcing "
+                "closes; use tls.mode permissive or remove spec.proxy"
+            )
 
     @property
     def pod_count(self) -> int:
@@ -782,6 +879,23 @@ class GroupMaster(CamelModel):
     sync_state_set: list[int] = Field(default_factory=list)
 
 
+class ProxyStatus(CamelModel):
+    """The standalone proxy (spec.proxy) as observed."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    endpoint: str = Field(
+        description="host:port of the proxy's Service: the endpoint of RocketMQ 5.x clients."
+    )
+    external_endpoint: str | None = Field(
+        default=None,
+        description="nodeport: nodePort of the Service (<node address>:port); loadbalancer: "
+        "the load balancer's address once assigned.",
+    )
+    replicas: int = Field(description="Desired proxy pods.")
+    ready_replicas: int = Field(default=0, description="Proxy pods ready (the Deployment's).")
+
+
 class BrokerStatus(ClusterStatus):
     group_masters: list[GroupMaster] | None = Field(
         default=None,
@@ -797,6 +911,9 @@ class BrokerStatus(ClusterStatus):
     )
     drains: list[DrainStatus] = Field(
         default_factory=list, description="Broker groups being drained for a scale-in."
+    )
+    proxy: ProxyStatus | None = Field(
+        default=None, description="The standalone 5.x proxy (spec.proxy); absent without one."
     )
     unmanaged: UnmanagedObjects | None = Field(
         default=None,

@@ -28,6 +28,7 @@ from ferrymq_operator.builders import controller as controller_builder
 from ferrymq_operator.builders import listeners as listener_builder
 from ferrymq_operator.builders import names
 from ferrymq_operator.builders import namesrv as namesrv_builder
+from ferrymq_operator.builders import proxy as proxy_builder
 from ferrymq_operator.builders.names import Owner
 from ferrymq_operator.claims import claims_to_delete
 from ferrymq_operator.lifecycle import (
@@ -45,6 +46,7 @@ from ferrymq_operator.security import secrets as security_secrets
 from ferrymq_operator.security import session as security_session
 from ferrymq_operator.settings import OperatorSettings
 from ferrymq_operator.status import (
+    PROXY_READY,
     Failure,
     S,
     StatusBuilder,
@@ -564,6 +566,40 @@ async def remove_audit(ctx: Context, owner: Owner, result: Result) -> None:
         result.events.append(("Normal", "AuditDisabled", f"deleted CronJob {name}"))
 
 
+async def remove_unwanted_proxy(
+    ctx: Context, owner: Owner, spec: models.BrokerSpec, result: Result
+) -> None:
+    """The proxy's objects once spec.proxy is removed (its PodDisruptionBudget below 2 replicas)."""
+    name = proxy_builder.proxy_name(owner.name)
+    doomed: list[tuple[str, str]] = []
+    if spec.proxy is None:
+        doomed += proxy_builder.KINDS
+    if spec.proxy is None or spec.proxy.replicas < 2:
+        doomed.append((ctx.versions.pdb, "PodDisruptionBudget"))
+    for api_version, kind in doomed:
+        if await ctx.kube.delete(api_version, kind, owner.namespace, name):
+            result.events.append(("Normal", "Deleted", f"deleted {kind} {name}"))
+
+
+async def observe_proxy(
+    ctx: Context, owner: Owner, spec: models.BrokerSpec, builder: StatusBuilder[models.BrokerStatus]
+) -> None:
+    """status.proxy and the ProxyReady condition (after :meth:`StatusBuilder.observe`)."""
+    if spec.proxy is None:
+        builder.status.proxy = None
+        return
+    name = proxy_builder.proxy_name(owner.name)
+    deploy = await ctx.kube.get("apps/v1", "Deployment", owner.namespace, name)
+    svc = await ctx.kube.get("v1", "Service", owner.namespace, name)
+    entry, ready, message = proxy_builder.status(
+        owner, spec.proxy, ctx.settings.cluster_domain, deploy, svc
+    )
+    builder.status.proxy = models.ProxyStatus.model_validate(entry)
+    builder.condition(
+        PROXY_READY, ready, "ProxyPodsReady" if ready else "ProxyPodsNotReady", message
+    )
+
+
 async def remove_stale_external_services(
     ctx: Context, owner: Owner, spec: models.BrokerSpec, result: Result
 ) -> None:
@@ -724,6 +760,7 @@ async def apply_broker(
     objects += broker_builder.desired(owner, spec, addr, ctx.versions.pdb)
     objects += audit_builder.desired(owner, spec, addr, ctx.versions.cronjob)
     objects += netpol.desired(owner, spec)
+    objects += proxy_builder.desired(owner, spec, addr, ctx.versions.pdb)
     failure = await apply_all(ctx.kube, objects, result)
     if failure is not None:
         return Applied(spec, addr, secured, failure)
@@ -731,6 +768,7 @@ async def apply_broker(
         await remove_audit(ctx, owner, result)
     await remove_stale_external_services(ctx, owner, spec, result)
     await remove_stale_network_policies(ctx, owner, spec, result)
+    await remove_unwanted_proxy(ctx, owner, spec, result)
     if spec.storage.delete_claim_on_scale_down:
         await delete_removed_claims(ctx, owner, spec, result)
     advertised = await advertising.advertise_broker(
@@ -819,6 +857,7 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
     builder.status.topic_synced_groups = synced
     result.events += security_secrets.decorate_status(builder, applied.secured, spec, _utcnow())
     builder.status.drains = [models.DrainStatus.model_validate(d) for d in drains]
+    await observe_proxy(ctx, owner, spec, builder)
     if masters is not None:
         builder.status.group_masters = [models.GroupMaster.model_validate(m) for m in masters]
     if applied.listeners is not None:

@@ -9,6 +9,7 @@ Conditions (Kubernetes convention, Strimzi-like):
 * ``Degraded``: nothing is rolling, yet pods are missing or not ready; ``MasterUnavailable`` when a
   broker group has no ready master (sends to that group fail), else ``PodsUnavailable``.
 * ``ReconcileFailed``: the spec was refused or the API rejected a child; the message says what to fix.
+* ``ProxyReady`` (Broker with ``spec.proxy``): every pod of the proxy Deployment is ready.
 
 ``readyGeneration`` remembers the last generation at which everything was ready; it is what tells
 "never ready yet" (Progressing) from "was ready, lost pods" (Degraded), and it lives in the status,
@@ -29,6 +30,8 @@ PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
 RECONCILE_FAILED = "ReconcileFailed"
 CONDITION_TYPES = (READY, PROGRESSING, DEGRADED, RECONCILE_FAILED)
+# Broker with spec.proxy only: the proxy Deployment has every replica ready.
+PROXY_READY = "ProxyReady"
 
 PHASE_CREATING = "Creating"
 PHASE_UPDATING = "Updating"

@@ -12,11 +12,10 @@ import re
 import secrets
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
+import polling
 import pytest
 import yaml
 from ferrymq.broker.local_cluster import pick_free_port
@@ -28,18 +27,8 @@ from chart.helm import CHART, by_kind, documents, run, template
 
 pytestmark = pytest.mark.k8s
 
-T = TypeVar("T")
 
-
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60.0) -> T:
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.2)  # poll interval
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+wait_for = polling.poll_value
 
 
 def release_name() -> str:

@@ -4,11 +4,12 @@ with watchNamespaces ["*"] it can; the aggregated roles let a namespace editor c
 
 from __future__ import annotations
 
+import functools
 import secrets
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import polling
 import pytest
 import yaml
 from k8s.control_plane import KubeApi
@@ -37,13 +38,8 @@ def allowed(
     return bool(answer.status.allowed)
 
 
-def wait_until(what: str, probe: object, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if probe():  # type: ignore[operator]
-            return
-        time.sleep(0.5)  # poll interval: the aggregation controller works in the background
-    pytest.fail(f"timed out waiting for {what}")
+# the aggregation controller works in the background: a coarser step than the default
+wait_until = functools.partial(polling.poll_value, every=0.5)
 
 
 @pytest.fixture
@@ -81,6 +77,15 @@ def test_default_rbac_cannot_read_secrets_outside_its_namespace(
     with kube_api.api_client() as api:
         assert allowed(api, user, "get", "secrets", k8s_namespace)
         assert allowed(api, user, "create", "statefulsets", k8s_namespace, "apps")
+        # a Broker's spec.proxy: ConfigMap, Service, Deployment, PodDisruptionBudget
+        for verb in ("create", "patch", "delete"):
+            for resource, group in (
+                ("deployments", "apps"),
+                ("services", ""),
+                ("configmaps", ""),
+                ("poddisruptionbudgets", "policy"),
+            ):
+                assert allowed(api, user, verb, resource, k8s_namespace, group), (verb, resource)
         for verb in ("get", "list", "watch", "create"):
             assert not allowed(api, user, verb, "secrets", other_namespace), verb
         assert not allowed(api, user, "list", "secrets", "")  # cluster-wide

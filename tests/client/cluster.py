@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,24 +11,7 @@ from ferrymq.client.admin import AdminClient
 from ferrymq.namesrv.app import NamesrvApp
 from ferrymq.namesrv.config import NamesrvConfig
 from ferrymq.store.config import MessageStoreConfig
-
-
-async def wait_for(
-    condition: Callable[[], Awaitable[bool]] | Callable[[], bool],
-    timeout: float = 10.0,
-    what: str = "condition",
-) -> None:
-    """Poll ``condition`` until true, failing after ``timeout`` seconds (never a bare sleep)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.02)
+from polling import wait_for
 
 
 @dataclass

@@ -7,8 +7,9 @@ from ferrymq.client import AdminClient, ConsumeFromWhere, Message, Producer, Pus
 from ferrymq.client.allocate import MessageQueue
 from ferrymq.client.errors import MQClientError, NoRouteError
 from ferrymq.remoting.bodies import PERM_WRITE, SubscriptionGroupConfig
+from polling import wait_for
 
-from .cluster import LocalCluster, wait_for
+from .cluster import LocalCluster
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -23,8 +23,7 @@ from ferrymq.client.rebalance import Rebalance, RebalanceConfig, StartRule, star
 from ferrymq.client.uniq_id import UniqIdGenerator
 from ferrymq.message import MessageConst, MessageExt
 from ferrymq.remoting.bodies import ConsumeFromWhere
-
-from .cluster import wait_for
+from polling import wait_for
 
 MQ = MessageQueue("T", "broker-a", 0)
 

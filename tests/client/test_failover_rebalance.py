@@ -13,8 +13,9 @@ from ferrymq.client import (
 )
 from ferrymq.client.errors import MQClientError
 from ferrymq.client.instance import ClientInstance
+from polling import wait_for
 
-from .cluster import LocalCluster, wait_for
+from .cluster import LocalCluster
 
 pytestmark = pytest.mark.timeout(120)
 

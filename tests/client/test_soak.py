@@ -16,8 +16,9 @@ from ferrymq.client import (
     Producer,
     PushConsumer,
 )
+from polling import wait_for
 
-from .cluster import start_cluster, wait_for
+from .cluster import start_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 ROUNDS = int(os.environ.get("SOAK_ROUNDS", "6"))

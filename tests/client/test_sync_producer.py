@@ -20,8 +20,9 @@ from ferrymq.client.broker_api import PullStatus, SendResult
 from ferrymq.client.errors import ClientStateError, MessageValidationError, MQClientError
 from ferrymq.client.selectors import select_by_hash
 from ferrymq.client.send_attempts import now_ms
+from polling import wait_for
 
-from .cluster import LocalCluster, wait_for
+from .cluster import LocalCluster
 from .test_produce_consume import tagged
 
 pytestmark = pytest.mark.timeout(120)

@@ -18,15 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pulling
 from ferrymq.broker.controller_cluster import ControllerLocalCluster
 from ferrymq.broker.local_cluster import Child, LocalCluster
 from ferrymq.client.allocate import MessageQueue
-from ferrymq.client.broker_api import BrokerApi, PullStatus, SendStatus
+from ferrymq.client.broker_api import BrokerApi, SendStatus
 from ferrymq.client.errors import MQClientError
 from ferrymq.client.producer import Producer
 from ferrymq.controller.protocol import ControllerRequestCode as Req
 from ferrymq.message import Message, MessageExt, decode_message_id
-from ferrymq.remoting import headers
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
@@ -35,7 +35,6 @@ from ferrymq.remoting.errors import RemotingError
 TOPIC = "FailoverTopic"
 QUEUES = 4
 GROUP = "broker-a"
-PULL_FLAG_SUBSCRIPTION = 4
 
 
 # a frozen member stays in the SyncStateSet (tests of what a held member means for writes and
@@ -204,25 +203,10 @@ async def has_topic(client: RemotingClient, addr: str) -> bool:
 async def pull_queue(
     api: BrokerApi, addr: str, queue_id: int, offset: int = 0, *, limit: int | None = None
 ) -> list[MessageExt]:
-    """Queue ``queue_id`` from ``offset`` to its end (or ``limit`` messages)."""
-    out: list[MessageExt] = []
-    while limit is None or len(out) < limit:
-        header = headers.PullMessageRequestHeader(
-            consumer_group="failover_checker",
-            topic=TOPIC,
-            queue_id=queue_id,
-            queue_offset=offset,
-            max_msg_nums=32,
-            sys_flag=PULL_FLAG_SUBSCRIPTION,
-            subscription="*",
-            expression_type="TAG",
-        )
-        result = await api.pull_message(addr, header, 5.0)
-        if result.status is not PullStatus.FOUND or not result.messages:
-            return out
-        out.extend(result.messages)
-        offset = result.next_begin_offset
-    return out[:limit]
+    """Queue ``queue_id`` of TOPIC from ``offset`` to its end (or ``limit`` messages)."""
+    return await pulling.pull_queue(
+        api, addr, TOPIC, queue_id, offset, group="failover_checker", limit=limit
+    )
 
 
 @dataclass

@@ -2,20 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
+import functools
 
+import polling
 
-async def wait_for(check: Callable[[], bool | Awaitable[bool]], timeout: float, what: str) -> None:
-    """Poll ``check`` until true; fail naming ``what`` after ``timeout`` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        result = check()
-        if not isinstance(result, bool):
-            result = await result
-        if result:
-            return
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        await asyncio.sleep(0.05)
+# the end-to-end tests run subprocess brokers: a 50 ms step is plenty
+wait_for = functools.partial(polling.wait_for, every=0.05)

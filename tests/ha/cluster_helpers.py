@@ -7,10 +7,10 @@ import re
 import time
 from pathlib import Path
 
+import pulling
 from ferrymq.broker.local_cluster import Child, LocalCluster
-from ferrymq.client.broker_api import BrokerApi, PullStatus
+from ferrymq.client.broker_api import BrokerApi
 from ferrymq.message import MessageExt
-from ferrymq.remoting import headers
 from ferrymq.remoting.bodies import KVTable
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
@@ -18,7 +18,6 @@ from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.errors import RemotingError
 
 _HA_PORT = re.compile(rb"HA \(\w+\) listening on port (\d+)")
-PULL_FLAG_SUBSCRIPTION = 4
 
 
 def ha_cluster(
@@ -75,21 +74,4 @@ async def wait_slave_connected(client: RemotingClient, master_addr: str, timeout
 
 async def pull_queue(api: BrokerApi, addr: str, topic: str, queue_id: int) -> list[MessageExt]:
     """Every message of one queue on one broker, in queue order, by raw pulls."""
-    out: list[MessageExt] = []
-    offset = 0
-    while True:
-        header = headers.PullMessageRequestHeader(
-            consumer_group="ha_checker",
-            topic=topic,
-            queue_id=queue_id,
-            queue_offset=offset,
-            max_msg_nums=32,
-            sys_flag=PULL_FLAG_SUBSCRIPTION,
-            subscription="*",
-            expression_type="TAG",
-        )
-        result = await api.pull_message(addr, header, 5.0)
-        if result.status is not PullStatus.FOUND or not result.messages:
-            return out
-        out.extend(result.messages)
-        offset = result.next_begin_offset
+    return await pulling.pull_queue(api, addr, topic, queue_id, group="ha_checker")

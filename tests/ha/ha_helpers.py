@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Callable
+import functools
 from pathlib import Path
 
+import polling
 from ferrymq.message import MessageConst, MessageInner
 from ferrymq.store.commit_log import CommitLog
 
@@ -30,13 +29,8 @@ def message(i: int, size: int, topic: str = "HaTopic", queue_id: int = 0) -> Mes
     )
 
 
-async def wait_until(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll ``cond`` until true or fail with ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.01)
+# HA scenarios keep the 10 ms step they were written with (slaves catch up within ms)
+wait_until = functools.partial(polling.wait_for, every=0.01)
 
 
 def file_bytes(path: Path) -> dict[str, bytes]:

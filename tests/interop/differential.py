@@ -9,9 +9,9 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from client.cluster import wait_for
 from ferrymq.client.admin import AdminClient
 from ferrymq.client.credentials import ClientSecurity
+from polling import wait_for
 
 from .normalise import normalise
 from .reference import Target

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import asyncio
 
-from client.cluster import wait_for
 from ferrymq.remoting.bodies import TopicRouteData
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.headers import UnRegisterBrokerRequestHeader
 from namesrv.test_namesrv_server import register_request
+from polling import wait_for
 
 from .reference import Target, registered_brokers
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-from client.cluster import wait_for
 from ferrymq.client import Message, Producer, SendStatus
 from ferrymq.client.admin import AdminClient
+from polling import wait_for
 
 from .reference import Target, registered_brokers
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
+import polling
 import pytest
 import yaml
 from kopf.testing import KopfRunner
@@ -22,22 +23,11 @@ from kubernetes.dynamic.exceptions import NotFoundError
 
 from k8s.control_plane import KubeApi
 
-T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]
 GROUP, VERSION = "ferrymq.io", "v1alpha1"
-WAIT_S = 60.0
 
 
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = WAIT_S) -> T:
-    """Poll ``probe`` until it returns something truthy; fail naming ``what`` at the deadline."""
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.2)  # poll interval, not synchronisation
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+wait_for = polling.poll_value  # 60 s unless a call says otherwise
 
 
 def install_crds(api_client: k8s.ApiClient) -> list[str]:
@@ -91,6 +81,13 @@ def operator(kube_api: KubeApi, ferrymq_crds: list[str]) -> Iterator[KopfRunner]
             yield runner
     assert runner.exception is None, runner.output
     assert runner.exit_code == 0, runner.output
+
+
+@pytest.fixture
+def cluster(kube_api: KubeApi, k8s_namespace: str) -> Iterator[Cluster]:
+    """Shortcuts over the test's own namespace (import it with the module's other fixtures)."""
+    with kube_api.api_client() as api_client:
+        yield Cluster(api_client, k8s_namespace)
 
 
 class Cluster:
@@ -175,6 +172,14 @@ class Cluster:
     def statefulset(self, name: str) -> Any:
         try:
             return self.apps.read_namespaced_stateful_set(name, self.ns)
+        except k8s.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def deployment(self, name: str) -> Any:
+        try:
+            return self.apps.read_namespaced_deployment(name, self.ns)
         except k8s.ApiException as exc:
             if exc.status == 404:
                 return None

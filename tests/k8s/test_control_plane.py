@@ -10,10 +10,11 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
+import polling
 import pytest
 from kubernetes import client as k8s
 
@@ -21,21 +22,7 @@ from k8s import control_plane
 from k8s.control_plane import KubeApi, skip_reason
 from k8s.fixtures import namespace_name
 
-T = TypeVar("T")
-
-WAIT_S = 60.0
-
-
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = WAIT_S) -> T:
-    """Polls ``probe`` until it returns something truthy; fails naming ``what`` at the deadline."""
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.2)  # poll interval
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+wait_for = polling.poll_value  # 60 s unless a call says otherwise
 
 
 def meta(obj: Any) -> k8s.V1ObjectMeta:

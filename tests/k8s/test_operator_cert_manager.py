@@ -36,6 +36,7 @@ from typing import Any
 import javaproperties
 import kopf
 import pytest
+from cli_process import Proc
 from ferrymq.broker.local_cluster import pick_free_port
 from ferrymq.client.admin import AdminClient
 from ferrymq.client.credentials import ClientSecurity, SessionCredentials
@@ -44,7 +45,7 @@ from ferrymq.remoting.tls import ClientTls
 from ferrymq_operator.builders import names
 from ferrymq_operator.security import ca
 from kubernetes import client as k8s
-from pod_emulation import Proc, local_paths, pod_env, project, write_properties
+from pod_emulation import local_paths, pod_env, project, write_properties
 
 from k8s.cert_manager_env import (
     CM_GROUP,

@@ -4,10 +4,10 @@ that commit often (so the broker sees their progress within the tests' short win
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable
+import functools
 from dataclasses import dataclass
 
+import polling
 from ferrymq.broker.app import BrokerApp
 from ferrymq.client import ConsumeContext, Message, MessageExt, Producer, PushConsumer
 from ferrymq.client.admin import AdminClient
@@ -16,24 +16,8 @@ from ferrymq.client.process_queue import FlowLimits
 from ferrymq.namesrv.app import NamesrvApp
 from ferrymq.remoting.bodies import ConsumeFromWhere
 
-
-async def wait_for(
-    condition: Callable[[], Awaitable[bool]] | Callable[[], bool],
-    timeout: float = 20.0,
-    what: str = "condition",
-    every: float = 0.05,
-) -> None:
-    """Poll ``condition`` until true, failing after ``timeout`` seconds (never a bare sleep)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(every)
+# observability scenarios wait on scrapes and consumers: longer and coarser than the default
+wait_for = functools.partial(polling.wait_for, timeout=20.0, every=0.05)
 
 
 @dataclass

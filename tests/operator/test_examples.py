@@ -11,7 +11,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from ferrymq_operator import console_models, models
-from ferrymq_operator.builders import broker, console, namesrv
+from ferrymq_operator.builders import broker, console, namesrv, proxy
 from ferrymq_operator.builders.names import Owner
 from ferrymq_operator.topics import models as topic_models
 
@@ -26,6 +26,7 @@ REQUIRED = {
     "topic.yaml",
     "consumergroup.yaml",
     "console.yaml",
+    "proxy.yaml",
 }
 
 
@@ -50,7 +51,10 @@ def test_every_example_parses_and_builds(path: Path) -> None:
         elif kind == "NameServer":
             namesrv.desired(owner(doc), models.parse_nameserver_spec(spec), "policy/v1")
         elif kind == "Broker":
-            broker.desired(owner(doc), models.parse_broker_spec(spec), ADDR, "policy/v1")
+            parsed = models.parse_broker_spec(spec)
+            broker.desired(owner(doc), parsed, ADDR, "policy/v1")
+            for obj in proxy.desired(owner(doc), parsed, ADDR, "policy/v1"):
+                kubernetes_validate.validate(obj, "1.25", strict=True)
         elif kind == "Console":
             console.desired(owner(doc), console_models.parse_console_spec(spec), ADDR)
         elif kind == "Topic":

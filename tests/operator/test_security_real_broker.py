@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_process import Proc
 from ferrymq.broker.local_cluster import pick_free_port
 from ferrymq.client.credentials import ClientSecurity
 from ferrymq_operator import broker_admin, lifecycle
@@ -35,7 +36,7 @@ from ferrymq_operator.builders.names import Owner
 from ferrymq_operator.models import parse_broker_spec, parse_nameserver_spec
 from ferrymq_operator.security import builders, ca, decisions, session
 from ferrymq_operator.topics import admin as topics_admin
-from pod_emulation import Proc, local_paths, pod_env, project, run, write_properties
+from pod_emulation import local_paths, pod_env, project, run, write_properties
 
 NOW = datetime.datetime.now(datetime.UTC)
 APP_ACL = "accounts:\n  - accessKey: appKey0001\n    secretKey: {sk}\n    defaultTopicPerm: PUB\n"

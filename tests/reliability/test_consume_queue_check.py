@@ -14,16 +14,16 @@ import re
 import time
 from pathlib import Path
 
+import pulling
 import pytest
 from ferrymq.broker.local_cluster import LocalCluster
 from ferrymq.client.allocate import MessageQueue
-from ferrymq.client.broker_api import BrokerApi, PullStatus, send_request, v2_ext
+from ferrymq.client.broker_api import BrokerApi, send_request, v2_ext
 from ferrymq.message import MessageConst, encode_properties
 from ferrymq.remoting import headers
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
-from ferrymq.remoting.headers import PULL_FLAG_SUBSCRIPTION
 
 TOPIC = "CqCheckTopic"
 GROUP = "cq_check_group"
@@ -49,25 +49,11 @@ async def send(client: RemotingClient, addr: str, queue_id: int, body: bytes) ->
 
 
 async def pull_all(api: BrokerApi, addr: str, queue_id: int) -> dict[int, bytes]:
-    out: dict[int, bytes] = {}
-    offset = 0
-    while True:
-        header = headers.PullMessageRequestHeader(
-            consumer_group="cq_check_reader",
-            topic=TOPIC,
-            queue_id=queue_id,
-            queue_offset=offset,
-            max_msg_nums=32,
-            sys_flag=PULL_FLAG_SUBSCRIPTION,
-            subscription="*",
-            expression_type="TAG",
-        )
-        result = await api.pull_message(addr, header, 10.0)
-        if result.status is not PullStatus.FOUND or not result.messages:
-            return out
-        for m in result.messages:
-            out[m.queue_offset] = m.body
-        offset = result.next_begin_offset
+    """queue offset -> body of every message of one queue, by raw pulls."""
+    messages = await pulling.pull_queue(
+        api, addr, TOPIC, queue_id, group="cq_check_reader", timeout=10.0
+    )
+    return {m.queue_offset: m.body for m in messages}
 
 
 async def create_topic(client: RemotingClient, addr: str) -> None:

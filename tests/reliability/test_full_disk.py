@@ -21,16 +21,16 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pulling
 import pytest
-from ferrymq.broker.local_cluster import LocalCluster
+from ferrymq.broker.local_cluster import Child, LocalCluster
 from ferrymq.client.allocate import MessageQueue
-from ferrymq.client.broker_api import BrokerApi, PullStatus, send_request, v2_ext
+from ferrymq.client.broker_api import BrokerApi, send_request, v2_ext
 from ferrymq.message import MessageConst, encode_properties
 from ferrymq.remoting import headers
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
-from ferrymq.remoting.headers import PULL_FLAG_SUBSCRIPTION
 
 TOPIC = "FullDiskTopic"
 QUEUES = 4
@@ -101,25 +101,31 @@ async def send(client: RemotingClient, addr: str, queue_id: int, body: bytes) ->
 
 async def pull_all(api: BrokerApi, addr: str, queue_id: int) -> dict[int, bytes]:
     """queue offset -> body of every message of one queue, by raw pulls."""
-    out: dict[int, bytes] = {}
-    offset = 0
+    messages = await pulling.pull_queue(
+        api, addr, TOPIC, queue_id, group="full_disk_checker", timeout=10.0
+    )
+    return {m.queue_offset: m.body for m in messages}
+
+
+async def wait_all_readable(
+    client: RemotingClient, addr: str, acked: dict[tuple[int, int], bytes], broker: Child
+) -> None:
+    """Every acknowledged (queue, offset) -> body reads back within 30 s (dispatch may lag a
+    full disk's recovery); the failure names what is missing and the broker's last log lines."""
+    deadline = time.monotonic() + 30
     while True:
-        header = headers.PullMessageRequestHeader(
-            consumer_group="full_disk_checker",
-            topic=TOPIC,
-            queue_id=queue_id,
-            queue_offset=offset,
-            max_msg_nums=32,
-            sys_flag=PULL_FLAG_SUBSCRIPTION,
-            subscription="*",
-            expression_type="TAG",
+        found: dict[tuple[int, int], bytes] = {}
+        for queue_id in range(QUEUES):
+            for offset, body in (await pull_all(BrokerApi(client), addr, queue_id)).items():
+                found[(queue_id, offset)] = body
+        missing = [k for k in acked if found.get(k) != acked[k]]
+        if not missing:
+            return
+        assert time.monotonic() < deadline, (
+            f"{len(missing)} of {len(acked)} acknowledged not readable "
+            f"({len(found)} found), e.g. {sorted(missing)[:5]}\n{broker.log_tail(30)}"
         )
-        result = await api.pull_message(addr, header, 10.0)
-        if result.status is not PullStatus.FOUND or not result.messages:
-            return out
-        for m in result.messages:
-            out[m.queue_offset] = m.body
-        offset = result.next_begin_offset
+        await asyncio.sleep(0.2)  # polling dispatch with a deadline
 
 
 async def send_until_stored(client: RemotingClient, addr: str, body: bytes) -> int:
@@ -253,20 +259,7 @@ async def run_fills(tmp_path: Path, rounds: int, seed: int, disk_mb: int = DISK_
             body = f"after-s{seq:06d}-".encode() + os.urandom(100)
             acked[(0, await send_until_stored(client, addr, body))] = body
             # Nothing acknowledged was lost, dispatch failures included.
-            deadline = time.monotonic() + 30
-            while True:
-                found: dict[tuple[int, int], bytes] = {}
-                for queue_id in range(QUEUES):
-                    for offset, body in (await pull_all(BrokerApi(client), addr, queue_id)).items():
-                        found[(queue_id, offset)] = body
-                missing = [k for k in acked if found.get(k) != acked[k]]
-                if not missing:
-                    break
-                assert time.monotonic() < deadline, (
-                    f"{len(missing)} of {len(acked)} acknowledged not readable "
-                    f"({len(found)} found), e.g. {sorted(missing)[:5]}\n{broker.log_tail(30)}"
-                )
-                await asyncio.sleep(0.2)
+            await wait_all_readable(client, addr, acked, broker)
             assert stored > 0 and resumed == rounds // 3, (stored, resumed)
             info = await BrokerApi(client).get_broker_runtime_info(addr)
             # both kinds of reservation failed at some level: a CommitLog roll (the put refused)
@@ -287,3 +280,74 @@ async def test_random_fill_levels_never_kill_the_broker(tmp_path: Path) -> None:
 async def test_random_fill_levels_soak(tmp_path: Path) -> None:
     # the CommitLog keeps everything (no retention in a test run): a disk to match
     await run_fills(tmp_path, rounds=300, seed=7, disk_mb=96)
+
+
+def dd_fill(filler: Path) -> None:
+    """``dd`` zeros into ``filler`` until the volume is full (dd then fails with ENOSPC)."""
+    done = subprocess.run(
+        ["dd", "if=/dev/zero", f"of={filler}", "bs=1M", "oflag=append", "conv=notrunc"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert "No space left on device" in done.stderr, done.stderr
+
+
+async def test_dd_fills_a_64_mib_volume_three_times(tmp_path: Path) -> None:
+    """Issue 34's disk scenario as written: a 64 MiB volume filled three times with dd while a
+    producer sends. The broker stays up, every send is answered (stored, or refused naming the
+    disk), writes resume once the filler is gone, and no acknowledged message is lost."""
+    with tmpfs(tmp_path / "disk", 64) as disk:
+        cluster = LocalCluster(
+            tmp_path / "cluster",
+            groups=1,
+            namesrv_port=0,
+            broker_port=0,
+            mapped_file_size_commit_log=1 << 20,
+            extra_conf={
+                "storePathRootDir": str(disk / "store"),
+                "mappedFileSizeConsumeQueue": str(CQ_FILE_SIZE),
+                "maxHashSlotNum": "5000",
+                "maxIndexNum": "20000",
+                # the ratio checks would refuse (and delete files) first: a volume that dd
+                # fills to the last block is what is tested here
+                "diskSpaceWarningLevelRatio": "99",
+                "diskSpaceCleanForciblyRatio": "99",
+                "diskMaxUsedSpaceRatio": "95",
+                "cleanFileForciblyEnable": "false",
+            },
+        )
+        filler = disk / "filler"
+        client = RemotingClient()
+        cluster.start()
+        try:
+            broker = cluster.brokers[0]
+            addr = cluster.broker_addrs[0]
+            await create_topic(client, addr)
+            acked: dict[tuple[int, int], bytes] = {}
+            seq = refused = 0
+            for fill in range(3):
+                dd_fill(filler)
+                # a burst on the full volume: each send answered, none kills the broker
+                for _ in range(40):
+                    seq += 1
+                    body = f"dd{fill}-s{seq:06d}-".encode() + os.urandom(2000)
+                    reply = await send(client, addr, seq % QUEUES, body)
+                    if reply.code == ResponseCode.SUCCESS:
+                        acked[(seq % QUEUES, int(reply.ext_fields["queueOffset"]))] = body
+                    else:
+                        refused += 1
+                        assert reply.code == ResponseCode.SERVICE_NOT_AVAILABLE, reply.remark
+                        assert "disk" in (reply.remark or ""), reply.remark
+                assert broker.alive(), f"fill {fill}: broker died\n{broker.log_tail(40)}"
+                filler.unlink()
+                seq += 1
+                body = f"free{fill}-s{seq:06d}-".encode() + os.urandom(100)
+                acked[(0, await send_until_stored(client, addr, body))] = body
+            assert refused > 0, "dd filled the volume, yet no send was refused"
+            await wait_all_readable(client, addr, acked, broker)
+            assert broker.alive(), broker.log_tail(40)
+        finally:
+            await client.close()
+            cluster.stop()

@@ -3,10 +3,10 @@ certificates signed by it), ACL files, and a deadline poll."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
+import functools
 from pathlib import Path
 
+import polling
 from ferrymq.remoting.certs import CertFiles
 from ferrymq.remoting.certs import make_ca as make_ca
 from ferrymq.remoting.certs import make_cert as _make_cert
@@ -49,11 +49,5 @@ accounts:
 """
 
 
-async def wait_for(check: Callable[[], bool], timeout: float = 10.0, what: str = "") -> None:
-    """Poll ``check`` until true, failing after ``timeout`` seconds (no fixed sleeps)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not check():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what or check}")
-        await asyncio.sleep(0.05)
+# ACL reloads and TLS handshakes are watched at the 50 ms step this suite was written with
+wait_for = functools.partial(polling.wait_for, every=0.05)

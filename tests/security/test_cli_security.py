@@ -5,68 +5,18 @@ aclFilePath and tls.server.*; the CLI producing with --access-key/--secret-key/-
 from __future__ import annotations
 
 import os
-import queue
-import re
-import signal
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_process import FERRYMQ, Proc
 from security_helpers import APP_AK, APP_SK, PLAIN_ACL, CertFiles, make_ca, make_cert
-from subprocess_helpers import popen
-
-FERRYMQ = [sys.executable, "-m", "ferrymq.cli.main"]
 
 
 def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("FERRYMQ_")}
-
-
-class Proc:
-    def __init__(self, args: list[str], cwd: Path) -> None:
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.proc = popen(
-            [*FERRYMQ, *args],
-            cwd=cwd,
-            env=_clean_env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-        )
-        threading.Thread(target=self._pump, daemon=True).start()
-        self.output: list[str] = []
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            self.lines.put(raw.decode(errors="replace"))
-
-    def wait_line(self, pattern: str, timeout: float = 30) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=0.2)
-            except queue.Empty:
-                if self.proc.poll() is not None:
-                    break
-                continue
-            self.output.append(line)
-            found = re.search(pattern, line)
-            if found:
-                return found
-        raise AssertionError(f"no line matching {pattern!r}; output: {''.join(self.output)}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
 
 
 @pytest.fixture(scope="module")
@@ -89,9 +39,13 @@ def cluster(
         f"tls.server.mode=permissive\ntls.server.certPath={pki['server'].cert}\n"
         f"tls.server.keyPath={pki['server'].key}\n"
     )
-    namesrv = Proc(["namesrv", "-c", str(ns_conf), "--listen-port", "0", "--bind", "127.0.0.1"], d)
+    namesrv = Proc(
+        ["namesrv", "-c", str(ns_conf), "--listen-port", "0", "--bind", "127.0.0.1"],
+        d,
+        _clean_env(),
+    )
     try:
-        port = namesrv.wait_line(r"NameServer ready on port (\d+)").group(1)
+        port = namesrv.wait_line(r"NameServer ready on port (\d+)", timeout=30).group(1)
         ns = f"127.0.0.1:{port}"
         conf = d / "broker.conf"
         conf.write_text(
@@ -114,9 +68,9 @@ def cluster(
                 ]
             )
         )
-        broker = Proc(["broker", "-c", str(conf)], d)
+        broker = Proc(["broker", "-c", str(conf)], d, _clean_env())
         try:
-            port = broker.wait_line(r"Broker broker-sec ready on port (\d+)").group(1)
+            port = broker.wait_line(r"Broker broker-sec ready on port (\d+)", timeout=30).group(1)
             yield ns, f"127.0.0.1:{port}"
         finally:
             broker.stop()

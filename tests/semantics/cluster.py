@@ -16,8 +16,7 @@ from ferrymq.client.instance import ClientInstance
 from ferrymq.namesrv.app import NamesrvApp
 from ferrymq.namesrv.config import NamesrvConfig
 from ferrymq.store.config import MessageStoreConfig
-
-from semantics.store_fixtures import wait_for
+from polling import wait_for
 
 FAST_LEVELS = " ".join(["1s"] * 18)
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from ferrymq.message import MessageInner
@@ -53,19 +51,3 @@ def read_all(store: MessageStore, topic: str, queue_id: int = 0) -> list:  # typ
             out.extend(decode_messages(result.body()))
             offset = result.next_begin_offset
     return out
-
-
-async def wait_for(
-    predicate: Callable[[], bool | Awaitable[bool]], timeout: float = 10.0, what: str = ""
-) -> None:
-    """Poll ``predicate`` until true or fail after ``timeout`` seconds (no sleeps as sync)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if not isinstance(value, bool):
-            value = await value
-        if value:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
-        await asyncio.sleep(0.02)

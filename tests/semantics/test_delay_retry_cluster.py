@@ -20,9 +20,9 @@ from ferrymq.client.admin import AdminClient
 from ferrymq.client.allocate import MessageQueue
 from ferrymq.client.pull_consumer import PullConsumer
 from ferrymq.message import MessageInner
+from polling import wait_for
 
 from semantics.cluster import semantics_cluster
-from semantics.store_fixtures import wait_for
 
 pytestmark = pytest.mark.timeout(180)
 

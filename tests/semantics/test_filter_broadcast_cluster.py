@@ -15,9 +15,9 @@ from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.headers import PULL_FLAG_SUBSCRIPTION, PullMessageRequestHeader
+from polling import wait_for
 
 from semantics.cluster import SemanticsCluster, semantics_cluster
-from semantics.store_fixtures import wait_for
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -17,8 +17,7 @@ from ferrymq.broker.local_cluster import LocalCluster
 from ferrymq.client import ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer
 from ferrymq.client.orderly_consume_service import ConsumeOrderlyContext, OrderlyPushConsumer
 from ferrymq.client.selectors import send_orderly
-
-from semantics.store_fixtures import wait_for
+from polling import wait_for
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
 pytest.importorskip(

@@ -19,9 +19,9 @@ from ferrymq.remoting.bodies import MessageQueue as WireQueue
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
+from polling import wait_for
 
 from semantics.cluster import semantics_cluster
-from semantics.store_fixtures import wait_for
 
 pytestmark = pytest.mark.timeout(180)
 

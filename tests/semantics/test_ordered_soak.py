@@ -10,9 +10,9 @@ import pytest
 from ferrymq.client import Message, MessageExt, Producer
 from ferrymq.client.orderly_consume_service import ConsumeOrderlyContext, OrderlyPushConsumer
 from ferrymq.client.selectors import send_orderly
+from polling import wait_for
 
 from semantics.cluster import semantics_cluster
-from semantics.store_fixtures import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -10,9 +10,9 @@ import pytest
 from ferrymq.broker.semantics_config import SemanticsConfig
 from ferrymq.client import Message, MessageExt, Producer, PushConsumer
 from ferrymq.client.transaction_producer import LocalTransactionState, TransactionProducer
+from polling import wait_for
 
 from semantics.cluster import semantics_cluster
-from semantics.store_fixtures import wait_for
 
 pytestmark = pytest.mark.timeout(120)
 

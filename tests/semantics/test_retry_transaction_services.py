@@ -22,8 +22,9 @@ from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from ferrymq.store.record import decode_messages
+from polling import wait_for
 
-from semantics.store_fixtures import inner, read_all, started_store, wait_for
+from semantics.store_fixtures import inner, read_all, started_store
 
 
 async def test_send_back_counts_reconsumes_and_dead_letters_after_16(tmp_path: Path) -> None:

@@ -8,8 +8,9 @@ from pathlib import Path
 import orjson
 from ferrymq.broker.schedule import SCHEDULE_TOPIC, ScheduleMessageService, to_schedule_topic
 from ferrymq.message import MessageConst
+from polling import wait_for
 
-from semantics.store_fixtures import inner, read_all, started_store, wait_for
+from semantics.store_fixtures import inner, read_all, started_store
 
 
 async def test_delayed_messages_arrive_in_their_topic_after_their_level(tmp_path: Path) -> None:

@@ -9,9 +9,9 @@ from ferrymq.broker.semantics_config import SemanticsConfig
 from ferrymq.client import Message, MessageExt, Producer, PushConsumer
 from ferrymq.client.broker_api import SendStatus
 from ferrymq.client.transaction_producer import LocalTransactionState, TransactionProducer
+from polling import wait_for
 
 from semantics.cluster import SemanticsCluster, semantics_cluster
-from semantics.store_fixtures import wait_for
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -7,11 +7,11 @@ went away (so its backlog is exactly 40 - 12); group ``push-g`` has two live pus
 from __future__ import annotations
 
 import asyncio
-import time
+import functools
 from collections import Counter
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import polling
 import pytest
 from ferrymq.broker.app import BrokerApp
 from ferrymq.broker.config import BrokerConfig
@@ -28,19 +28,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
 TOPIC = "SnapT"
 
 
-async def wait_for(
-    cond: Callable[[], Awaitable[bool] | bool], what: str, timeout: float = 60
-) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        res = cond()
-        if asyncio.iscoroutine(res):
-            res = await res
-        if res:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
+# a Spark job and push-consumer rebalancing take tens of seconds on a shared machine
+wait_for = functools.partial(polling.wait_for, timeout=60, every=0.05)
 
 
 async def scenario(root: Path) -> tuple[Path, Counter[int], dict[str, set[int]]]:
@@ -65,13 +54,13 @@ async def scenario(root: Path) -> tuple[Path, Counter[int], dict[str, set[int]]]
     consumers: list[PushConsumer] = []
     try:
         async with AdminClient(namesrv.addr) as admin:
-            await wait_for(lambda: admin.cluster_info(), "broker registered")
+            await wait_for(lambda: admin.cluster_info(), what="broker registered")
             await admin.create_topic(TOPIC, read_queue_nums=4, write_queue_nums=4)
 
             async def routed() -> bool:
                 return await admin.instance.namesrv.get_route(TOPIC) is not None
 
-            await wait_for(routed, "route")
+            await wait_for(routed, what="route")
         per_queue: Counter[int] = Counter()
         async with Producer("snap-pg", namesrv.addr) as producer:
             for i in range(40):
@@ -96,7 +85,7 @@ async def scenario(root: Path) -> tuple[Path, Counter[int], dict[str, set[int]]]
             settled = sum(len(r) for r in retry) == 1
             return all(len(o) == 2 for o in owned) and not (owned[0] & owned[1]) and settled
 
-        await wait_for(balanced, "push consumers balanced", timeout=90)
+        await wait_for(balanced, what="push consumers balanced", timeout=90)
         owned = {
             c.instance.client_id: {q.queue_id for q in c.owned_queues() if q.topic == TOPIC}
             for c in consumers

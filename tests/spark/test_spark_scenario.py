@@ -14,11 +14,11 @@ SUBSCRIPTION_MISMATCH naming both clients.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import polling
 import pytest
 from ferrymq.broker.app import BrokerApp
 from ferrymq.broker.config import BrokerConfig
@@ -37,19 +37,8 @@ ROUND = 120  # messages per production round, tags A and B alternating
 SNAPSHOTS = 5
 
 
-async def wait_for(
-    cond: Callable[[], Awaitable[bool] | bool], what: str, timeout: float = 60
-) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        res = cond()
-        if asyncio.iscoroutine(res):
-            res = await res
-        if res:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
+# a Spark job and push-consumer rebalancing take tens of seconds on a shared machine
+wait_for = functools.partial(polling.wait_for, timeout=60, every=0.05)
 
 
 class Counting:
@@ -100,13 +89,13 @@ async def scenario(root: Path) -> tuple[Path, dict[str, str]]:
             async def registered() -> bool:
                 return bool((await admin.cluster_info()).broker_addr_table)
 
-            await wait_for(registered, "broker registered")
+            await wait_for(registered, what="broker registered")
             await admin.create_topic(TOPIC, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
 
             async def routed() -> bool:
                 return await admin.instance.namesrv.get_route(TOPIC) is not None
 
-            await wait_for(routed, "route")
+            await wait_for(routed, what="route")
 
         produced = 0
         async with Producer("scenario-pg", namesrv.addr) as producer:
@@ -135,14 +124,14 @@ async def scenario(root: Path) -> tuple[Path, dict[str, str]]:
                 split_ids[expression] = c.instance.client_id
 
             await produce_round()
-            await wait_for(lambda: stopped.count >= ROUND, "the stopped group's first round")
+            await wait_for(lambda: stopped.count >= ROUND, what="the stopped group's first round")
             await gone.shutdown()  # persists its offsets: it consumed a bit, then stopped
 
             async with AdminClient(namesrv.addr) as admin:
                 for _ in range(SNAPSHOTS):
                     await produce_round()
-                    await wait_for(lambda: healthy.count >= produced, "healthy caught up")
-                    await wait_for(lambda: slow.count > 0, "slow consuming")
+                    await wait_for(lambda: healthy.count >= produced, what="healthy caught up")
+                    await wait_for(lambda: slow.count > 0, what="slow consuming")
                     path, _ = await collect_to(admin, namesrv.addr, root / "snaps")
         return path.parent, split_ids
     finally:

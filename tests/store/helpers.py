@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import subprocess
 import time
@@ -10,6 +9,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import polling
 import pytest
 from ferrymq.message import MessageInner
 from ferrymq.store.config import MessageStoreConfig
@@ -70,12 +70,8 @@ async def open_store(config: MessageStoreConfig, **kwargs: Any) -> MessageStore:
 
 
 async def wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    """Poll ``predicate`` until true or fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met before the deadline")
-        await asyncio.sleep(0.005)
+    """Poll ``predicate`` until true or fail after ``timeout`` seconds (a store settles fast)."""
+    await polling.wait_for(predicate, timeout, "the store's condition", every=0.005)
 
 
 async def wait_dispatched(store: MessageStore, timeout: float = 5.0) -> None:

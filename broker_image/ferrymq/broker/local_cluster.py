@@ -12,6 +12,8 @@ child also gets SIGTERM from the kernel when its supervisor dies without stoppin
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import ctypes
 import os
 import random
@@ -159,6 +161,24 @@ def parse_size(text: str) -> int:
         reason = exc.errors()[0].get("msg", "invalid")
         raise ValueError(f"{text!r} = {size} bytes: mappedFileSizeCommitLog {reason}") from None
     return size
+
+
+async def _registered(namesrv_addr: str) -> dict[str, dict[int, str]]:
+    from ferrymq.client.admin import AdminClient  # here: the client package imports the broker's
+
+    async with AdminClient(namesrv_addr, timeout=3.0) as admin:
+        info = await admin.cluster_info()
+    return {name: dict(data.broker_addrs) for name, data in info.broker_addr_table.items()}
+
+
+def registered_brokers(namesrv_addr: str) -> dict[str, dict[int, str]] | None:
+    """brokerName -> {brokerId: addr} as the NameServer answers GET_BROKER_CLUSTER_INFO; None
+    while it does not answer. Callable from sync code, also from a thread that runs a loop."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        try:
+            return pool.submit(asyncio.run, _registered(namesrv_addr)).result()
+        except Exception:  # not answering yet, whatever the client raised
+            return None
 
 
 def keep_previous_log(log_path: Path) -> Path | None:
@@ -386,7 +406,29 @@ class LocalCluster:
         child.conf_path = old.conf_path
         self.brokers[index] = child
         self._wait_ready(child)
+        self._wait_registered(child)
         return child
+
+    def _wait_registered(self, child: Child) -> None:
+        """Until the NameServer lists ``child``'s address again. A broker prints its ready line
+        before its first registration round has been answered, and one stopped by SIGTERM
+        unregistered itself: a client right after the restart found no route (a producer's
+        first send failed with "no route info")."""
+        addr = f"{self.host}:{child.port}"
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            table = registered_brokers(self.namesrv_addr)
+            if table is not None and any(addr in ids.values() for ids in table.values()):
+                return
+            if not child.alive():
+                raise ClusterStartError(
+                    f"{child.name} exited with code {child.proc.returncode}:\n{child.log_tail()}"
+                )
+            time.sleep(0.05)  # asking the NameServer again, with a deadline
+        raise ClusterStartError(
+            f"{child.name} not registered with the NameServer within "
+            f"{self.start_timeout:.0f}s:\n{child.log_tail()}"
+        )
 
     def _terminate(self, children: list[Child], grace: float = 20.0) -> None:
         for child in children:

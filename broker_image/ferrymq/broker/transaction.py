@@ -61,7 +61,7 @@ from ferrymq.store.record import (
     DecodedRecord,
     RecordKind,
     check_record,
-    encode_record,
+    reencode_record,
 )
 from ferrymq.store.results import GetMessageStatus
 from ferrymq.topic_validator import RMQ_SYS_TRANS_HALF_TOPIC as HALF_TOPIC
@@ -171,20 +171,9 @@ def _check_body(record: DecodedRecord, view: memoryview) -> bytes:
     body = bytes(view[record.body_pos : record.body_pos + record.body_len])
     topic_b = topic.encode("utf-8")
     props_b = encode_properties(props).encode("utf-8")
-    return encode_record(
+    return reencode_record(
+        record,
         queue_id=int(qid) if qid.isdigit() else 0,
-        flag=record.flag,
-        queue_offset=record.queue_offset,
-        physical_offset=record.physical_offset,
-        sys_flag=record.sys_flag,
-        born_timestamp=record.born_timestamp,
-        born_ip=record.born_ip,
-        born_port=record.born_port,
-        store_timestamp=record.store_timestamp,
-        store_ip=record.store_ip,
-        store_port=record.store_port,
-        reconsume_times=record.reconsume_times,
-        prepared_transaction_offset=record.prepared_transaction_offset,
         body=body,
         topic=topic_b,
         properties=props_b,

@@ -138,6 +138,19 @@ class PopApi:
         except RemotingError as exc:
             raise BrokerUnreachableError(addr, str(exc)) from exc
 
+    async def _call(
+        self,
+        addr: str,
+        code: int,
+        header: dict[str, Any] | None = None,
+        body: bytes | None = None,
+    ) -> RemotingCommand:
+        """One request whose only good answer is SUCCESS; any other code raises its error."""
+        response = await self._invoke(addr, RemotingCommand.request(code, header, body))
+        if response.code != ResponseCode.SUCCESS:
+            raise response_error(response.code, response.remark, addr)
+        return response
+
     async def pop(
         self,
         addr: str,
@@ -235,10 +248,7 @@ class PopApi:
             "offset": info.queue_offset,
             "invisibleTime": invisible_time_ms,
         }
-        request = RemotingCommand.request(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, header)
-        response = await self._invoke(addr, request)
-        if response.code != ResponseCode.SUCCESS:
-            raise response_error(response.code, response.remark, addr)
+        response = await self._call(addr, RequestCode.CHANGE_MESSAGE_INVISIBLETIME, header)
         ext = response.ext_fields
         return (
             xi.build_extra_info(
@@ -272,10 +282,7 @@ class PopApi:
                 "messageModel": message_model,
             }
         )
-        request = RemotingCommand.request(RequestCode.QUERY_ASSIGNMENT, None, body)
-        response = await self._invoke(addr, request)
-        if response.code != ResponseCode.SUCCESS:
-            raise response_error(response.code, response.remark, addr)
+        response = await self._call(addr, RequestCode.QUERY_ASSIGNMENT, None, body)
         parsed = orjson.loads(response.body_bytes())
         assignments = parsed.get("messageQueueAssignments")
         return list(assignments) if assignments is not None else None
@@ -291,10 +298,7 @@ class PopApi:
                 "popShareQueueNum": pop_share_queue_num,
             }
         )
-        request = RemotingCommand.request(RequestCode.SET_MESSAGE_REQUEST_MODE, None, body)
-        response = await self._invoke(addr, request)
-        if response.code != ResponseCode.SUCCESS:
-            raise response_error(response.code, response.remark, addr)
+        await self._call(addr, RequestCode.SET_MESSAGE_REQUEST_MODE, None, body)
 
     async def recall(
         self, addr: str, *, topic: str, recall_handle: str, producer_group: str | None = None
@@ -303,8 +307,5 @@ class PopApi:
         header: dict[str, Any] = {"topic": topic, "recallHandle": recall_handle}
         if producer_group is not None:
             header["producerGroup"] = producer_group
-        request = RemotingCommand.request(RequestCode.RECALL_MESSAGE, header)
-        response = await self._invoke(addr, request)
-        if response.code != ResponseCode.SUCCESS:
-            raise response_error(response.code, response.remark, addr)
+        response = await self._call(addr, RequestCode.RECALL_MESSAGE, header)
         return response.ext_fields.get("msgId", "")

@@ -221,6 +221,40 @@ def encode_record(
     return bytes(buf)
 
 
+def reencode_record(
+    record: DecodedRecord,
+    *,
+    queue_id: int,
+    body: bytes | memoryview,
+    topic: bytes,
+    properties: bytes,
+) -> bytes:
+    """``record`` encoded again under another topic, queue and properties, its other fields kept.
+
+    A message read from an internal topic (transaction half, POP retry) is handed to its client
+    as if read from its real topic: only the address and properties change, never the offsets,
+    hosts, timestamps or flags the client reports back.
+    """
+    return encode_record(
+        queue_id=queue_id,
+        flag=record.flag,
+        queue_offset=record.queue_offset,
+        physical_offset=record.physical_offset,
+        sys_flag=record.sys_flag,
+        born_timestamp=record.born_timestamp,
+        born_ip=record.born_ip,
+        born_port=record.born_port,
+        store_timestamp=record.store_timestamp,
+        store_ip=record.store_ip,
+        store_port=record.store_port,
+        reconsume_times=record.reconsume_times,
+        prepared_transaction_offset=record.prepared_transaction_offset,
+        body=body,
+        topic=topic,
+        properties=properties,
+    )
+
+
 def encode_blank_into(buf: object, pos: int, remaining: int) -> None:
     """Write the end-of-file blank record covering ``remaining`` bytes (>= 8)."""
     BLANK_HEAD.pack_into(buf, pos, remaining, BLANK_MAGIC_CODE)  # type: ignore[arg-type]

@@ -61,13 +61,18 @@ def _service(
     }
     metadata = names.metadata(owner, name, labels)
     if listener is not None:
-        if listener.annotations:
-            metadata["annotations"] = dict(listener.annotations)
-        if listener.load_balancer_source_ranges:
-            spec["loadBalancerSourceRanges"] = list(listener.load_balancer_source_ranges)
-        if listener.load_balancer_class:
-            spec["loadBalancerClass"] = listener.load_balancer_class
+        apply_listener(metadata, spec, listener)
     return {"apiVersion": "v1", "kind": "Service", "metadata": metadata, "spec": spec}
+
+
+def apply_listener(metadata: dict[str, Any], spec: dict[str, Any], listener: ListenerSpec) -> None:
+    """A listener's annotations and load balancer settings onto a Service's metadata and spec."""
+    if listener.annotations:
+        metadata["annotations"] = dict(listener.annotations)
+    if listener.load_balancer_source_ranges:
+        spec["loadBalancerSourceRanges"] = list(listener.load_balancer_source_ranges)
+    if listener.load_balancer_class:
+        spec["loadBalancerClass"] = listener.load_balancer_class
 
 
 def _group_labels(owner: Owner, group: int) -> dict[str, str]:

@@ -4,6 +4,9 @@ Importable from tests (``from interop.reference import ApacheCluster``: pytest p
 ``sys.path``) and from ``bench/`` after ``sys.path.insert(0, "<repo>/tests")``.
 """
 
+# the NameServer's broker table: ferrymq's LocalCluster waits on it too
+from ferrymq.broker.local_cluster import registered_brokers
+
 from .apache import (
     BROKER_MAIN,
     CONTROLLER_MAIN,
@@ -15,7 +18,6 @@ from .apache import (
     ApacheCluster,
     broker_properties,
     pick_broker_port,
-    registered_brokers,
     run_mqadmin,
 )
 from .java import DEFAULT_JVM_OPTS, JavaProcess, JavaStartError, run_java, start_java

@@ -14,16 +14,14 @@ The members that tests use (``namesrv_addr``, ``broker_addrs``, ``restart_broker
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import json
 import socket
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from ferrymq.broker.local_cluster import pick_free_port
+from ferrymq.broker.local_cluster import pick_free_port, registered_brokers
 
 from .java import (
     DEFAULT_JVM_OPTS,
@@ -51,8 +49,6 @@ _LOGBACK = {
     PROXY_MAIN: "rmq.proxy.logback.xml",
     MQADMIN_MAIN: "rmq.tools.logback.xml",
 }
-
-T = TypeVar("T")
 
 
 def logback_opt(main_class: str) -> list[str]:
@@ -153,30 +149,6 @@ def pick_broker_port(host: str) -> int:
         if _bindable(host, port - 2) and _bindable(host, port + 1):
             return port
     raise JavaStartError("no free port block (port - 2, port, port + 1) in 20000-32000")
-
-
-# --- asking the NameServer ----------------------------------------------------------------------
-def _run_async(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` to completion from sync code, also when the caller's thread runs a loop."""
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
-
-
-async def _registered(namesrv_addr: str) -> dict[str, dict[int, str]]:
-    from ferrymq.client.admin import AdminClient
-
-    async with AdminClient(namesrv_addr, timeout=3.0) as admin:
-        info = await admin.cluster_info()
-    return {name: dict(data.broker_addrs) for name, data in info.broker_addr_table.items()}
-
-
-def registered_brokers(namesrv_addr: str) -> dict[str, dict[int, str]] | None:
-    """brokerName -> {brokerId: addr} as the NameServer answers GET_BROKER_CLUSTER_INFO; None
-    while it does not answer."""
-    try:
-        return _run_async(_registered(namesrv_addr))
-    except Exception:  # not answering yet, whatever the client raised
-        return None
 
 
 # --- the cluster --------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import NamedTuple
 
 from ferrymq.broker.consumer_offsets import ConsumerOffsetManager
 from ferrymq.broker.pop import extra_info as xi
@@ -38,6 +39,17 @@ from ferrymq.remoting.server import RemotingServer
 log = logging.getLogger(__name__)
 
 __all__ = ["AckMessageProcessor"]
+
+
+class _AckHeader(NamedTuple):
+    """What ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME both carry, parsed."""
+
+    group: str
+    topic: str
+    queue_id: int
+    offset: int
+    invisible_time: int  # 0 for an ack, which carries none
+    info: xi.ExtraInfo
 
 
 class AckMessageProcessor:
@@ -62,17 +74,29 @@ class AckMessageProcessor:
         server.register(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, self.change_invisible_time)
 
     # --- shared checks ------------------------------------------------------------------------
-    def _header(
-        self, request: RemotingCommand, *, need_invisible: bool = False
-    ) -> tuple[str, str, int, str, int, int]:
+    def _checked_header(
+        self, request: RemotingCommand, channel: Channel, *, need_invisible: bool = False
+    ) -> _AckHeader | RemotingCommand:
+        """The parsed header of an ack or change-invisible-time, or the response refusing it.
+
+        Both name one popped message the same way (group, topic, queue, offset, receipt handle)
+        and are refused for the same reasons, in the same order, as upstream.
+        """
         ext = request.ext_fields
         group, topic, extra = ext.get("consumerGroup"), ext.get("topic"), ext.get("extraInfo")
-        if not group or not topic or extra is None:
-            raise ValueError("the custom field <consumerGroup/topic/extraInfo> is null")
-        qid = request.ext_int("queueId")
-        offset = request.ext_int("offset")
-        invisible = request.ext_int("invisibleTime") if need_invisible else 0
-        return group, topic, qid, extra, offset, invisible
+        try:
+            if not group or not topic or extra is None:
+                raise ValueError("the custom field <consumerGroup/topic/extraInfo> is null")
+            qid = request.ext_int("queueId")
+            offset = request.ext_int("offset")
+            invisible = request.ext_int("invisibleTime") if need_invisible else 0
+            info = xi.parse_extra_info(extra)
+        except ValueError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
+        refused = self._check_queue(request, channel, topic, qid)
+        if refused is not None:
+            return refused
+        return _AckHeader(group, topic, qid, offset, invisible, info)
 
     def _check_queue(
         self, request: RemotingCommand, channel: Channel, topic: str, qid: int
@@ -97,14 +121,10 @@ class AckMessageProcessor:
 
     # --- ACK_MESSAGE --------------------------------------------------------------------------
     async def ack(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
-        try:
-            group, topic, qid, extra, offset, _ = self._header(request)
-            info = xi.parse_extra_info(extra)
-        except ValueError as exc:
-            return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
-        refused = self._check_queue(request, channel, topic, qid)
-        if refused is not None:
-            return refused
+        checked = self._checked_header(request, channel)
+        if isinstance(checked, RemotingCommand):
+            return checked
+        group, topic, qid, offset, _, info = checked
         lo = self.store.get_min_offset_in_queue(topic, qid)
         hi = self.store.get_max_offset_in_queue(topic, qid)
         if offset < lo or offset > hi:
@@ -196,14 +216,10 @@ class AckMessageProcessor:
     async def change_invisible_time(
         self, channel: Channel, request: RemotingCommand
     ) -> RemotingCommand:
-        try:
-            group, topic, qid, extra, offset, invisible = self._header(request, need_invisible=True)
-            info = xi.parse_extra_info(extra)
-        except ValueError as exc:
-            return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
-        refused = self._check_queue(request, channel, topic, qid)
-        if refused is not None:
-            return refused
+        checked = self._checked_header(request, channel, need_invisible=True)
+        if isinstance(checked, RemotingCommand):
+            return checked
+        group, topic, qid, offset, invisible, info = checked
         lo = self.store.get_min_offset_in_queue(topic, qid)
         hi = self.store.get_max_offset_in_queue(topic, qid)
         if offset < lo or offset >= hi:

@@ -429,20 +429,9 @@ class PopMessageProcessor:
                 r.queue_offset,
             ),
         )
-        return rec.encode_record(
+        return rec.reencode_record(
+            r,
             queue_id=r.queue_id,
-            flag=r.flag,
-            queue_offset=r.queue_offset,
-            physical_offset=r.physical_offset,
-            sys_flag=r.sys_flag,
-            born_timestamp=r.born_timestamp,
-            born_ip=r.born_ip,
-            born_port=r.born_port,
-            store_timestamp=r.store_timestamp,
-            store_ip=r.store_ip,
-            store_port=r.store_port,
-            reconsume_times=r.reconsume_times,
-            prepared_transaction_offset=r.prepared_transaction_offset,
             body=view[r.body_pos : r.body_pos + r.body_len],
             topic=h.topic.encode(),
             properties=encode_properties(props).encode(),

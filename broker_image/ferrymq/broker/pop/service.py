@@ -48,6 +48,7 @@ from ferrymq.broker.store_port import MessageStorePort
 from ferrymq.broker.topic_config import TopicConfigManager
 from ferrymq.message import MessageConst, MessageInner
 from ferrymq.remoting.bodies import PERM_READ, PERM_WRITE, TopicConfig
+from ferrymq.remoting.eventloop import cancel_and_wait
 from ferrymq.store.dispatch import RoundRecords
 from ferrymq.store.json_file import AtomicFileWriter
 from ferrymq.store.record import RecordKind, check_record
@@ -152,11 +153,9 @@ class PopService:
 
     async def shutdown(self) -> None:
         self.running = False
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        # the shared stop: a cancel of shutdown's own caller is not swallowed with the task's
+        await cancel_and_wait(self._task)
+        self._task = None
         self.commit_progress()
         await self.save_order_info()
         for futures in self._waiters.values():

@@ -31,6 +31,7 @@ from ferrymq.broker.message_copy import restored_message
 from ferrymq.broker.store_port import MessageStorePort
 from ferrymq.broker.timer.timer_message import TIMER_TOPIC, build_delete_key
 from ferrymq.message import MessageConst, MessageInner
+from ferrymq.remoting.eventloop import cancel_and_wait
 from ferrymq.store.dispatch import RoundRecords
 from ferrymq.store.record import DecodedRecord, RecordKind, check_record
 from ferrymq.store.results import GetMessageStatus
@@ -105,11 +106,9 @@ class TimerService:
         self._task = asyncio.create_task(self._run(), name="timer-service")
 
     async def shutdown(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        # the shared stop: a cancel of shutdown's own caller is not swallowed with the task's
+        await cancel_and_wait(self._task)
+        self._task = None
         with contextlib.suppress(Exception):
             await self._flush_done()
         self._commit_progress()

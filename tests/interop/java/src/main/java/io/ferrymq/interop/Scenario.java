@@ -33,6 +33,11 @@ final class Scenario {
         return v == null ? fallback : v.getAsInt();
     }
 
+    boolean bool(String name, boolean fallback) {
+        JsonElement v = args.get(name);
+        return v == null ? fallback : v.getAsBoolean();
+    }
+
     long timeoutMs() {
         return integer("timeout_s", 60) * 1000L;
     }

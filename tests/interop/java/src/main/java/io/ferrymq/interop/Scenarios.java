@@ -181,7 +181,12 @@ final class Scenarios {
         return readBack(s, topic, expected, "*");
     }
 
-    /** Push-consume ``expected`` messages of ``topic`` with ``group`` (concurrently, ack all). */
+    /** Push-consume ``expected`` messages of ``topic`` with ``group`` (concurrently, ack all);
+     * everything that came until the consumer stopped. ``finish_at_shutdown``: every consumption
+     * returns only once the consumer is being stopped, so the offsets reach the broker by the
+     * shutdown's own persist (4.x: a oneway UPDATE_CONSUMER_OFFSET, then UNREGISTER_CLIENT),
+     * not by a pull's piggybacked commit or the 5 s persist (for fewer messages than the 20
+     * consume threads). */
     static List<MessageExt> pushAll(Scenario s, String group, String topic, String expr, int expected)
         throws Exception {
         return pushAll(s, pushConsumer(s, group), topic, expr, expected);
@@ -192,16 +197,30 @@ final class Scenarios {
         int expected) throws Exception {
         List<MessageExt> got = new CopyOnWriteArrayList<>();
         CountDownLatch latch = new CountDownLatch(expected);
+        CountDownLatch stopping = new CountDownLatch(1);
+        boolean finishAtShutdown = s.bool("finish_at_shutdown", false);
+        // the shutdown waits for consumptions in progress: with the default 0 it interrupts them,
+        // and one interrupted before ProcessQueue.removeMessage never moves its queue's offset,
+        // so the offsets persisted at shutdown miss messages the listener already saw
+        c.setAwaitTerminationMillisWhenShutdown(s.timeoutMs());
         c.subscribe(topic, expr);
         c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
             got.addAll(msgs);
             msgs.forEach(m -> latch.countDown());
+            if (finishAtShutdown) {
+                try {
+                    await(stopping, s);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
         });
         c.start();
         try {
             await(latch, s);
         } finally {
+            stopping.countDown();
             c.shutdown();
         }
         return got;
