@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from ferrymq.broker.local_cluster import LocalCluster
 
-from .java_runner import CLIENTS, JavaScenarios
+from .java_runner import CLIENTS, JavaRunners, JavaScenarios
 from .reference import TARGETS, ApacheCluster, Target, ferrymq_cluster
 
 # Broker settings both clusters get: SQL92 filtering on (upstream's default is off), the trace
@@ -54,14 +54,27 @@ def targets(apache_cluster: ApacheCluster, ferrymq_processes: LocalCluster) -> l
     return [Target("apache", apache_cluster), Target("ferrymq", ferrymq_processes)]
 
 
-@pytest.fixture(scope="session", params=sorted(CLIENTS))
-def java_client(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[JavaScenarios]:
-    """The scenario JVM on rocketmq-client 4.9.8, then on 5.4.0 (built once per session)."""
-    client: str = request.param
-    runner = JavaScenarios(client, tmp_path_factory.mktemp(f"java-{client}"))
+@pytest.fixture(scope="session")
+def java_runners(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JavaRunners]:
+    """The scenario JVMs (rocketmq-client 4.9.8 and 5.4.0), built and started once per session."""
+    runners = JavaRunners(tmp_path_factory.mktemp("java"))
     try:
-        yield runner
+        yield runners
     finally:
-        runner.close()
+        runners.close()
+
+
+@pytest.fixture(scope="session", params=sorted(CLIENTS))
+def java_client(request: pytest.FixtureRequest, java_runners: JavaRunners) -> JavaScenarios:
+    """The scenario JVM on rocketmq-client 4.9.8, then on 5.4.0."""
+    client: str = request.param
+    return java_runners.get(client)
+
+
+@pytest.fixture(scope="module", params=sorted(CLIENTS))
+def module_java_client(request: pytest.FixtureRequest, java_runners: JavaRunners) -> JavaScenarios:
+    """The same JVMs for a module with clusters of its own (test_java_acl.py, test_java_tls.py):
+    pytest orders session-scoped parameters across modules, which would split such a module by
+    client version and start its clusters twice; with this one its tests stay together."""
+    client: str = request.param
+    return java_runners.get(client)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from ferrymq.client.admin import AdminClient
+from ferrymq.client.credentials import ClientSecurity
 from polling import wait_for
 
 from .normalise import normalise
@@ -26,8 +27,10 @@ class Scenarios(Protocol):
     def run(self, scenario: str, namesrv: str, timeout_s: int = 60, **args: Any) -> Any: ...
 
 
-async def _create_topics(namesrv: str, topics: Mapping[str, tuple[int, int]]) -> None:
-    async with AdminClient(namesrv) as admin:
+async def _create_topics(
+    namesrv: str, topics: Mapping[str, tuple[int, int]], security: ClientSecurity | None
+) -> None:
+    async with AdminClient(namesrv, security=security) as admin:
         for topic, (queues, perm) in topics.items():
             await admin.create_topic(
                 topic, read_queue_nums=queues, write_queue_nums=queues, perm=perm
@@ -45,7 +48,7 @@ async def _create_topics(namesrv: str, topics: Mapping[str, tuple[int, int]]) ->
 
 def create_topics(target: Target, topics: Mapping[str, tuple[int, int]]) -> None:
     """``topics``: name -> (queue count, perm), created on every broker of ``target``."""
-    asyncio.run(_create_topics(target.namesrv_addr, topics))
+    asyncio.run(_create_topics(target.namesrv_addr, topics, target.security))
 
 
 def observe(

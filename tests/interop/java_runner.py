@@ -98,3 +98,21 @@ class JavaScenarios:
             self.process.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             self.process.stop(kill=True)
+
+
+class JavaRunners:
+    """The scenario JVMs of a session, one per client version, each started on first use (a
+    module with clusters of its own asks for them in its own order) and closed at the end."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.runners: dict[str, JavaScenarios] = {}
+
+    def get(self, client: str) -> JavaScenarios:
+        if client not in self.runners:
+            self.runners[client] = JavaScenarios(client, self.run_dir / f"java-{client}")
+        return self.runners[client]
+
+    def close(self) -> None:
+        for runner in self.runners.values():
+            runner.close()

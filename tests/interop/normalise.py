@@ -14,6 +14,8 @@ from typing import Any
 ADDR = re.compile(r"/?\b\d{1,3}(?:\.\d{1,3}){3}:\d+\b")
 HEX_ID = re.compile(r"\b[0-9A-F]{32}\b")
 COST = re.compile(r"cost \[?\d+\]? ?ms", re.IGNORECASE)
+# the client's own measure of a timeout: "wait response on the channel ... timeout, 4995(ms)"
+WAITED = re.compile(r"timeout, \d+\(ms\)")
 
 # ids: client-generated unique keys, broker offset ids, transaction ids, client ids
 ID_KEYS = frozenset(
@@ -64,6 +66,7 @@ class Normaliser:
     def text(self, value: str) -> str:
         value = ADDR.sub("<addr>", value)
         value = HEX_ID.sub(lambda m: self._id(m.group(0)), value)
+        value = WAITED.sub("timeout, <ms>", value)
         return COST.sub("cost <ms>", value)
 
     def value(self, key: str | None, value: Any) -> Any:

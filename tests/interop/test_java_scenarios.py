@@ -271,6 +271,35 @@ def test_broadcasting(java_client: JavaScenarios, targets: list[Target]) -> None
     )
 
 
+def test_two_consumers_join_and_leave(java_client: JavaScenarios, targets: list[Target]) -> None:
+    """Two push consumers of one group on 4 queues: each gets two (AllocateMessageQueueAveragely,
+    in client id order) and both are listed; one leaves, the other takes all four and consumes
+    what was produced meanwhile, nothing lost and nothing twice."""
+    topic = names(java_client, "Rebalance")
+    early = [f"early-{i}" for i in range(8)]
+    late = sorted(f"late-{i}" for i in range(8))
+
+    def check(obs: dict[str, Any]) -> None:
+        assert obs["joinedSettled"] and obs["leftSettled"]
+        assert obs["joinedAllocation"] == [[0, 1], [2, 3]]
+        assert obs["joinedConsumers"] == ["consumer-0", "consumer-1"]
+        assert sorted(obs["early"][0] + obs["early"][1]) == early
+        assert obs["leftAllocation"] == [0, 1, 2, 3]
+        assert obs["leftConsumers"] == ["consumer-0"]
+        assert obs["survivorAfterLeave"] == late
+
+    differential(
+        java_client,
+        targets,
+        "rebalance",
+        topics={topic: (4, PERM_RW)},
+        topic=topic,
+        group=names(java_client, "CG_rebalance"),
+        count=8,
+        check=check,
+    )
+
+
 def test_consumer_offsets_survive_a_broker_restart(
     java_client: JavaScenarios, targets: list[Target]
 ) -> None:

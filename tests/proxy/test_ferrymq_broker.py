@@ -126,10 +126,10 @@ async def test_acl_on_the_grpc_port(cluster: LocalCluster, tmp_path: Path) -> No
             assert (await signed.send("V5Normal")).status.code == 20000
             s = await signed.send("V5Delay")
             assert s.status.code == 40100
-            assert "no PUB permission on topic 'V5Delay'" in s.status.message
+            assert "no permission to access Topic:V5Delay from" in s.status.message
             frames = await signed.receive("acl_cg", "V5Normal", 15)
             assert frames[0].status.code == 40100
-            assert "no SUB permission on topic 'V5Normal'" in frames[0].status.message
+            assert "no permission to access Topic:V5Normal from" in frames[0].status.message
         finally:
             for c in (anonymous, signed, forged):
                 await c.close()

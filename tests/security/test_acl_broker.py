@@ -142,7 +142,11 @@ async def test_refusals_answer_16_with_a_remark_and_change_nothing(
         ("unsigned", send_v2("allowed"), "no AccessKey"),
         ("wrong signature", signed(send_v2("allowed"), sk="wrongSecret"), "signature"),
         ("unknown AccessKey", signed(send_v2("allowed"), ak="strangerKey"), "strangerKey"),
-        ("topic without PUB", signed(send_v2("subOnly")), "no PUB permission on topic 'subOnly'"),
+        (
+            "topic without PUB",
+            signed(send_v2("subOnly")),
+            "no permission to access Topic:subOnly from",
+        ),
         (
             "group without SUB",
             signed(
@@ -156,7 +160,7 @@ async def test_refusals_answer_16_with_a_remark_and_change_nothing(
                     },
                 )
             ),
-            "no SUB permission on group 'deniedGroup'",
+            "no permission to access Group:deniedGroup from",
         ),
         (
             "admin code without admin",

@@ -154,7 +154,7 @@ def test_cli_is_refused_without_credentials_or_tls(
     )
     assert no_pub.returncode == 1
     assert "NO_PERMISSION (16)" in flat(no_pub)
-    assert "no PUB permission on topic 'subOnly'" in flat(no_pub)
+    assert "no permission to access Topic:subOnly from" in flat(no_pub)
 
     plaintext = cli(
         ["--access-key", APP_AK, "--secret-key", APP_SK, "produce", "-n", ns, "-t", "allowed"]

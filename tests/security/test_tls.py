@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -121,6 +122,28 @@ async def test_enforcing_refuses_plaintext_and_keeps_serving(
         assert (await echo_call(clients["tls"], server)).body_bytes() == b"ping"
         await clients["tls"].close()
         assert (await echo_call(clients["tls"], server)).body_bytes() == b"ping"
+    finally:
+        await server.stop()
+
+
+def plaintext_request_then_read(port: int) -> bytes:
+    """A whole plaintext request in one write, then what the server sends back until it closes
+    (ConnectionResetError when it resets)."""
+    frame = RemotingCommand.request(ECHO, body=b"ping").to_bytes()
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(frame)
+        return sock.recv(1024)
+
+
+async def test_enforcing_closes_a_plaintext_connection_after_reading_it(
+    pki: dict[str, CertFiles],
+) -> None:
+    """As upstream (Netty reads, then closes): the client sees an orderly close (FIN), not a
+    reset, so rocketmq-client 4.9.8 reports the same error as against Apache RocketMQ 5.4.0."""
+    server = await start_server(ServerTls(tls_settings(pki, "enforcing")))
+    try:
+        for _ in range(3):
+            assert await asyncio.to_thread(plaintext_request_then_read, server.port) == b""
     finally:
         await server.stop()
 

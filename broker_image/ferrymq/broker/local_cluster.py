@@ -228,6 +228,7 @@ class LocalCluster:
         flush_disk_type: str = "ASYNC_FLUSH",
         mapped_file_size_commit_log: int | None = None,
         extra_conf: dict[str, str] | None = None,
+        namesrv_conf: dict[str, str] | None = None,
         python: str = sys.executable,
         start_timeout: float = 60.0,
     ) -> None:
@@ -245,6 +246,8 @@ class LocalCluster:
         self.flush_disk_type = flush_disk_type
         self.mapped_file_size_commit_log = mapped_file_size_commit_log
         self.extra_conf = dict(extra_conf or {})
+        # namesrv.conf lines (TLS, ACL); none: the NameServer runs from its flags alone
+        self.namesrv_conf = dict(namesrv_conf or {})
         self.python = python
         self.start_timeout = start_timeout
         self.namesrv: Child | None = None
@@ -360,10 +363,13 @@ class LocalCluster:
 
     def start(self) -> None:
         try:
-            self.namesrv = self._spawn(
-                "namesrv",
-                ["namesrv", "--listen-port", str(self.namesrv_port), "--bind", self.host],
-            )
+            args = ["namesrv", "--listen-port", str(self.namesrv_port), "--bind", self.host]
+            if self.namesrv_conf:
+                conf_path = self.data_dir / "namesrv.conf"
+                conf_path.parent.mkdir(parents=True, exist_ok=True)
+                conf_path.write_text(broker_conf_text(self.namesrv_conf))
+                args += ["--config", str(conf_path)]
+            self.namesrv = self._spawn("namesrv", args)
             self._wait_ready(self.namesrv)
             for spec in self.broker_specs():
                 self.start_broker(spec)

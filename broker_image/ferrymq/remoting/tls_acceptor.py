@@ -37,6 +37,25 @@ def _forget_unconnected(made: list[asyncio.Protocol], exc: Exception | None) -> 
             protocol.connection_lost(exc)
 
 
+# as much as upstream's Netty reads before its TlsModeHandler closes a plaintext channel
+DRAIN_LIMIT = 64 * 1024
+
+
+def drain_then_close(conn: socket.socket) -> None:
+    """Close a refused connection as upstream does: read what has arrived first (Netty has read
+    it), so the peer gets FIN, not the RST that closing with unread data sends. Clients differ by
+    it: rocketmq-client 4.9.8 reports a reset channel as "send request ... failed", a closed one
+    as a timeout (Apache RocketMQ 5.4.0's answer)."""
+    left = DRAIN_LIMIT
+    with contextlib.suppress(OSError):
+        while left > 0:
+            chunk = conn.recv(min(left, 16384))
+            if not chunk:
+                break
+            left -= len(chunk)
+    conn.close()
+
+
 class TlsAcceptor:
     def __init__(
         self,
@@ -128,7 +147,7 @@ class TlsAcceptor:
                 self.name,
                 peer,
             )
-            conn.close()
+            drain_then_close(conn)
             return
         loop = asyncio.get_running_loop()
         made: list[asyncio.Protocol] = []

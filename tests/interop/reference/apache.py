@@ -182,6 +182,12 @@ class ApacheCluster:
     namesrv_port: int = 0
     brokers: list[ApacheBroker] = field(default_factory=list)
     extras: list[JavaProcess] = field(default_factory=list)  # controllers, proxies
+    # files written into every process's run dir (its ROCKETMQ_HOME) before it starts, by path
+    # relative to it: e.g. "conf/plain_acl.yml", which the broker's ACL migration reads
+    home_files: Mapping[str, str] = field(default_factory=dict)
+    # JVM options of the NameServer after ``jvm_opts`` (the last -D of a name wins): e.g. TLS
+    # permissive there while the brokers enforce it
+    namesrv_jvm_opts: Sequence[str] = ()
 
     # --- addresses ----------------------------------------------------------------------------
     @property
@@ -198,14 +204,20 @@ class ApacheCluster:
         return f"broker-{chr(ord('a') + index)}"
 
     # --- lifecycle ----------------------------------------------------------------------------
-    def _start(self, name: str, main_class: str, args: Sequence[str]) -> JavaProcess:
+    def _start(
+        self, name: str, main_class: str, args: Sequence[str], extra_opts: Sequence[str] = ()
+    ) -> JavaProcess:
+        for rel, text in self.home_files.items():
+            path = self.data_dir / name / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
         return start_java(
             name,
             main_class,
             args,
             classpath=self.classpath,
             run_dir=self.data_dir / name,
-            jvm_opts=[*self.jvm_opts, *logback_opt(main_class)],
+            jvm_opts=[*self.jvm_opts, *extra_opts, *logback_opt(main_class)],
         )
 
     def start(self) -> None:
@@ -228,7 +240,9 @@ class ApacheCluster:
         run_dir.mkdir(parents=True, exist_ok=True)
         conf = run_dir / "namesrv.conf"
         conf.write_text(properties_text(namesrv_properties(self.host, self.namesrv_port)))
-        self.namesrv = self._start("namesrv", NAMESRV_MAIN, ["-c", str(conf)])
+        self.namesrv = self._start(
+            "namesrv", NAMESRV_MAIN, ["-c", str(conf)], self.namesrv_jvm_opts
+        )
         addr = self.namesrv_addr
         wait_until(
             self.namesrv,

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ferrymq.broker.local_cluster import LocalCluster
+from ferrymq.client.credentials import ClientSecurity
 
 from .apache import ApacheCluster
 
@@ -16,7 +17,10 @@ TARGETS = ("apache", "ferrymq")
 
 
 def ferrymq_cluster(
-    data_dir: Path, groups: int = 1, broker_conf: Mapping[str, object] | None = None
+    data_dir: Path,
+    groups: int = 1,
+    broker_conf: Mapping[str, object] | None = None,
+    namesrv_conf: Mapping[str, object] | None = None,
 ) -> LocalCluster:
     """ferrymq's process cluster as the Apache one is set up: loopback, picked ports, 8 MiB files."""
     return LocalCluster(
@@ -26,6 +30,7 @@ def ferrymq_cluster(
         broker_port=0,
         mapped_file_size_commit_log=8 * 1024 * 1024,
         extra_conf={k: str(v) for k, v in (broker_conf or {}).items()},
+        namesrv_conf={k: str(v) for k, v in (namesrv_conf or {}).items()},
     )
 
 
@@ -35,6 +40,8 @@ class Target:
 
     name: str
     cluster: ApacheCluster | LocalCluster
+    # what the harness's own admin calls (creating topics) need at a broker with ACL or TLS
+    security: ClientSecurity | None = None
 
     @property
     def namesrv_addr(self) -> str:

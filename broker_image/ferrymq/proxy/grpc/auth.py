@@ -90,4 +90,4 @@ def decide(
             REASON_BAD_SIGNATURE,
             f"ACL: check signature failed for accessKey {access_key!r} (wrong secretKey?)",
         )
-    return resource_refusal(account, needed)
+    return resource_refusal(account, needed, remote_ip)

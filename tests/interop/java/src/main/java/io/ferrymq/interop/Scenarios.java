@@ -15,7 +15,10 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.apache.rocketmq.acl.common.AclClientRPCHook;
+import org.apache.rocketmq.acl.common.SessionCredentials;
 import org.apache.rocketmq.client.QueryResult;
+import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
@@ -63,6 +66,9 @@ final class Scenarios {
             case "query": return query(s);
             case "lite_pull": return litePull(s);
             case "broadcast": return broadcast(s);
+            case "rebalance": return rebalance(s);
+            case "acl": return acl(s);
+            case "tls": return tls(s);
             case "namespace": return namespace(s);
             case "trace": return trace(s);
             case "bad_input": return badInput(s);
@@ -183,11 +189,16 @@ final class Scenarios {
      * consume threads). */
     static List<MessageExt> pushAll(Scenario s, String group, String topic, String expr, int expected)
         throws Exception {
+        return pushAll(s, pushConsumer(s, group), topic, expr, expected);
+    }
+
+    /** The same with a consumer set up by the caller (RPC hook, TLS). */
+    static List<MessageExt> pushAll(Scenario s, DefaultMQPushConsumer c, String topic, String expr,
+        int expected) throws Exception {
         List<MessageExt> got = new CopyOnWriteArrayList<>();
         CountDownLatch latch = new CountDownLatch(expected);
         CountDownLatch stopping = new CountDownLatch(1);
         boolean finishAtShutdown = s.bool("finish_at_shutdown", false);
-        DefaultMQPushConsumer c = pushConsumer(s, group);
         // the shutdown waits for consumptions in progress: with the default 0 it interrupts them,
         // and one interrupted before ProcessQueue.removeMessage never moves its queue's offset,
         // so the offsets persisted at shutdown miss messages the listener already saw
@@ -686,6 +697,194 @@ final class Scenarios {
             Collections.sort(sorted);
             out.add(sorted);
         }
+        return out;
+    }
+
+    /** The queues a push consumer holds now (its rebalance's allocation), ids sorted. */
+    static List<Integer> held(DefaultMQPushConsumer c, String topic) {
+        List<Integer> ids = new ArrayList<>();
+        for (MessageQueue mq : c.getDefaultMQPushConsumerImpl().getRebalanceImpl().getProcessQueueTable().keySet()) {
+            if (mq.getTopic().equals(topic)) {
+                ids.add(mq.getQueueId());
+            }
+        }
+        Collections.sort(ids);
+        return ids;
+    }
+
+    /** Waits until ``done`` holds or the scenario's timeout passes; whether it held. */
+    static boolean until(Scenario s, Call<Boolean> done) throws Exception {
+        long deadline = System.currentTimeMillis() + s.timeoutMs();
+        while (!done.call()) {
+            if (System.currentTimeMillis() > deadline) {
+                return false;
+            }
+            Thread.sleep(100);
+        }
+        return true;
+    }
+
+    /** The group's consumers as the client asks the broker (GET_CONSUMER_LIST_BY_GROUP), each
+     * named by which of ``ours`` it is ("other" for a stranger), sorted. */
+    static List<String> consumerIds(DefaultMQPushConsumer c, String topic, String group,
+        List<String> ours) {
+        List<String> ids = c.getDefaultMQPushConsumerImpl().getmQClientFactory().findConsumerIdList(topic, group);
+        List<String> out = new ArrayList<>();
+        if (ids != null) {
+            for (String id : ids) {
+                int i = ours.indexOf(id);
+                out.add(i < 0 ? "other" : "consumer-" + i);
+            }
+        }
+        Collections.sort(out);  // the broker keeps them in a hash map
+        return out;
+    }
+
+    /**
+     * Two push consumers of one group join (AllocateMessageQueueAveragely, the default), each
+     * gets its share; then the one that sorts last leaves and the other takes every queue and
+     * consumes what was produced meanwhile. Consumers are named by the sorted order of their
+     * client ids (the order the allocation uses), so runs against two brokers compare.
+     */
+    static Object rebalance(Scenario s) throws Exception {
+        String topic = s.str("topic");
+        String group = s.str("group");
+        int count = s.integer("count", 8);
+        List<DefaultMQPushConsumer> consumers = new ArrayList<>();
+        Map<DefaultMQPushConsumer, List<String>> got = new LinkedHashMap<>();
+        AtomicInteger consumed = new AtomicInteger();
+        Map<String, Object> out = new LinkedHashMap<>();
+        DefaultMQProducer p = producer(s, group + "_P");
+        try {
+            List<MessageQueue> mqs = queues(p, topic);
+            for (int i = 0; i < 2; i++) {
+                DefaultMQPushConsumer c = pushConsumer(s, group);
+                c.subscribe(topic, "*");
+                List<String> mine = new CopyOnWriteArrayList<>();
+                got.put(c, mine);
+                c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+                    msgs.forEach(m -> mine.add(body(m)));
+                    consumed.addAndGet(msgs.size());
+                    return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+                });
+                c.start();
+                consumers.add(c);
+            }
+            consumers.sort(Comparator.comparing(c -> c.getDefaultMQPushConsumerImpl().getmQClientFactory().getClientId()));
+            List<String> ids = new ArrayList<>();
+            consumers.forEach(c -> ids.add(c.getDefaultMQPushConsumerImpl().getmQClientFactory().getClientId()));
+            DefaultMQPushConsumer first = consumers.get(0);
+            DefaultMQPushConsumer second = consumers.get(1);
+            // settled: both hold queues and together every queue exactly once
+            boolean settled = until(s, () -> {
+                List<Integer> all = new ArrayList<>(held(first, topic));
+                all.addAll(held(second, topic));
+                Collections.sort(all);
+                return !held(first, topic).isEmpty() && !held(second, topic).isEmpty()
+                    && all.equals(List.of(0, 1, 2, 3).subList(0, mqs.size()));
+            });
+            out.put("joinedSettled", settled);
+            out.put("joinedAllocation", List.of(held(first, topic), held(second, topic)));
+            out.put("joinedConsumers", consumerIds(first, topic, group, ids));
+            for (int i = 0; i < count; i++) {
+                p.send(msg(topic, "TagR", null, "early-" + i), mqs.get(i % mqs.size()));
+            }
+            out.put("earlyConsumed", until(s, () -> consumed.get() >= count));
+            List<List<String>> early = new ArrayList<>();
+            for (DefaultMQPushConsumer c : consumers) {
+                List<String> sorted = new ArrayList<>(got.get(c));
+                Collections.sort(sorted);
+                early.add(sorted);
+            }
+            out.put("early", early);
+            second.shutdown();
+            consumers.remove(second);
+            int before = got.get(first).size();
+            for (int i = 0; i < count; i++) {
+                p.send(msg(topic, "TagR", null, "late-" + i), mqs.get(i % mqs.size()));
+            }
+            out.put("leftSettled", until(s, () -> held(first, topic).size() == mqs.size()
+                && consumerIds(first, topic, group, ids).size() == 1));
+            out.put("leftAllocation", held(first, topic));
+            out.put("leftConsumers", consumerIds(first, topic, group, ids));
+            out.put("lateConsumed", until(s, () -> got.get(first).stream().filter(b -> b.startsWith("late-")).count() >= count));
+            List<String> after = new ArrayList<>(got.get(first).subList(before, got.get(first).size()));
+            Collections.sort(after);
+            // everything the survivor got once it was alone: the late messages, and any early one
+            // it got again (a duplicate)
+            out.put("survivorAfterLeave", after);
+        } finally {
+            consumers.forEach(DefaultMQPushConsumer::shutdown);
+            p.shutdown();
+        }
+        return out;
+    }
+
+    /** One send to queue 0 of ``topic`` (no retry) by ``p``, started here and shut down: its
+     * result, or the error the user gets. */
+    static Object sendOnce(DefaultMQProducer p, String topic, String body) {
+        p.setRetryTimesWhenSendFailed(0);
+        try {
+            p.start();
+            // queue 0: without a selector the client starts at a random queue
+            return Obs.send(p.send(msg(topic, "TagSec", null, body), queues(p, topic).get(0)));
+        } catch (Exception e) {
+            return Obs.error(e);
+        } finally {
+            p.shutdown();
+        }
+    }
+
+    static AclClientRPCHook hook(Scenario s, String secret) {
+        return new AclClientRPCHook(new SessionCredentials(s.str("access_key"), secret));
+    }
+
+    /** The bodies ``c`` push-consumes from ``topic`` until one came. */
+    static List<String> consumeOne(Scenario s, DefaultMQPushConsumer c, String topic) throws Exception {
+        List<String> bodies = new ArrayList<>();
+        pushAll(s, c, topic, "*", 1).forEach(m -> bodies.add(body(m)));
+        return bodies;
+    }
+
+    /** Signed clients (AclClientRPCHook) at a broker with ACL: an allowed send and its push
+     * consumption, then a wrong secret and a denied topic. */
+    static Object acl(Scenario s) throws Exception {
+        String topic = s.str("topic");
+        String secret = s.str("secret_key");
+        String producerGroup = s.str("group") + "_P";
+        Map<String, Object> out = new LinkedHashMap<>();
+        out.put("allowedSend", sendOnce(s.configure(new DefaultMQProducer(producerGroup, hook(s, secret))),
+            topic, "acl-ok"));
+        DefaultMQPushConsumer c = s.configure(
+            new DefaultMQPushConsumer(s.str("group"), hook(s, secret), new AllocateMessageQueueAveragely()));
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        out.put("consumed", consumeOne(s, c, topic));
+        out.put("wrongSecret", sendOnce(
+            s.configure(new DefaultMQProducer(producerGroup, hook(s, secret + "-wrong"))), topic, "acl-bad-secret"));
+        out.put("deniedTopic", sendOnce(
+            s.configure(new DefaultMQProducer(producerGroup, hook(s, secret))), s.str("denied_topic"), "acl-denied"));
+        return out;
+    }
+
+    /** A producer over TLS or in plain text. */
+    static DefaultMQProducer tlsProducer(Scenario s, boolean useTls) {
+        DefaultMQProducer p = s.configure(new DefaultMQProducer(s.str("group") + "_P"));
+        p.setUseTLS(useTls);
+        // a plain client at an enforcing broker waits out its timeout: keep that one short
+        p.setSendMsgTimeout(useTls ? 10_000 : 1500);
+        return p;
+    }
+
+    /** Clients with useTLS at a broker that enforces TLS (its NameServer permissive): a send and
+     * its push consumption; then a plain client's send. */
+    static Object tls(Scenario s) throws Exception {
+        String topic = s.str("topic");
+        Map<String, Object> out = new LinkedHashMap<>();
+        out.put("tlsSend", sendOnce(tlsProducer(s, true), topic, "tls-ok"));
+        DefaultMQPushConsumer c = pushConsumer(s, s.str("group"));
+        c.setUseTLS(true);
+        out.put("consumed", consumeOne(s, c, topic));
+        out.put("plainSend", sendOnce(tlsProducer(s, false), topic, "plain"));
         return out;
     }
 
