@@ -113,8 +113,16 @@ async def test_a_replica_told_no_ha_address_connects_once_it_is_published(tmp_pa
             # the master's heartbeats keep it alive, publishing its HA address only when told
             while True:
                 await master.heartbeat(**{**args, "ha_addr": ha_addr if publish.is_set() else ""})  # type: ignore[arg-type]
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(publish.wait(), 0.3)
+                # one heartbeat period, cut short by the publish. Not asyncio.wait_for on the
+                # event: once it is set, 3.11's wait_for can swallow the cancel that ends this
+                # loop, which then spun until the test timed out (seen in a CI run)
+                waiter = asyncio.ensure_future(publish.wait())
+                try:
+                    await asyncio.wait({waiter}, timeout=0.3)
+                finally:
+                    waiter.cancel()
+                if publish.is_set():
+                    await asyncio.sleep(0.3)  # the heartbeat period once published
 
         beating = asyncio.create_task(heartbeats())
         # the real replica joins now: master 2 of epoch 1, no HA address yet
