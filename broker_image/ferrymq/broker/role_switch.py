@@ -60,7 +60,7 @@ from ferrymq.ha.truncate import truncate_commit_log
 from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.codes import ResponseCode
 from ferrymq.remoting.command import RemotingCommand
-from ferrymq.remoting.eventloop import STOP_SIGNALS
+from ferrymq.remoting.eventloop import STOP_SIGNALS, wait_event
 from ferrymq.store import record as rec
 from ferrymq.store.config import BrokerRole
 from ferrymq.store.message_store import MessageStore
@@ -408,8 +408,7 @@ class ControllerMode:
             except Exception:
                 log.exception("controller-mode heartbeat round failed")
             self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.interval_s)
+            await wait_event(self._wake, self.interval_s)
 
     async def tick(self) -> None:
         assert self.client is not None

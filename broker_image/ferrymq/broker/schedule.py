@@ -28,6 +28,7 @@ import orjson
 from ferrymq.broker.message_copy import restored_message
 from ferrymq.broker.store_port import MessageStorePort
 from ferrymq.message import MessageConst, MessageInner, MessageSysFlag
+from ferrymq.remoting.eventloop import wait_event
 from ferrymq.store.dispatch import RoundRecords
 from ferrymq.store.json_file import AtomicFileWriter
 from ferrymq.store.record import DecodedRecord, RecordKind, check_record
@@ -226,8 +227,7 @@ class ScheduleMessageService:
                     next_due_ms = int(_RETRY_AFTER_FAILURE_S * 1000)
                 if next_due_ms is not None:
                     wait_s = min(wait_s, max(next_due_ms, 1) / 1000)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), wait_s)
+            await wait_event(self._wake, wait_s)
 
     async def deliver_level(self, level: int) -> int | None:
         """Deliver every due message of ``level``; ms until the next one is due, None when idle."""

@@ -20,13 +20,13 @@ sync, waiting for all of them (``allAckInSyncStateSet``), and fencing.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Set
 
 from ferrymq.controller.decisions import in_sync_replicas
 from ferrymq.ha.service import HAService
+from ferrymq.remoting.eventloop import wait_event
 from ferrymq.store.results import PutMessageStatus
 
 log = logging.getLogger(__name__)
@@ -218,8 +218,7 @@ class SyncStateTracker:
                 return PutMessageStatus.FLUSH_SLAVE_TIMEOUT
             progress = self._progress
             # re-check at least every 100 ms: a set change (not a report) can also end the wait
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(progress.wait(), min(left, 0.1))
+            await wait_event(progress, min(left, 0.1))
         if end_offset > self.acked_watermark:
             self.acked_watermark = end_offset
         return PutMessageStatus.PUT_OK

@@ -44,6 +44,7 @@ from ferrymq.ha.protocol import (
     first_transfer_offset,
 )
 from ferrymq.ha.store_port import ReplicationSource
+from ferrymq.remoting.eventloop import wait_event
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +71,7 @@ class WaitNotify:
     async def wait(self, timeout: float) -> None:
         self._waiting += 1
         try:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._event.wait(), timeout)
+            await wait_event(self._event, timeout)
         finally:
             self._waiting -= 1
 

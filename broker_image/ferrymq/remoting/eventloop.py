@@ -65,6 +65,22 @@ async def cancel_and_wait(task: asyncio.Task[Any] | None) -> None:
         log.exception("task %s failed while being cancelled", task.get_name())
 
 
+async def wait_event(event: asyncio.Event, timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for ``event``; True when it is set.
+
+    Python 3.11's ``asyncio.wait_for`` returns the result instead of raising when it is
+    cancelled just as the event fires: a service loop stopped by a cancel then carries on, and
+    its ``cancel_and_wait`` hangs (a test's heartbeat loop spun until its timeout in CI). The
+    cancel is still recorded on the task, so it is raised here.
+    """
+    try:
+        await asyncio.wait_for(event.wait(), timeout)
+    except TimeoutError:
+        return False
+    raise_if_cancelling()
+    return True
+
+
 def raise_if_cancelling() -> None:
     """Re-raise a cancellation of the current task that an ``except OSError`` may have eaten.
 

@@ -48,7 +48,7 @@ from ferrymq.broker.store_port import MessageStorePort
 from ferrymq.broker.topic_config import TopicConfigManager
 from ferrymq.message import MessageConst, MessageInner
 from ferrymq.remoting.bodies import PERM_READ, PERM_WRITE, TopicConfig
-from ferrymq.remoting.eventloop import cancel_and_wait
+from ferrymq.remoting.eventloop import cancel_and_wait, wait_event
 from ferrymq.store.dispatch import RoundRecords
 from ferrymq.store.json_file import AtomicFileWriter
 from ferrymq.store.record import RecordKind, check_record
@@ -309,8 +309,7 @@ class PopService:
                 await self.save_order_info()
             due = self.inflight.next_due()
             wait_s = _IDLE_S if due is None else max(0.0, (due - self.clock_ms()) / 1000)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake_revive.wait(), min(wait_s, _IDLE_S))
+            await wait_event(self._wake_revive, min(wait_s, _IDLE_S))
 
     async def revive(self, ck: CheckPoint) -> bool:
         """Re-put each unacked message of ``ck`` to the POP retry topic with reconsumeTimes + 1
