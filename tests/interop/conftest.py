@@ -64,14 +64,22 @@ def java_runners(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JavaRunne
         runners.close()
 
 
-@pytest.fixture(scope="session", params=sorted(CLIENTS))
+# rocketmq-client 4.9.8 (what most applications run) in the default run; 5.4.0's remoting client
+# in the slow run: both versions made the default run longer than its 60 minutes (CI: 64 min).
+CLIENT_PARAMS = [
+    pytest.param(client, marks=pytest.mark.slow) if client != "4.9.8" else client
+    for client in sorted(CLIENTS)
+]
+
+
+@pytest.fixture(scope="session", params=CLIENT_PARAMS)
 def java_client(request: pytest.FixtureRequest, java_runners: JavaRunners) -> JavaScenarios:
-    """The scenario JVM on rocketmq-client 4.9.8, then on 5.4.0."""
+    """The scenario JVM on rocketmq-client 4.9.8, then on 5.4.0 (slow run)."""
     client: str = request.param
     return java_runners.get(client)
 
 
-@pytest.fixture(scope="module", params=sorted(CLIENTS))
+@pytest.fixture(scope="module", params=CLIENT_PARAMS)
 def module_java_client(request: pytest.FixtureRequest, java_runners: JavaRunners) -> JavaScenarios:
     """The same JVMs for a module with clusters of its own (test_java_acl.py, test_java_tls.py):
     pytest orders session-scoped parameters across modules, which would split such a module by
