@@ -21,6 +21,7 @@ from ferrymq_operator import (
     k8s,
     models,
     rollout,
+    sync_state,
 )
 from ferrymq_operator.builders import audit as audit_builder
 from ferrymq_operator.builders import broker as broker_builder
@@ -860,6 +861,11 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
     await observe_proxy(ctx, owner, spec, builder)
     if masters is not None:
         builder.status.group_masters = [models.GroupMaster.model_validate(m) for m in masters]
+        verdict = sync_state.replicas_in_sync(masters, spec.replicas_per_group)
+        if verdict is not None:
+            builder.condition(
+                sync_state.REPLICAS_IN_SYNC, verdict.in_sync, verdict.reason, verdict.message
+            )
     if applied.listeners is not None:
         builder.status.listeners = [
             ListenerStatus.model_validate(entry) for entry in applied.listeners

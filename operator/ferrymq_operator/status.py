@@ -10,6 +10,8 @@ Conditions (Kubernetes convention, Strimzi-like):
   broker group has no ready master (sends to that group fail), else ``PodsUnavailable``.
 * ``ReconcileFailed``: the spec was refused or the API rejected a child; the message says what to fix.
 * ``ProxyReady`` (Broker with ``spec.proxy``): every pod of the proxy Deployment is ready.
+* ``ReplicasInSync`` (Broker in controller mode): every replica is in its group's SyncStateSet
+  (ferrymq_operator.sync_state); False names the replicas outside it.
 
 ``readyGeneration`` remembers the last generation at which everything was ready; it is what tells
 "never ready yet" (Progressing) from "was ready, lost pods" (Degraded), and it lives in the status,

@@ -186,6 +186,16 @@ async def test_controller_deployed_and_groups_master_in_status(
                 "syncStateSet": [2],
             }
         ]
+        # replica 1 (pod ordinal 0) never registered: outside the SyncStateSet, on the resource
+        out = await asyncio.to_thread(
+            cluster.wait_condition,
+            "brokers",
+            "orders",
+            "ReplicasInSync",
+            "False",
+            "ReplicaOutOfSyncStateSet",
+        )
+        assert out["message"].endswith("orders-broker-0: brokerId 1"), out
         # readiness follows the elected master (ordinal 1), not ordinal 0
         pods = ["orders-broker-0-0", "orders-broker-0-1"]
         await asyncio.to_thread(cluster.wait_pods_and_mark_ready, pods)
