@@ -88,6 +88,30 @@ def fill_to(filler: Path, disk: Path, leave_free: int) -> None:
             size += want
 
 
+def disk_cluster(tmp_path: Path, disk: Path, commit_log_file_size: int) -> LocalCluster:
+    """One broker with its store on ``disk``; small files, so rolls (new reservations) are many."""
+    return LocalCluster(
+        tmp_path / "cluster",
+        groups=1,
+        namesrv_port=0,
+        broker_port=0,
+        mapped_file_size_commit_log=commit_log_file_size,
+        extra_conf={
+            "storePathRootDir": str(disk / "store"),
+            "mappedFileSizeConsumeQueue": str(CQ_FILE_SIZE),
+            "maxHashSlotNum": "5000",
+            "maxIndexNum": "20000",
+            # the ratio checks would refuse (and delete files) first: what a full volume does to
+            # the reservations and writes is what is tested here (95 is the highest the
+            # refusal ratio may be set)
+            "diskSpaceWarningLevelRatio": "99",
+            "diskSpaceCleanForciblyRatio": "99",
+            "diskMaxUsedSpaceRatio": "95",
+            "cleanFileForciblyEnable": "false",
+        },
+    )
+
+
 async def send(client: RemotingClient, addr: str, queue_id: int, body: bytes) -> RemotingCommand:
     header = headers.SendMessageRequestHeader(
         producer_group="full_disk_producer",
@@ -158,25 +182,7 @@ async def create_topic(client: RemotingClient, addr: str) -> None:
 async def run_fills(tmp_path: Path, rounds: int, seed: int, disk_mb: int = DISK_MB) -> None:
     rng = random.Random(seed)
     with tmpfs(tmp_path / "disk", disk_mb) as disk:
-        cluster = LocalCluster(
-            tmp_path / "cluster",
-            groups=1,
-            namesrv_port=0,
-            broker_port=0,
-            mapped_file_size_commit_log=FILE_SIZE,
-            extra_conf={
-                "storePathRootDir": str(disk / "store"),
-                "mappedFileSizeConsumeQueue": str(CQ_FILE_SIZE),
-                "maxHashSlotNum": "5000",
-                "maxIndexNum": "20000",
-                # the ratio check would refuse (and delete files) first: the reservations are
-                # what is tested here
-                "diskSpaceWarningLevelRatio": "99",
-                "diskSpaceCleanForciblyRatio": "99",
-                "diskMaxUsedSpaceRatio": "95",
-                "cleanFileForciblyEnable": "false",
-            },
-        )
+        cluster = disk_cluster(tmp_path, disk, FILE_SIZE)
         filler = disk / "filler"
         client = RemotingClient()
         cluster.start()
@@ -299,25 +305,7 @@ async def test_dd_fills_a_64_mib_volume_three_times(tmp_path: Path) -> None:
     producer sends. The broker stays up, every send is answered (stored, or refused naming the
     disk), writes resume once the filler is gone, and no acknowledged message is lost."""
     with tmpfs(tmp_path / "disk", 64) as disk:
-        cluster = LocalCluster(
-            tmp_path / "cluster",
-            groups=1,
-            namesrv_port=0,
-            broker_port=0,
-            mapped_file_size_commit_log=1 << 20,
-            extra_conf={
-                "storePathRootDir": str(disk / "store"),
-                "mappedFileSizeConsumeQueue": str(CQ_FILE_SIZE),
-                "maxHashSlotNum": "5000",
-                "maxIndexNum": "20000",
-                # the ratio checks would refuse (and delete files) first: a volume that dd
-                # fills to the last block is what is tested here
-                "diskSpaceWarningLevelRatio": "99",
-                "diskSpaceCleanForciblyRatio": "99",
-                "diskMaxUsedSpaceRatio": "95",
-                "cleanFileForciblyEnable": "false",
-            },
-        )
+        cluster = disk_cluster(tmp_path, disk, 1 << 20)
         filler = disk / "filler"
         client = RemotingClient()
         cluster.start()
