@@ -467,7 +467,10 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             fifo=settings.subscription.fifo,
             max_attempts=settings.backoff_policy.max_attempts,
             attempt_id=request.attempt_id if request.HasField("attempt_id") else None,
-            timeout_s=polling / 1000 + 3.0,
+            # as upstream's proxy, the broker may use the call's whole remaining deadline: a POP
+            # through ferrymq's proxy to Apache's broker timed out at polling + 3 s (8 s) in
+            # full runs, while the client still waited
+            timeout_s=max(remaining / 1000, polling / 1000 + 3.0),
         )
         if outcome.status is PopStatus.POLLING_FULL:
             return [
