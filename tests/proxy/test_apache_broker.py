@@ -42,9 +42,9 @@ def endpoints(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, En
 
 
 # Slow run only: after the other scenarios on Apache's broker, the listener-failed message's
-# attempt 2 never came within 6 min, through Apache's proxy and ferrymq's alike (CI's run and two
-# full-file runs here, also on a topic of its own); alone or after any subset of the scenarios it
-# passed 8 of 8. Not found yet; suspected: Apache's revive queue waiting behind an earlier
+# attempt 2 never came within 6 min, through Apache's proxy and ferrymq's alike (CI's run and a
+# full-file run here); on a topic of its own it failed again in a clean-clone run; alone or after
+# any subset of the scenarios tried it passed 8 of 8. Not found yet; suspected: Apache's revive queue waiting behind an earlier
 # scenario's long checkpoint. The same scenario over ferrymq's broker: test_ferrymq_broker.py.
 APACHE_DLQ_AFTER_OTHERS = pytest.mark.slow
 
