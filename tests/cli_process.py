@@ -6,6 +6,7 @@ pipe so a chatty process never blocks on a full pipe while the test waits.
 
 from __future__ import annotations
 
+import os
 import queue
 import re
 import signal
@@ -20,11 +21,20 @@ from subprocess_helpers import popen
 FERRYMQ = [sys.executable, "-m", "ferrymq.cli.main"]
 
 
+def clean_env() -> dict[str, str]:
+    """This process's environment without FERRYMQ_* (a developer's own settings stay out)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("FERRYMQ_")}
+
+
 class Proc:
-    def __init__(self, args: list[str], cwd: Path, env: dict[str, str]) -> None:
+    def __init__(self, args: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
         self.lines: queue.Queue[str] = queue.Queue()
         self.proc = popen(
-            [*FERRYMQ, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+            [*FERRYMQ, *args],
+            cwd=cwd,
+            env=clean_env() if env is None else env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
         )
         threading.Thread(target=self._pump, daemon=True).start()
         self.output: list[str] = []

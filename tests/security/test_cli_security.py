@@ -4,19 +4,14 @@ aclFilePath and tls.server.*; the CLI producing with --access-key/--secret-key/-
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cli_process import FERRYMQ, Proc
+from cli_process import FERRYMQ, Proc, clean_env
 from security_helpers import APP_AK, APP_SK, PLAIN_ACL, CertFiles, make_ca, make_cert
-
-
-def _clean_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("FERRYMQ_")}
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +37,7 @@ def cluster(
     namesrv = Proc(
         ["namesrv", "-c", str(ns_conf), "--listen-port", "0", "--bind", "127.0.0.1"],
         d,
-        _clean_env(),
+        clean_env(),
     )
     try:
         port = namesrv.wait_line(r"NameServer ready on port (\d+)", timeout=30).group(1)
@@ -68,7 +63,7 @@ def cluster(
                 ]
             )
         )
-        broker = Proc(["broker", "-c", str(conf)], d, _clean_env())
+        broker = Proc(["broker", "-c", str(conf)], d, clean_env())
         try:
             port = broker.wait_line(r"Broker broker-sec ready on port (\d+)", timeout=30).group(1)
             yield ns, f"127.0.0.1:{port}"
@@ -84,7 +79,7 @@ def cli(args: list[str], env: dict[str, str] | None = None) -> subprocess.Comple
         capture_output=True,
         text=True,
         timeout=120,
-        env={**_clean_env(), **(env or {})},
+        env={**clean_env(), **(env or {})},
         check=False,
     )
 
@@ -188,9 +183,9 @@ def test_probe_speaks_tls_from_the_environment(
 ) -> None:
     addr = cluster[1]
     probe = [sys.executable, "-m", "ferrymq.cli.probe", "--addr", addr, "--timeout", "10"]
-    plain = subprocess.run(probe, capture_output=True, text=True, timeout=60, env=_clean_env())
+    plain = subprocess.run(probe, capture_output=True, text=True, timeout=60, env=clean_env())
     assert plain.returncode == 1  # the enforcing broker closes a plaintext probe
-    env = {**_clean_env(), "FERRYMQ_TLS_TRUST_CERT_PATH": str(pki["ca"].cert)}
+    env = {**clean_env(), "FERRYMQ_TLS_TRUST_CERT_PATH": str(pki["ca"].cert)}
     env["FERRYMQ_TLS_ENABLE"] = "true"
     tls = subprocess.run(probe, capture_output=True, text=True, timeout=60, env=env)
     assert tls.returncode == 0, tls.stdout + tls.stderr
