@@ -8,12 +8,13 @@ from collections.abc import AsyncIterator
 import pytest
 from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.client import RemotingClient
-from ferrymq.remoting.codes import ResponseCode
+from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.processor import eager, run_eagerly
 from ferrymq.remoting.server import RemotingServer
 
-INLINE, WAITS, FAILS, FAILS_LATER, HANGS, HELD = 910, 911, 912, 913, 914, 915
+INLINE, WAITS, FAILS, FAILS_LATER, HELD = 910, 911, 912, 913, 915
+HANGS = RequestCode.PULL_MESSAGE  # a long poll: cancelled with its connection
 
 
 async def test_run_eagerly_returns_the_result_of_a_coroutine_that_never_waits() -> None:
@@ -190,17 +191,24 @@ async def test_suspended_eager_handler_is_cancelled_when_its_connection_closes(
         await client.close()
 
 
-async def test_a_oneway_request_is_handled_to_the_end_after_its_connection_closes(
-    server: RemotingServer,
+@pytest.mark.parametrize("oneway", [True, False], ids=["oneway", "answered"])
+async def test_a_request_is_handled_to_the_end_after_its_connection_closes(
+    server: RemotingServer, oneway: bool
 ) -> None:
-    """A producer may close right after a oneway send; upstream still handles the request (a
-    send is stored), so a suspended oneway handler is not cancelled with its connection."""
+    """A producer may close right after its sends (oneway, or the Go client's SendOneWay, which
+    sets no oneway flag and closes at shutdown); upstream still handles every request it read (a
+    send is stored), so a suspended handler that is not a long poll outlives its connection."""
     addr = f"127.0.0.1:{server.port}"
     loop = asyncio.get_running_loop()
     held: list[tuple[asyncio.Event, list[str]]] = server.held  # type: ignore[attr-defined]
     client = RemotingClient()
     try:
-        await client.invoke_oneway(addr, RemotingCommand.request(HELD))
+        if oneway:
+            await client.invoke_oneway(addr, RemotingCommand.request(HELD))
+        else:
+            call = asyncio.ensure_future(
+                client.invoke(addr, RemotingCommand.request(HELD), timeout=10)
+            )
         deadline = loop.time() + 5
         while not held and loop.time() < deadline:
             await asyncio.sleep(0.01)
@@ -216,5 +224,8 @@ async def test_a_oneway_request_is_handled_to_the_end_after_its_connection_close
         while not outcome and loop.time() < deadline:
             await asyncio.sleep(0.01)
         assert outcome == ["finished"]
+        if not oneway:
+            with pytest.raises(Exception):  # noqa: B017 - its caller saw the connection close
+                await call
     finally:
         await client.close()

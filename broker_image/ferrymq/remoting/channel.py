@@ -2,9 +2,10 @@
 
 A channel cuts frames, parses commands, resolves responses by ``opaque`` from its pending table, and
 dispatches requests through a ProcessorTable (servers answer clients; clients answer server-initiated
-requests such as CHECK_TRANSACTION_STATE). When it closes, every pending call fails and every request
-still being handled is cancelled, so nothing waits forever on a dead peer; a oneway request (nobody
-waits for its answer) is handled to the end.
+requests such as CHECK_TRANSACTION_STATE). When it closes, every pending call fails and every
+long-polling request still held (``codes.LONG_POLLING_CODES``) is cancelled, so nothing waits
+forever on a dead peer; every other request is handled to the end (a send the peer wrote before
+closing is stored, as upstream stores it).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
-from ferrymq.remoting.codes import ResponseCode
+from ferrymq.remoting.codes import LONG_POLLING_CODES, ResponseCode
 from ferrymq.remoting.command import (
     ONEWAY_FLAG,
     Buffer,
@@ -81,9 +82,10 @@ class Channel(asyncio.Protocol):
         self._deadlines: dict[int, tuple[float, int, float]] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
+        # long-polling requests being held: cancelled when the connection closes
         self._tasks: set[asyncio.Task[None]] = set()
-        # oneway requests still being handled: run to completion when the connection closes
-        self._oneway_tasks: set[asyncio.Task[None]] = set()
+        # every other request being handled: run to completion when the connection closes
+        self._finishing: set[asyncio.Task[None]] = set()
         # kept: asyncio.get_running_loop() costs a getpid() syscall on every call
         self._loop = asyncio.get_running_loop()
         self._closed = self._loop.create_future()
@@ -185,7 +187,7 @@ class Channel(asyncio.Protocol):
     @property
     def busy(self) -> bool:
         """A request of this connection is being handled, or a call of ours awaits its answer."""
-        return bool(self._tasks or self._oneway_tasks or self._pending)
+        return bool(self._tasks or self._finishing or self._pending)
 
     def _why_closed(self, exc: Exception | None) -> str:
         if isinstance(exc, ssl.SSLError):
@@ -251,10 +253,12 @@ class Channel(asyncio.Protocol):
             self._answer(request, result)
             return
         task = asyncio.ensure_future(self._await_handler(request, result))
-        # A oneway request has no answer to wait for, so its sender may close the connection
-        # right after writing it: upstream still stores such a message; cancelling its put
-        # with the connection would lose it.
-        tasks = self._oneway_tasks if request.is_oneway else self._tasks
+        # A producer may close its connection right after writing its sends (a oneway send; the
+        # Go client's SendOneWay, which sets no oneway flag and closes at shutdown): upstream
+        # still stores them, and cancelling the puts with the connection would lose them. Only a
+        # long poll is of no use once its asker is gone.
+        held = request.code in LONG_POLLING_CODES and not request.is_oneway
+        tasks = self._tasks if held else self._finishing
         tasks.add(task)
         task.add_done_callback(tasks.discard)
 

@@ -113,6 +113,21 @@ class RequestCode(IntEnum):
     BATCH_ACK_MESSAGE = 200151
 
 
+# Requests that wait for messages on their sender's behalf (long polling): when the connection
+# closes, nobody will read their answer, so their handlers are cancelled with it. Every other
+# request is handled to the end, as upstream's processors (executor threads) do: a send, an ack
+# or an offset update the client wrote before closing still takes effect.
+LONG_POLLING_CODES = frozenset(
+    {
+        RequestCode.PULL_MESSAGE,
+        RequestCode.POP_MESSAGE,
+        RequestCode.PEEK_MESSAGE,
+        RequestCode.NOTIFICATION,
+        RequestCode.POLLING_INFO,
+    }
+)
+
+
 class ResponseCode(IntEnum):
     SUCCESS = 0
     SYSTEM_ERROR = 1
