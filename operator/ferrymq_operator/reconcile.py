@@ -582,22 +582,47 @@ async def remove_unwanted_proxy(
             result.events.append(("Normal", "Deleted", f"deleted {kind} {name}"))
 
 
+@dataclass(frozen=True)
+class ProxyObservation:
+    """The proxy Deployment as the pass found it: status.proxy, ProxyReady and its message."""
+
+    entry: dict[str, Any]
+    ready: bool
+    message: str
+
+    @property
+    def pending(self) -> str | None:
+        """What keeps the Broker from Ready (upstream-like: the 5.x endpoint is part of it)."""
+        return None if self.ready else f"proxy: {self.message}"
+
+
 async def observe_proxy(
-    ctx: Context, owner: Owner, spec: models.BrokerSpec, builder: StatusBuilder[models.BrokerStatus]
-) -> None:
-    """status.proxy and the ProxyReady condition (after :meth:`StatusBuilder.observe`)."""
+    ctx: Context, owner: Owner, spec: models.BrokerSpec
+) -> ProxyObservation | None:
     if spec.proxy is None:
-        builder.status.proxy = None
-        return
+        return None
     name = proxy_builder.proxy_name(owner.name)
     deploy = await ctx.kube.get("apps/v1", "Deployment", owner.namespace, name)
     svc = await ctx.kube.get("v1", "Service", owner.namespace, name)
     entry, ready, message = proxy_builder.status(
         owner, spec.proxy, ctx.settings.cluster_domain, deploy, svc
     )
-    builder.status.proxy = models.ProxyStatus.model_validate(entry)
+    return ProxyObservation(entry, ready, message)
+
+
+def record_proxy(
+    builder: StatusBuilder[models.BrokerStatus], proxy: ProxyObservation | None
+) -> None:
+    """status.proxy and the ProxyReady condition (after :meth:`StatusBuilder.observe`)."""
+    if proxy is None:
+        builder.status.proxy = None
+        return
+    builder.status.proxy = models.ProxyStatus.model_validate(proxy.entry)
     builder.condition(
-        PROXY_READY, ready, "ProxyPodsReady" if ready else "ProxyPodsNotReady", message
+        PROXY_READY,
+        proxy.ready,
+        "ProxyPodsReady" if proxy.ready else "ProxyPodsNotReady",
+        proxy.message,
     )
 
 
@@ -851,14 +876,24 @@ async def reconcile_broker(ctx: Context, body: Mapping[str, Any]) -> Result:
         result,
         master_of,
     )
-    notes = [n for n in (pending, draining.drain_pending(drains), namesrv_note) if n]
+    proxy = await observe_proxy(ctx, owner, spec)
+    notes = [
+        n
+        for n in (
+            pending,
+            draining.drain_pending(drains),
+            namesrv_note,
+            proxy.pending if proxy is not None else None,
+        )
+        if n
+    ]
     pending = "; ".join(notes) if notes else None
 
     builder.observe(workloads, applied.failure, pending=pending)
     builder.status.topic_synced_groups = synced
     result.events += security_secrets.decorate_status(builder, applied.secured, spec, _utcnow())
     builder.status.drains = [models.DrainStatus.model_validate(d) for d in drains]
-    await observe_proxy(ctx, owner, spec, builder)
+    record_proxy(builder, proxy)
     if masters is not None:
         builder.status.group_masters = [models.GroupMaster.model_validate(m) for m in masters]
         verdict = sync_state.replicas_in_sync(masters, spec.replicas_per_group)

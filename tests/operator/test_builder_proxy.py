@@ -183,3 +183,39 @@ def test_bad_proxy_specs_are_refused_with_what_to_change(extra: dict[str, Any], 
 
 def test_tls_permissive_is_accepted() -> None:
     assert parse_broker_spec({**BASE, "proxy": {}, "tls": {"mode": "permissive"}}).proxy is not None
+
+
+def test_an_unready_proxy_keeps_the_broker_from_ready() -> None:
+    """The Broker's Ready waits for the proxy (its Ready when every StatefulSet pod is ready and
+    the proxy too); ProxyReady says why."""
+    from ferrymq_operator.models import BrokerStatus
+    from ferrymq_operator.reconcile import ProxyObservation, record_proxy
+    from ferrymq_operator.status import StatusBuilder, WorkloadObservation
+
+    pods = WorkloadObservation(
+        name="orders-0",
+        desired_replicas=2,
+        exists=True,
+        generation=1,
+        observed_generation=1,
+        replicas=2,
+        ready_replicas=2,
+        updated_replicas=2,
+        current_revision="r1",
+        update_revision="r1",
+    )
+
+    def conditions(observed: ProxyObservation) -> dict[str, tuple[str, str, str]]:
+        builder = StatusBuilder(BrokerStatus, BrokerStatus(), 1, "2026-11-28T00:00:00Z")
+        builder.observe([pods], None, pending=observed.pending)
+        record_proxy(builder, observed)
+        return {c.type: (c.status, c.reason, c.message) for c in builder.conditions()}
+
+    entry = {"endpoint": "orders-proxy.prod.svc.cluster.local:8081", "replicas": 2}
+    unready = conditions(ProxyObservation(entry, False, "1/2 proxy pods ready"))
+    assert unready["Ready"] == ("False", "Pending", "proxy: 1/2 proxy pods ready")
+    assert unready["ProxyReady"] == ("False", "ProxyPodsNotReady", "1/2 proxy pods ready")
+    assert unready["Progressing"][0] == "True"
+    ready = conditions(ProxyObservation(entry, True, "2/2 proxy pods ready"))
+    assert ready["Ready"][:2] == ("True", "AllPodsReady")
+    assert ready["ProxyReady"][:2] == ("True", "ProxyPodsReady")
