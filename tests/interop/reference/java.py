@@ -20,12 +20,18 @@ from pathlib import Path
 
 from ferrymq.broker.local_cluster import describe_exit, die_with_parent, keep_previous_log
 
-# Small and predictable on a 2-core machine shared with other services: a 512 MiB heap, little
-# direct memory, the serial collector (no parallel GC threads). bench/ passes its own.
+# Small and predictable on a 2-core machine shared with other services: a 512 MiB heap, the
+# serial collector (no parallel GC threads). bench/ passes its own. Direct memory: each broker
+# thread that writes to the CommitLog keeps its own MessageExtEncoder buffer of maxMessageSize +
+# 64 KiB (4,259,840 bytes, direct); with POP, the pull, ack and revive threads all write
+# (checkpoints, retries), and at 256 MiB Apache's broker failed POPs with "OutOfMemoryError: Cannot
+# reserve 4259840 bytes of direct buffer memory" and never answered them (pop.log; the
+# change-invisible and retry-to-DLQ scenarios then timed out). 1 GiB is a ceiling, not a
+# reservation (upstream's runbroker.sh: 15g).
 DEFAULT_JVM_OPTS: tuple[str, ...] = (
     "-Xms256m",
     "-Xmx512m",
-    "-XX:MaxDirectMemorySize=256m",
+    "-XX:MaxDirectMemorySize=1g",
     "-XX:+UseSerialGC",
     "-Djava.net.preferIPv4Stack=true",
 )
