@@ -63,10 +63,12 @@ class RawClient:
         answer: spb.TelemetryCommand = await self._telemetry.read()
         return answer
 
-    async def consumer_settings(self, group: str, topic: str) -> spb.TelemetryCommand:
+    async def consumer_settings(
+        self, group: str, topic: str, client_type: pb.ClientType.ValueType = pb.SIMPLE_CONSUMER
+    ) -> spb.TelemetryCommand:
         return await self.settings(
             pb.Settings(
-                client_type=pb.SIMPLE_CONSUMER,
+                client_type=client_type,
                 request_timeout=duration(3),
                 subscription=pb.Subscription(
                     group=pb.Resource(name=group),
@@ -83,6 +85,14 @@ class RawClient:
     def endpoints(self) -> pb.Endpoints:
         host, port = self.address.rsplit(":", 1)
         return pb.Endpoints(scheme=pb.IPv4, addresses=[pb.Address(host=host, port=int(port))])
+
+    async def heartbeat(
+        self, group: str, client_type: pb.ClientType.ValueType = pb.SIMPLE_CONSUMER
+    ) -> spb.HeartbeatResponse:
+        return await self.stub.Heartbeat(
+            spb.HeartbeatRequest(group=pb.Resource(name=group), client_type=client_type),
+            metadata=self.metadata,
+        )
 
     async def query_route(self, topic: str) -> spb.QueryRouteResponse:
         return await self.stub.QueryRoute(
@@ -106,7 +116,13 @@ class RawClient:
         )
 
     async def receive(
-        self, group: str, topic: str, invisible_s: float, *, poll_s: float = 5
+        self,
+        group: str,
+        topic: str,
+        invisible_s: float,
+        *,
+        poll_s: float = 5,
+        auto_renew: bool = False,
     ) -> list[spb.ReceiveMessageResponse]:
         request = spb.ReceiveMessageRequest(
             group=pb.Resource(name=group),
@@ -115,6 +131,7 @@ class RawClient:
             batch_size=16,
             invisible_duration=duration(invisible_s),
             long_polling_timeout=duration(poll_s),
+            auto_renew=auto_renew,
         )
         return [
             frame
@@ -123,12 +140,16 @@ class RawClient:
             )
         ]
 
-    async def ack(self, group: str, topic: str, handle: str) -> spb.AckMessageResponse:
+    async def ack(
+        self, group: str, topic: str, handle: str, msg_id: str | None = None
+    ) -> spb.AckMessageResponse:
         return await self.stub.AckMessage(
             spb.AckMessageRequest(
                 group=pb.Resource(name=group),
                 topic=pb.Resource(name=topic),
-                entries=[spb.AckMessageEntry(message_id=message_id(), receipt_handle=handle)],
+                entries=[
+                    spb.AckMessageEntry(message_id=msg_id or message_id(), receipt_handle=handle)
+                ],
             ),
             metadata=self.metadata,
         )

@@ -5,13 +5,16 @@ and ferrymq's, so a difference between them fails one side."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from proxy.conftest import Endpoint, dlq_group, fifo_group
+from ferrymq.proxy.v2 import definition_pb2 as pb
+
+from proxy.conftest import RENEWAL_CONFIG, Endpoint, dlq_group, fifo_group
 from proxy.java5 import by_event, run_scenario
-from proxy.raw_client import RawClient
+from proxy.raw_client import RawClient, message_id
 
 Events = list[dict[str, Any]]
 
@@ -94,6 +97,20 @@ def push_to_dlq(cp: str, ep: Endpoint, tmp: Path) -> None:
     assert dlq["attempts_seen"] == "3"
 
 
+def renew(cp: str, ep: Endpoint, tmp: Path) -> None:
+    # the listener holds the message 2.2x the proxies' defaultInvisibleTimeMills (RENEWAL_CONFIG)
+    hold_ms = RENEWAL_CONFIG["defaultInvisibleTimeMills"] * 22 // 10
+    events = run(
+        cp, ep, "renew", ["V5Normal", f"j5_renew_{ep.tag}", str(hold_ms), "6000"], tmp, 120
+    )
+    (sent,) = by_event(events, "sent")
+    assert [a["attempt"] for a in by_event(events, "attempt") if a["id"] == sent["id"]] == ["1"]
+    (released,) = by_event(events, "released")
+    assert released["deliveries_meanwhile"] == "0"
+    (watched,) = by_event(events, "watched")
+    assert watched["deliveries"] == "1"  # the ack after the renewals took
+
+
 def bad_input(cp: str, ep: Endpoint, tmp: Path) -> Events:
     events = run(cp, ep, "bad", ["V5Normal", "V5Fifo", f"j5_bad_{ep.tag}"], tmp, 90)
     (fifo_to_normal,) = by_event(events, "fifo_to_normal")
@@ -116,6 +133,7 @@ SCENARIOS: dict[str, Callable[[str, Endpoint, Path], object]] = {
     "invisible": invisible,
     "change_invisible": change_invisible,
     "push_to_dlq": push_to_dlq,
+    "renew": renew,
     "bad_input": bad_input,
 }
 
@@ -151,6 +169,59 @@ async def bad_answers(address: str, tag: str) -> dict[str, tuple[int, str]]:
     finally:
         await client.close()
     return out
+
+
+# --- receipt-handle renewal, at the wire ----------------------------------------------------------
+async def renewed_ack(address: str, tag: str) -> dict[str, object]:
+    """A push consumer's message (auto_renew) held past the proxy's defaultInvisibleTimeMills,
+    then acked with the handle it was received with: the proxy kept it invisible meanwhile and
+    acks it with the renewed handle (the first one has expired by then)."""
+    group = f"raw_renew_{tag}"
+    topic = "V5Normal"
+    client, other = RawClient(address), RawClient(address)
+    try:
+        for c in (client, other):
+            await c.consumer_settings(group, topic, pb.PUSH_CONSUMER)
+            await c.heartbeat(group, pb.PUSH_CONSUMER)
+        body = f"renew-{message_id()}".encode()
+        sent = await client.send(topic, body)
+        assert sent.status.code == 20000, sent
+        held: pb.Message | None = None
+        for _ in range(20):  # bounded: earlier scenarios' messages on the topic come first
+            for frame in await client.receive(group, topic, 10, auto_renew=True):
+                if frame.WhichOneof("content") != "message":
+                    continue
+                m = frame.message
+                if m.body == body:
+                    held = m
+                else:
+                    await client.ack(
+                        group,
+                        topic,
+                        m.system_properties.receipt_handle,
+                        m.system_properties.message_id,
+                    )
+            if held is not None:
+                break
+        assert held is not None, "the message never came"
+        sp = held.system_properties
+        first_invisible_ms = RENEWAL_CONFIG["defaultInvisibleTimeMills"]
+        # the listener's work: until the handle the client holds has expired
+        await asyncio.sleep(first_invisible_ms * 22 / 10 / 1000)
+        meanwhile = [
+            f.message.body
+            for f in await other.receive(group, topic, 10, poll_s=2)
+            if f.WhichOneof("content") == "message"
+        ]
+        a = await client.ack(group, topic, sp.receipt_handle, sp.message_id)
+        return {
+            "attempt": sp.delivery_attempt,
+            "redelivered_meanwhile": body in meanwhile,
+            "ack": (a.status.code, a.entries[0].status.code),
+        }
+    finally:
+        await client.close()
+        await other.close()
 
 
 def node_client(ep: Endpoint, tmp: Path) -> None:

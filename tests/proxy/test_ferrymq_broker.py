@@ -70,6 +70,12 @@ def test_java5_scenario(
     scenarios.SCENARIOS[scenario](java5_classpath, endpoint, tmp_path)
 
 
+async def test_renewed_handle_ack(endpoint: Endpoint) -> None:
+    """As through Apache's proxy (test_apache_broker.test_renewed_handle_acks_match_apache)."""
+    got = await scenarios.renewed_ack(endpoint.address, "x")
+    assert got == {"attempt": 1, "redelivered_meanwhile": False, "ack": (20000, 20000)}
+
+
 async def test_bad_input_answers(endpoint: Endpoint) -> None:
     """The server's answers to bad requests are Apache's (as recorded in v5-reference.md)."""
     got = await scenarios.bad_answers(endpoint.address, "x")

@@ -18,6 +18,7 @@ from ferrymq.proxy.grpc.settings import ClientSettingsManager
 from ferrymq.proxy.processor.consumer import ConsumerProcessor
 from ferrymq.proxy.processor.producer import ProducerProcessor
 from ferrymq.proxy.processor.transaction import TransactionDataManager, TransactionProcessor
+from ferrymq.proxy.receipt_renewal import ReceiptHandleRenewer
 from ferrymq.remoting.eventloop import GracefulShutdown, serve_until_shutdown
 
 SHUTDOWN_GRACE_S = 30.0
@@ -36,14 +37,19 @@ class ProxyApp:
         self.settings = ClientSettingsManager(config)
         self.channels = TelemetryChannels()
         producer = ProducerProcessor(config, backend, transactions)
+        consumer = ConsumerProcessor(backend, producer)
+        self.renewer = ReceiptHandleRenewer(
+            config, consumer.change_invisible_time, backend.group_config, self.channels.connected
+        )
         self.service = MessagingService(
             config,
             backend,
             producer,
-            ConsumerProcessor(backend, producer),
+            consumer,
             TransactionProcessor(backend, transactions),
             self.settings,
             self.channels,
+            self.renewer,
             acl,
         )
         backend.set_transaction_check_listener(
@@ -61,8 +67,10 @@ class ProxyApp:
             self.acl.start()
         await self.backend.start()
         await self.server.start()
+        self.renewer.start()
 
     async def stop(self) -> None:
+        await self.renewer.stop()
         self.channels.close_all()
         await self.server.stop()
         await self.backend.shutdown()

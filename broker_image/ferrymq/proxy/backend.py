@@ -56,6 +56,16 @@ class GroupRetryPolicy:
     exponential: tuple[int, int, int] | None  # (initial ms, max ms, multiplier)
     customized: tuple[int, ...]  # delays in ms
 
+    def next_delay_ms(self, reconsume_times: int) -> int:
+        """The delay before the next delivery of a message consumed ``reconsume_times`` times
+        before (upstream Exponential/CustomizedRetryPolicy.nextDelayDuration: the customized
+        list starts at its third entry, as the first retry is delay level 3)."""
+        times = max(reconsume_times, 0)
+        if self.exponential is not None:
+            initial, most, multiplier = self.exponential
+            return int(min(most, initial * multiplier ** min(times, 32)))
+        return self.customized[min(times + 2, len(self.customized) - 1)]
+
 
 DEFAULT_CUSTOMIZED_NEXT_MS: tuple[int, ...] = tuple(
     s * 1000

@@ -99,6 +99,10 @@ class ProxyConfig(BaseModel):
     renew_schedule_period_millis: int = Field(
         default=5_000, gt=0, alias="renewSchedulePeriodMillis"
     )
+    max_renew_retry_times: int = Field(default=3, ge=0, alias="maxRenewRetryTimes")
+    invisible_time_millis_when_clear: int = Field(
+        default=1_000, ge=0, alias="invisibleTimeMillisWhenClear"
+    )
 
     transaction_heartbeat_period_second: int = Field(
         default=20, gt=0, alias="transactionHeartbeatPeriodSecond"

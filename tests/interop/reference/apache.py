@@ -370,9 +370,12 @@ class ApacheCluster:
         )
         return child, port
 
-    def start_proxy(self, name: str = "proxy") -> tuple[JavaProcess, int, int]:
-        """Apache's proxy in cluster mode beside the brokers; returns the process, its remoting
-        port and its gRPC port, once both accept connections."""
+    def start_proxy(
+        self, name: str = "proxy", extra: Mapping[str, object] | None = None
+    ) -> tuple[JavaProcess, int, int]:
+        """Apache's proxy in cluster mode beside the brokers (``extra``: more rmq-proxy.json
+        keys); returns the process, its remoting port and its gRPC port, once both accept
+        connections."""
         remoting, grpc = pick_free_port(self.host), pick_free_port(self.host)
         run_dir = self.data_dir / name
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -383,7 +386,7 @@ class ApacheCluster:
             remoting_port=remoting,
             grpc_port=grpc,
         )
-        conf.write_text(json.dumps(cfg))
+        conf.write_text(json.dumps({**cfg, **(extra or {})}))
         child = self._start(name, PROXY_MAIN, ["-pc", str(conf), "-pm", "cluster"])
         self.extras.append(child)
         wait_until(

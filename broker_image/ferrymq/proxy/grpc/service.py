@@ -17,6 +17,7 @@ from ferrymq.acl.service import AclService
 from ferrymq.message import MessageConst
 from ferrymq.proxy import message_type as mt
 from ferrymq.proxy import queue_selector as qs
+from ferrymq.proxy import receipt_handle as rh
 from ferrymq.proxy.backend import Backend, PopStatus, SendStatus
 from ferrymq.proxy.config import ProxyConfig
 from ferrymq.proxy.errors import Code, ProxyError
@@ -28,6 +29,7 @@ from ferrymq.proxy.grpc.validator import validate_group, validate_invisible_time
 from ferrymq.proxy.processor.consumer import ConsumerProcessor, Filter, now_ms
 from ferrymq.proxy.processor.producer import OutgoingMessage, ProducerProcessor, transaction_id_of
 from ferrymq.proxy.processor.transaction import TransactionProcessor
+from ferrymq.proxy.receipt_renewal import ReceiptHandleRenewer
 from ferrymq.proxy.v2 import definition_pb2 as pb
 from ferrymq.proxy.v2 import service_pb2 as spb
 from ferrymq.proxy.v2 import service_pb2_grpc as sgrpc
@@ -76,6 +78,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         transactions: TransactionProcessor,
         settings: ClientSettingsManager,
         channels: TelemetryChannels,
+        renewer: ReceiptHandleRenewer,
         acl: AclService | None = None,
     ) -> None:
         self.config = config
@@ -85,6 +88,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.transactions = transactions
         self.settings = settings
         self.channels = channels
+        self.renewer = renewer
         self.acl = acl
 
     def _consumer_call(self, context: Ctx, topic: str, group: str) -> None:
@@ -221,6 +225,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             self._authorize(ctx, [])
             raw = self.settings.remove(ctx.client_id)
             self.channels.drop(ctx.client_id)
+            self.renewer.clear_client(ctx.client_id)
             await self._update_producer_groups()
             if raw is None:
                 return spb.NotifyClientTerminationResponse(
@@ -447,7 +452,8 @@ class MessagingService(sgrpc.MessagingServiceServicer):
                     Code.BAD_REQUEST if old else Code.ILLEGAL_POLLING_TIME,
                     "The deadline time remaining is not enough for polling, please check network condition",
                 )
-        if cfg.enable_proxy_auto_renew and request.auto_renew:
+        renew = cfg.enable_proxy_auto_renew and request.auto_renew
+        if renew:
             invisible = cfg.default_invisible_time_mills
         else:
             invisible = _ms(request.invisible_duration)
@@ -486,6 +492,16 @@ class MessagingService(sgrpc.MessagingServiceServicer):
                     status=status(Code.MESSAGE_NOT_FOUND, "no match message")
                 )
             ]
+        if renew:
+            for m in outcome.messages:
+                self.renewer.add(
+                    ctx.client_id,
+                    group_name,
+                    request.message_queue.topic.name,
+                    m.uniq_key or m.msg_id,
+                    m.properties[rh.PROPERTY_POP_CK],
+                    m.reconsume_times,
+                )
         now = now_ms()
         return [spb.ReceiveMessageResponse(status=status(Code.OK))] + [
             spb.ReceiveMessageResponse(message=converter.to_v2_message(m, now))
@@ -504,13 +520,16 @@ class MessagingService(sgrpc.MessagingServiceServicer):
     ) -> spb.AckMessageResponse:
         async def work() -> spb.AckMessageResponse:
             self._consumer_call(context, request.topic.name, request.group.name)
+            client_id = request_context(context).client_id
             entries = []
             for entry in request.entries:
                 try:
                     await self.consumer.ack(
                         request.group.name,
                         request.topic.name,
-                        entry.receipt_handle,
+                        await self.renewer.take(
+                            client_id, request.group.name, entry.message_id, entry.receipt_handle
+                        ),
                         entry.message_id,
                     )
                     st = status(Code.OK)
@@ -539,8 +558,14 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             self._consumer_call(context, request.topic.name, request.group.name)
             invisible = _ms(request.invisible_duration)
             validate_invisible_time(invisible, 0, self.config.max_invisible_time_mills)
+            held = await self.renewer.take(
+                request_context(context).client_id,
+                request.group.name,
+                request.message_id,
+                request.receipt_handle,
+            )
             handle = await self.consumer.change_invisible_time(
-                request.group.name, request.topic.name, request.receipt_handle, invisible
+                request.group.name, request.topic.name, held, invisible
             )
             return spb.ChangeInvisibleDurationResponse(
                 status=status(Code.OK), receipt_handle=handle
@@ -553,8 +578,14 @@ class MessagingService(sgrpc.MessagingServiceServicer):
     ) -> spb.ForwardMessageToDeadLetterQueueResponse:
         async def work() -> spb.ForwardMessageToDeadLetterQueueResponse:
             self._consumer_call(context, request.topic.name, request.group.name)
+            held = await self.renewer.take(
+                request_context(context).client_id,
+                request.group.name,
+                request.message_id,
+                request.receipt_handle,
+            )
             await self.consumer.forward_to_dlq(
-                request.group.name, request.topic.name, request.receipt_handle, request.message_id
+                request.group.name, request.topic.name, held, request.message_id
             )
             return spb.ForwardMessageToDeadLetterQueueResponse(status=status(Code.OK))
 

@@ -56,6 +56,7 @@ public final class V5Scenarios {
                 case "invisible": invisible(rest[0], rest[1]); break;
                 case "change": change(rest[0], rest[1]); break;
                 case "push_dlq": pushDlq(rest[0], rest[1], rest[2], Integer.parseInt(rest[3])); break;
+                case "renew": renew(rest[0], rest[1], Long.parseLong(rest[2]), Long.parseLong(rest[3])); break;
                 case "bad": bad(rest[0], rest[1], rest[2]); break;
                 default: throw new IllegalArgumentException("unknown scenario " + scenario);
             }
@@ -292,6 +293,53 @@ public final class V5Scenarios {
             } finally {
                 dlq.close();
             }
+        } finally {
+            push.close();
+        }
+    }
+
+    /**
+     * A PushConsumer whose listener works on the first delivery for {@code holdMs}, longer than
+     * the proxy's defaultInvisibleTimeMills: the proxy renews the message's invisibility meanwhile
+     * (the client sends auto_renew), so it is not delivered again while held, and the ack with the
+     * handle the client was given is accepted. After the listener returns, {@code watchMs} more
+     * in which a redelivery would show.
+     */
+    static void renew(String topic, String group, long holdMs, long watchMs) throws Exception {
+        try (Producer producer = producer(topic, false)) {
+            emit("sent", kv("id", producer.send(PROVIDER.newMessageBuilder().setTopic(topic)
+                .setBody(bytes("renew-1")).build()).getMessageId().toString()));
+        }
+        AtomicInteger deliveries = new AtomicInteger();
+        java.util.concurrent.CountDownLatch held = new java.util.concurrent.CountDownLatch(1);
+        PushConsumer push = PROVIDER.newPushConsumerBuilder().setClientConfiguration(config)
+            .setConsumerGroup(group)
+            .setSubscriptionExpressions(Collections.singletonMap(topic, new FilterExpression("*", FilterExpressionType.TAG)))
+            .setMessageListener(v -> {
+                if (!raw(v).startsWith(NONCE)) {
+                    return ConsumeResult.SUCCESS;
+                }
+                int n = deliveries.incrementAndGet();
+                emit("attempt", kv("id", v.getMessageId().toString(), "attempt", String.valueOf(v.getDeliveryAttempt())));
+                if (n == 1) {
+                    try {
+                        Thread.sleep(holdMs);
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
+                    emit("released", kv("deliveries_meanwhile", String.valueOf(deliveries.get() - 1)));
+                    held.countDown();
+                }
+                return ConsumeResult.SUCCESS;
+            }).build();
+        try {
+            long left = deadline - System.currentTimeMillis();
+            if (!held.await(Math.max(left, 0), java.util.concurrent.TimeUnit.MILLISECONDS)) {
+                emit("never_delivered", kv());
+                return;
+            }
+            Thread.sleep(watchMs);  // the window in which a redelivery would come
+            emit("watched", kv("deliveries", String.valueOf(deliveries.get())));
         } finally {
             push.close();
         }
