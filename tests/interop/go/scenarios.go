@@ -192,12 +192,28 @@ func send(a Args) (any, error) {
 				results = append(results, failure(err))
 			}
 		}
+		// A fence: a sync send on the same connection, answered only after the broker read
+		// every oneway request before it. Without it the producer's Shutdown right after the
+		// last SendOneWay (which sets no oneway flag, so the broker answers each one) closed the
+		// connection on unread answers and lost a send on Apache RocketMQ too (3 of 4 stored,
+		// in a run at load 70) as on ferrymq.
+		fence := primitive.NewMessage(a.Topic, []byte("fence"))
+		fence.WithProperty("seq", strconv.Itoa(a.Count))
+		fence.WithProperty("mode", a.Mode)
+		fence.Queue = mqs[0]
+		if _, err := p.SendSync(ctx, fence); err != nil {
+			results = append(results, failure(err))
+		}
 	default:
 		p.Shutdown()
 		return nil, fmt.Errorf("mode %q", a.Mode)
 	}
 	p.Shutdown()
-	stored, err := readBack(a, a.Topic, a.Count, until)
+	expected := a.Count
+	if a.Mode == "oneway" {
+		expected++ // the fence
+	}
+	stored, err := readBack(a, a.Topic, expected, until)
 	if err != nil {
 		return nil, err
 	}
