@@ -265,6 +265,8 @@ class Window:
 
     pids: list[int]
     generator: int
+    # server processes by role (e.g. "proxy", "broker"): each role's CPU is recorded apart too
+    roles: dict[str, list[int]] = field(default_factory=dict)
     t0: float = 0.0
     cpu0: dict[int, int] = field(default_factory=dict)
     machine0: tuple[int, int] = (0, 0)
@@ -272,7 +274,8 @@ class Window:
 
     def start(self) -> None:
         self.t0 = time.monotonic()
-        self.cpu0 = {p: cpu_ticks(p) for p in [*self.pids, self.generator]}
+        watched = {*self.pids, self.generator, *(p for ps in self.roles.values() for p in ps)}
+        self.cpu0 = {p: cpu_ticks(p) for p in watched}
         self.machine0 = machine_ticks()
         self.result["load_start"] = os.getloadavg()[0]
 
@@ -289,6 +292,8 @@ class Window:
             machine_busy_pct=100 * (busy - self.machine0[0]) / max(1, total - self.machine0[1]),
             load_end=os.getloadavg()[0],
         )
+        for role, pids in self.roles.items():
+            self.result[f"{role}_cpu_s"] = sum(cpu[p] for p in pids)
 
 
 def start_profiler(pid: int, out: Path) -> subprocess.Popen[bytes]:
@@ -339,6 +344,11 @@ def syscall_counts(path: Path) -> dict[str, int]:
     return counts
 
 
+def generator_cmd(jar: Path, main: str, jvm: tuple[str, ...] = GENERATOR_JVM) -> list[str]:
+    """``java`` with a generator's jar and its ``lib/`` (``mvn package``'s output)."""
+    return ["java", *jvm, "-cp", f"{jar}:{jar.parent / 'lib'}/*", main]
+
+
 def run_generator(
     broker: Broker,
     args: list[str],
@@ -346,24 +356,24 @@ def run_generator(
     timeout: float,
     profile: bool = False,
     trace: bool = False,
+    *,
+    cmd: list[str] | None = None,
+    roles: dict[str, list[int]] | None = None,
 ) -> dict[str, Any]:
     """Run the generator once; its RESULT merged with the servers' CPU over its window (and,
-    with ``profile``, py-spy's stacks of each ferrymq broker process beside ``out_path``)."""
-    cmd = [
-        "java",
-        *GENERATOR_JVM,
-        "-cp",
-        f"{JAR}:{JAR.parent / 'lib'}/*",
-        "io.ferrymq.bench.VsBench",
-    ]
-    cmd += ["--namesrv", broker.namesrv, *args]
+    with ``profile``, py-spy's stacks of each ferrymq broker process beside ``out_path``).
+    ``cmd``: another generator's command (the 5.x one) instead of the 4.x one at
+    ``--namesrv``; ``roles``: server processes whose CPU is also recorded by role."""
+    if cmd is None:
+        cmd = [*generator_cmd(JAR, "io.ferrymq.bench.VsBench"), "--namesrv", broker.namesrv]
+    cmd = [*cmd, *args]
     with open(out_path, "w") as out:
         out.write(" ".join(cmd) + "\n")
         out.flush()
         proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=out, stdin=subprocess.DEVNULL, text=True
         )
-        window = Window(broker.server_pids(), proc.pid)
+        window = Window(broker.server_pids(), proc.pid, dict(roles or {}))
         deadline = time.monotonic() + timeout
         result: dict[str, Any] = {}
         profilers: list[subprocess.Popen[bytes]] = []
@@ -409,6 +419,8 @@ def run_generator(
     msgs = result.get("messages") or 0
     if msgs and "server_cpu_s" in result:
         result["server_cpu_us_per_msg"] = 1e6 * result["server_cpu_s"] / msgs
+        for role in roles or {}:
+            result[f"{role}_cpu_s_per_1k_msg"] = 1e3 * result[f"{role}_cpu_s"] / msgs
     if trace and msgs:
         counts: dict[str, int] = {}
         for pid in window.pids:
@@ -459,15 +471,17 @@ def run_scenario(
 # --- the run ------------------------------------------------------------------------------------
 
 
-def build_generator() -> None:
-    """``mvn package`` when the jar is missing or older than its sources (Maven Central)."""
-    sources = [*JAVA_DIR.rglob("*.java"), JAVA_DIR / "pom.xml"]
-    if JAR.exists() and all(p.stat().st_mtime <= JAR.stat().st_mtime for p in sources):
+def build_generator(module: Path = JAVA_DIR, jar: Path = JAR) -> None:
+    """``mvn package`` of a generator module (bench/java, bench/java5) when its jar is missing or
+    older than its sources, the shared ones (bench/java/src/shared) or the poms (Maven Central)."""
+    sources = [*module.rglob("*.java"), *JAVA_DIR.rglob("*.java"), module / "pom.xml"]
+    sources.append(module.parent / "pom.xml")  # the parent: plugins, HdrHistogram
+    if jar.exists() and all(p.stat().st_mtime <= jar.stat().st_mtime for p in sources):
         return
     from tests.interop.reference.tools import ensure_java_tools
 
     ensure_java_tools()
-    subprocess.run(["mvn", "-q", "-B", "-DskipTests", "package"], cwd=JAVA_DIR, check=True)
+    subprocess.run(["mvn", "-q", "-B", "-DskipTests", "package"], cwd=module, check=True)
 
 
 def pin(pid: int, cpus: set[int]) -> None:

@@ -2,7 +2,6 @@ package io.ferrymq.bench;
 
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -45,29 +44,6 @@ import org.apache.rocketmq.remoting.protocol.route.TopicRouteData;
 public final class VsBench {
   private VsBench() {}
 
-  static final class Args {
-    final Map<String, String> values = new HashMap<>();
-
-    Args(String[] argv) {
-      for (int i = 0; i < argv.length; i++) {
-        String a = argv[i];
-        if (!a.startsWith("--") || i + 1 >= argv.length) {
-          throw new IllegalArgumentException("expected --name value pairs, got " + a);
-        }
-        values.put(a.substring(2), argv[++i]);
-      }
-    }
-
-    String str(String name, String dflt) {
-      return values.getOrDefault(name, dflt);
-    }
-
-    long num(String name, long dflt) {
-      String v = values.get(name);
-      return v == null ? dflt : Long.parseLong(v);
-    }
-  }
-
   public static void main(String[] argv) throws Exception {
     System.setProperty("rocketmq.client.logUseSlf4j", "false");
     Args args = new Args(argv);
@@ -94,8 +70,7 @@ public final class VsBench {
       case "connections" -> Connections.run(args, out);
       default -> throw new IllegalArgumentException("unknown scenario " + scenario);
     }
-    System.out.println("RESULT " + toJson(out));
-    System.out.flush();
+    Report.result(out);
     System.exit(0);
   }
 
@@ -212,7 +187,7 @@ public final class VsBench {
     AtomicLong sent = new AtomicLong();
     AtomicLong failed = new AtomicLong();
     Recorder recorder = new Recorder(3);
-    mark("start");
+    Report.mark("start");
     long start = System.nanoTime();
     long deadline = start + TimeUnit.SECONDS.toNanos(seconds);
     List<Thread> workers = new ArrayList<>();
@@ -237,10 +212,10 @@ public final class VsBench {
     }
     double elapsed = (System.nanoTime() - start) / 1e9;
     if (markEnd) {
-      mark("end");
+      Report.mark("end");
     }
     p.shutdown();
-    putRate(out, sent.get(), failed.get(), elapsed, recorder);
+    Report.putRate(out, sent.get(), failed.get(), elapsed, recorder);
     return start;
   }
 
@@ -316,7 +291,7 @@ public final class VsBench {
     AtomicLong sent = new AtomicLong();
     AtomicLong failed = new AtomicLong();
     Recorder recorder = new Recorder(3);
-    mark("start");
+    Report.mark("start");
     long start = System.nanoTime();
     long deadline = start + TimeUnit.SECONDS.toNanos(seconds);
     long issued = 0;
@@ -342,9 +317,9 @@ public final class VsBench {
     }
     inFlight.acquire(window);
     double elapsed = (System.nanoTime() - start) / 1e9;
-    mark("end");
+    Report.mark("end");
     p.shutdown();
-    putRate(out, sent.get(), failed.get(), elapsed, recorder);
+    Report.putRate(out, sent.get(), failed.get(), elapsed, recorder);
   }
 
   /** Oneway sends from --threads threads. Nothing is acknowledged, so the figure is what the
@@ -369,7 +344,7 @@ public final class VsBench {
         Thread.sleep(100);
         stored = storedMessages(q, topic);
       }
-      mark("end");
+      Report.mark("end");
       double elapsed = (settled - start) / 1e9;
       out.put("client_written", out.get("messages"));
       out.put("messages", stored - before);
@@ -419,12 +394,12 @@ public final class VsBench {
       }
       return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
     });
-    mark("start");
+    Report.mark("start");
     long start = System.nanoTime();
     c.start();
     done.await(seconds, TimeUnit.SECONDS);
     long end = System.nanoTime();
-    mark("end");
+    Report.mark("end");
     c.shutdown();
     // from the first message on: rebalance and the first pull's set-up are not the broker's rate
     double elapsed = (end - (firstNs.get() == 0 ? start : firstNs.get())) / 1e9;
@@ -473,7 +448,7 @@ public final class VsBench {
     }
     Thread.sleep(2_000);
     long interval = 1_000_000_000L / rate;
-    mark("start");
+    Report.mark("start");
     long t0 = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(100);
     for (long i = 0; i < total; i++) {
       long at = t0 + i * interval;
@@ -499,7 +474,7 @@ public final class VsBench {
     while (received.get() + failed.get() < total && System.nanoTime() < deadline) {
       Thread.sleep(50);
     }
-    mark("end");
+    Report.mark("end");
     p.shutdown();
     c.shutdown();
     out.put("messages", received.get());
@@ -507,74 +482,7 @@ public final class VsBench {
     out.put("achieved_rate", total / sendSeconds);
     out.put("msgs_per_s", total / sendSeconds);
     synchronized (hist) {
-      putLatency(out, "e2e_latency_us", hist);
+      Report.putLatency(out, "e2e_latency_us", hist);
     }
-  }
-
-  // --- output ---------------------------------------------------------------------------------
-
-  /** "MARK start" / "MARK end" on stdout: the runner samples the servers' CPU at these lines, so
-   * JVM start-up, warm-up and connection set-up are outside the measured window. */
-  static void mark(String what) {
-    System.out.println("MARK " + what);
-    System.out.flush();
-  }
-
-  static void putRate(
-      Map<String, Object> out, long sent, long failed, double elapsed, Recorder recorder) {
-    out.put("messages", sent);
-    out.put("failed_requests", failed);
-    out.put("elapsed_s", elapsed);
-    out.put("msgs_per_s", sent / elapsed);
-    putLatency(out, "request_latency_us", recorder.getIntervalHistogram());
-  }
-
-  static void putLatency(Map<String, Object> out, String key, Histogram h) {
-    Map<String, Object> m = new LinkedHashMap<>();
-    m.put("count", h.getTotalCount());
-    m.put("p50", h.getValueAtPercentile(50));
-    m.put("p99", h.getValueAtPercentile(99));
-    m.put("p999", h.getValueAtPercentile(99.9));
-    m.put("max", h.getMaxValue());
-    out.put(key, m);
-  }
-
-  static String toJson(Object o) {
-    if (o instanceof Map<?, ?> m) {
-      StringBuilder sb = new StringBuilder("{");
-      boolean first = true;
-      for (Map.Entry<?, ?> e : m.entrySet()) {
-        if (!first) {
-          sb.append(',');
-        }
-        first = false;
-        sb.append(toJson(String.valueOf(e.getKey()))).append(':').append(toJson(e.getValue()));
-      }
-      return sb.append('}').toString();
-    }
-    if (o instanceof Number n) {
-      double d = n.doubleValue();
-      return Double.isFinite(d) ? n.toString() : "null";
-    }
-    if (o == null) {
-      return "null";
-    }
-    String s = String.valueOf(o);
-    StringBuilder sb = new StringBuilder("\"");
-    for (char ch : s.toCharArray()) {
-      switch (ch) {
-        case '"' -> sb.append("\\\"");
-        case '\\' -> sb.append("\\\\");
-        case '\n' -> sb.append("\\n");
-        default -> {
-          if (ch < 0x20) {
-            sb.append(String.format("\\u%04x", (int) ch));
-          } else {
-            sb.append(ch);
-          }
-        }
-      }
-    }
-    return sb.append('"').toString();
   }
 }
