@@ -474,7 +474,8 @@ def run_scenario(
 def build_generator(module: Path = JAVA_DIR, jar: Path = JAR) -> None:
     """``mvn package`` of a generator module (bench/java, bench/java5) when its jar is missing or
     older than its sources, the shared ones (bench/java/src/shared) or the poms (Maven Central)."""
-    sources = [*module.rglob("*.java"), *JAVA_DIR.rglob("*.java"), module / "pom.xml"]
+    shared = JAVA_DIR / "src" / "shared"
+    sources = [*module.rglob("*.java"), *shared.rglob("*.java"), module / "pom.xml"]
     sources.append(module.parent / "pom.xml")  # the parent: plugins, HdrHistogram
     if jar.exists() and all(p.stat().st_mtime <= jar.stat().st_mtime for p in sources):
         return
@@ -482,6 +483,7 @@ def build_generator(module: Path = JAVA_DIR, jar: Path = JAR) -> None:
 
     ensure_java_tools()
     subprocess.run(["mvn", "-q", "-B", "-DskipTests", "package"], cwd=module, check=True)
+    jar.touch()  # maven leaves an up-to-date jar as it was: newer than its sources from now on
 
 
 def pin(pid: int, cpus: set[int]) -> None:

@@ -78,8 +78,8 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("send_1t", ("--scenario", "send", "--threads", "1"), (50_000, 20), (3_000, 6)),
     Scenario("send_16t", ("--scenario", "send", "--threads", "16"), (200_000, 20), (20_000, 6)),
     Scenario("drain_4t", ("--scenario", "drain", "--threads", "4", "--batch", "32", "--invisible-s", "30"), (100_000, 120), (5_000, 60), fill_s=900),
+    Scenario("latency_100", ("--scenario", "latency", "--rate", "100"), (2_000, 20), (600, 6)),
     Scenario("latency_500", ("--scenario", "latency", "--rate", "500"), (10_000, 20), (3_000, 6)),
-    Scenario("latency_2k", ("--scenario", "latency", "--rate", "2000"), (40_000, 20), (12_000, 6)),
 )  # fmt: skip
 
 
