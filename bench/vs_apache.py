@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -36,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -529,26 +530,40 @@ def run_all(args: argparse.Namespace) -> Path:
                     for index, s in enumerate(group):
                         order = sides if (index + round_no) % 2 == 0 else sides[::-1]
                         for name in order:
-                            try:
-                                rec = run_scenario(
-                                    running[name],
-                                    s,
-                                    args.quick,
-                                    round_no,
-                                    out_dir,
-                                    args.profile,
-                                    args.strace,
-                                )
-                            except RuntimeError as exc:  # recorded; the other runs go on
-                                rec = {"error": str(exc)}
-                                rec.update(broker=name, case=s.name, round=round_no, setup=setup)
-                            with raw.open("a") as f:
-                                f.write(json.dumps(rec) + "\n")
-                            print(summary_line(rec), flush=True)
+                            run = functools.partial(
+                                run_scenario,
+                                running[name],
+                                s,
+                                args.quick,
+                                round_no,
+                                out_dir,
+                                args.profile,
+                                args.strace,
+                            )
+                            labels = {"broker": name, "case": s.name, "round": round_no}
+                            record_run(raw, run, {**labels, "setup": setup}, summary_line)
     finally:
         shutil.rmtree(workroot, ignore_errors=True)
     (out_dir / "SUMMARY.md").write_text(summarize(raw, args))
     return out_dir
+
+
+def record_run(
+    raw: Path,
+    run: Callable[[], dict[str, Any]],
+    labels: dict[str, Any],
+    line: Callable[[dict[str, Any]], str],
+) -> None:
+    """One run's record (``labels`` added) appended to raw.jsonl and printed as ``line``; a run
+    whose generator failed is recorded with its error, and the other runs go on."""
+    try:
+        rec = run()
+    except RuntimeError as exc:
+        rec = {"error": str(exc)}
+    rec.update(labels)
+    with raw.open("a") as f:
+        f.write(json.dumps(rec) + "\n")
+    print(line(rec), flush=True)
 
 
 def summary_line(r: dict[str, Any]) -> str:
@@ -634,21 +649,51 @@ def configs() -> list[str]:
     return lines
 
 
-def main() -> int:
-    global WARMUP
+def run_or_summarize(
+    args: argparse.Namespace,
+    run: Callable[[argparse.Namespace], Path],
+    summary: Callable[[Path, argparse.Namespace], str],
+) -> int:
+    """A run, or with ``--summarize DIR`` only DIR's SUMMARY.md again from its raw.jsonl; the
+    summary printed either way."""
+    if args.summarize:
+        out = Path(args.summarize)
+        (out / "SUMMARY.md").write_text(summary(out / "raw.jsonl", args))
+    else:
+        out = run(args)
+    print((out / "SUMMARY.md").read_text())
+    print(f"results in {out}")
+    return 0
+
+
+def parser(doc: str | None, warmup: int) -> argparse.ArgumentParser:
+    """The options both runners (this one and vs_apache_v5.py) take."""
     p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--quick", action="store_true", help="small counts and short windows")
     p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--only", default="", help="comma-separated scenario names")
+    p.add_argument("--out", default="", help="results directory (default: dated, in bench/results)")
+    p.add_argument("--workdir", default=None, help="where the servers' stores go (default: /tmp)")
+    p.add_argument(
+        "--summarize",
+        default="",
+        help="only (re)write SUMMARY.md of this results directory from its raw.jsonl",
+    )
+    p.add_argument("--warmup", type=int, default=warmup, help="requests before each window")
+    return p
+
+
+def main() -> int:
+    global WARMUP
+    p = parser(__doc__, WARMUP)
     p.add_argument(
         "--brokers",
         default="ferrymq,apache",
         help="which brokers, in round-1 order; ratios are first / last. ferrymq@REV runs "
         "commit REV's broker (an A/B: --brokers ferrymq,ferrymq@HEAD~1)",
     )
-    p.add_argument("--out", default="", help="results directory (default: dated, in bench/results)")
     p.add_argument("--profile", action="store_true", help="py-spy the ferrymq brokers")
     p.add_argument(
         "--strace",
@@ -660,23 +705,9 @@ def main() -> int:
         default="",
         help="pin the broker processes (all threads) to these CPUs, e.g. 0 (scaling runs)",
     )
-    p.add_argument("--workdir", default=None, help="where the brokers' stores go (default: /tmp)")
-    p.add_argument(
-        "--summarize",
-        default="",
-        help="only (re)write SUMMARY.md of this results directory from its raw.jsonl",
-    )
-    p.add_argument("--warmup", type=int, default=WARMUP, help="requests before each window")
     args = p.parse_args()
     WARMUP = args.warmup
-    if args.summarize:
-        out = Path(args.summarize)
-        (out / "SUMMARY.md").write_text(summarize(out / "raw.jsonl", args))
-    else:
-        out = run_all(args)
-    print((out / "SUMMARY.md").read_text())
-    print(f"results in {out}")
-    return 0
+    return run_or_summarize(args, run_all, summarize)
 
 
 if __name__ == "__main__":

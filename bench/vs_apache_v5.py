@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -55,7 +56,10 @@ from bench.vs_apache import (  # noqa: E402
     _median,
     build_generator,
     generator_cmd,
+    parser,
+    record_run,
     run_generator,
+    run_or_summarize,
 )
 
 JAVA5_DIR = BENCH / "java5"
@@ -179,7 +183,7 @@ def run_scenario(
     cmd = [*generator_cmd(JAR5, "io.ferrymq.bench.VsBench5", jvm), "--endpoint", stack.endpoint]
     args = [*s.args, "--topic", topic, "--count", str(count), "--seconds", str(seconds),
             "--warmup", str(WARMUP)]  # fmt: skip
-    record = run_generator(
+    return run_generator(
         stack,
         args,
         out_dir / f"{tag}.out",
@@ -187,8 +191,6 @@ def run_scenario(
         cmd=cmd,
         roles=stack.roles(),
     )
-    record.update(stack=stack.name, broker=stack.name, case=s.name, round=round_no, setup=SETUP)
-    return record
 
 
 def rotation(names: list[str], shift: int) -> list[str]:
@@ -215,16 +217,13 @@ def run_all(args: argparse.Namespace) -> Path:
             with stacks(names, workroot / f"r{round_no}") as running:
                 for index, s in enumerate(chosen):
                     for name in rotation(names, index + round_no - 1):
-                        try:
-                            rec = run_scenario(
-                                running[name], s, args.quick, round_no, out_dir, workroot
-                            )
-                        except RuntimeError as exc:  # recorded; the other runs go on
-                            rec = {"error": str(exc)}
-                            rec.update(stack=name, broker=name, case=s.name, round=round_no)
-                        with raw.open("a") as f:
-                            f.write(json.dumps(rec) + "\n")
-                        print(summary_line(rec), flush=True)
+                        run = functools.partial(
+                            run_scenario, running[name], s, args.quick, round_no, out_dir, workroot
+                        )
+                        labels = {"stack": name, "case": s.name, "round": round_no}
+                        record_run(
+                            raw, run, {**labels, "broker": name, "setup": SETUP}, summary_line
+                        )
     finally:
         shutil.rmtree(workroot, ignore_errors=True)
     (out_dir / "SUMMARY.md").write_text(summarize(raw, args))
@@ -325,29 +324,13 @@ def summarize(raw: Path, args: argparse.Namespace) -> str:
 
 def main() -> int:
     global WARMUP
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    p.add_argument("--quick", action="store_true", help="small counts and short windows")
-    p.add_argument("--rounds", type=int, default=1)
-    p.add_argument("--only", default="", help="comma-separated scenario names")
+    p = parser(__doc__, WARMUP)
     p.add_argument(
         "--stacks", default=",".join(STACKS), help="comma-separated, of " + ", ".join(STACKS)
     )
-    p.add_argument("--out", default="", help="results directory (default: dated, in bench/results)")
-    p.add_argument("--workdir", default=None, help="where the stores go (default: /tmp)")
-    p.add_argument("--warmup", type=int, default=WARMUP, help="sync sends before each window")
-    p.add_argument("--summarize", default="", help="only (re)write SUMMARY.md of this directory")
     args = p.parse_args()
     WARMUP = args.warmup
-    if args.summarize:
-        out = Path(args.summarize)
-        (out / "SUMMARY.md").write_text(summarize(out / "raw.jsonl", args))
-    else:
-        out = run_all(args)
-    print((out / "SUMMARY.md").read_text())
-    print(f"results in {out}")
-    return 0
+    return run_or_summarize(args, run_all, summarize)
 
 
 if __name__ == "__main__":

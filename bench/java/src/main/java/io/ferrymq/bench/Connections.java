@@ -45,7 +45,7 @@ final class Connections {
     int queues = (int) args.num("queues", 8);
     long count = args.num("count", 200_000);
     long seconds = args.num("seconds", 20);
-    byte[] body = VsBench.body(args);
+    byte[] body = args.body();
     String addr;
     DefaultMQProducer admin = VsBench.producer(args, "vsbench_conn_admin");
     try {

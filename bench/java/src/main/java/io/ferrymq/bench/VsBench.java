@@ -88,14 +88,6 @@ public final class VsBench {
     return p;
   }
 
-  static byte[] body(Args args) {
-    byte[] b = new byte[(int) args.num("size", 1024)];
-    for (int i = 0; i < b.length; i++) {
-      b[i] = (byte) ('a' + i % 26);
-    }
-    return b;
-  }
-
   static Message message(String topic, byte[] body) {
     return new Message(topic, "bench", body);
   }
@@ -179,44 +171,12 @@ public final class VsBench {
       Args args, Map<String, Object> out, Sender sender, int perRequest, boolean markEnd)
       throws Exception {
     DefaultMQProducer p = producer(args, "vsbench_producer");
-    int threads = (int) args.num("threads", 1);
-    long count = args.num("count", 100_000);
-    long seconds = args.num("seconds", 20);
     warmUp(args, p, sender);
-    AtomicLong issued = new AtomicLong();
-    AtomicLong sent = new AtomicLong();
-    AtomicLong failed = new AtomicLong();
-    Recorder recorder = new Recorder(3);
-    Report.mark("start");
-    long start = System.nanoTime();
-    long deadline = start + TimeUnit.SECONDS.toNanos(seconds);
-    List<Thread> workers = new ArrayList<>();
-    for (int t = 0; t < threads; t++) {
-      Thread w = new Thread(() -> {
-        while (issued.addAndGet(perRequest) <= count && System.nanoTime() < deadline) {
-          long t0 = System.nanoTime();
-          try {
-            sent.addAndGet(sender.send(p));
-            recorder.recordValue((System.nanoTime() - t0) / 1000);
-          } catch (Exception e) {
-            failed.incrementAndGet();
-            out.putIfAbsent("first_error", String.valueOf(e));
-          }
-        }
-      });
-      w.start();
-      workers.add(w);
+    try {
+      return ClosedLoop.run(args, out, () -> sender.send(p), perRequest, true, markEnd);
+    } finally {
+      p.shutdown();
     }
-    for (Thread w : workers) {
-      w.join();
-    }
-    double elapsed = (System.nanoTime() - start) / 1e9;
-    if (markEnd) {
-      Report.mark("end");
-    }
-    p.shutdown();
-    Report.putRate(out, sent.get(), failed.get(), elapsed, recorder);
-    return start;
   }
 
   static void warmUp(Args args, DefaultMQProducer p, Sender sender) throws Exception {
@@ -248,7 +208,7 @@ public final class VsBench {
 
   static void sync(Args args, Map<String, Object> out) throws Exception {
     String topic = args.str("topic", "VsBench");
-    byte[] body = body(args);
+    byte[] body = args.body();
     closedLoop(args, out, p -> {
       ok(p.send(message(topic, body)));
       return 1;
@@ -257,7 +217,7 @@ public final class VsBench {
 
   static void batch(Args args, Map<String, Object> out) throws Exception {
     String topic = args.str("topic", "VsBench");
-    byte[] body = body(args);
+    byte[] body = args.body();
     int n = (int) args.num("batch", 32);
     closedLoop(args, out, p -> {
       List<Message> msgs = new ArrayList<>(n);
@@ -276,7 +236,7 @@ public final class VsBench {
 
   static void async(Args args, Map<String, Object> out) throws Exception {
     String topic = args.str("topic", "VsBench");
-    byte[] body = body(args);
+    byte[] body = args.body();
     int window = (int) args.num("window", 1_000);
     long count = args.num("count", 200_000);
     long seconds = args.num("seconds", 20);
@@ -327,7 +287,7 @@ public final class VsBench {
    * send until the stored count stops growing. */
   static void oneway(Args args, Map<String, Object> out) throws Exception {
     String topic = args.str("topic", "VsBench");
-    byte[] body = body(args);
+    byte[] body = args.body();
     DefaultMQProducer q = producer(args, "vsbench_counter");
     try {
       long before = storedMessages(q, topic);
@@ -416,26 +376,15 @@ public final class VsBench {
     long rate = args.num("rate", 2_000);
     long seconds = args.num("seconds", 20);
     long total = Math.min(args.num("count", Long.MAX_VALUE), rate * seconds);
-    byte[] body = body(args);
-    Histogram hist = new Histogram(TimeUnit.SECONDS.toMicros(60), 3);
-    AtomicLong received = new AtomicLong();
-    AtomicLong failed = new AtomicLong();
-    long startNs = System.nanoTime() + TimeUnit.SECONDS.toNanos(1);
+    byte[] body = args.body();
+    OpenLoop loop = new OpenLoop(out);
     DefaultMQPushConsumer c = consumer(args, "vsbench_latency_" + System.nanoTime(), topic);
     c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET);
     c.setConsumeMessageBatchMaxSize(1);
     c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
       long now = System.nanoTime();
       for (MessageExt m : msgs) {
-        ByteBuffer b = ByteBuffer.wrap(m.getBody());
-        long scheduled = b.getLong();
-        if (b.getLong() == startNs) {
-          // a message of this run (not a warm-up one)
-          synchronized (hist) {
-            hist.recordValue(Math.max(0, (now - scheduled) / 1000));
-          }
-          received.incrementAndGet();
-        }
+        loop.received(ByteBuffer.wrap(m.getBody()), now);
       }
       return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
     });
@@ -447,42 +396,23 @@ public final class VsBench {
       ok(p.send(message(topic, body)));
     }
     Thread.sleep(2_000);
-    long interval = 1_000_000_000L / rate;
-    Report.mark("start");
-    long t0 = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(100);
-    for (long i = 0; i < total; i++) {
-      long at = t0 + i * interval;
-      long wait;
-      while ((wait = at - System.nanoTime()) > 0) {
-        LockSupport.parkNanos(wait);
-      }
-      byte[] b = body.clone();
-      ByteBuffer.wrap(b).putLong(at).putLong(startNs);
-      p.send(message(topic, b), new SendCallback() {
-        @Override
-        public void onSuccess(SendResult r) {}
+    SendCallback callback = new SendCallback() {
+      @Override
+      public void onSuccess(SendResult r) {}
 
-        @Override
-        public void onException(Throwable e) {
-          failed.incrementAndGet();
-          out.putIfAbsent("first_error", String.valueOf(e));
-        }
-      });
-    }
-    double sendSeconds = (System.nanoTime() - t0) / 1e9;
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-    while (received.get() + failed.get() < total && System.nanoTime() < deadline) {
-      Thread.sleep(50);
-    }
-    Report.mark("end");
+      @Override
+      public void onException(Throwable e) {
+        loop.failed(e);
+      }
+    };
+    loop.run(rate, total, body, b -> {
+      try {
+        p.send(message(topic, b), callback);
+      } catch (Exception e) {
+        loop.failed(e);
+      }
+    });
     p.shutdown();
     c.shutdown();
-    out.put("messages", received.get());
-    out.put("failed_requests", failed.get());
-    out.put("achieved_rate", total / sendSeconds);
-    out.put("msgs_per_s", total / sendSeconds);
-    synchronized (hist) {
-      Report.putLatency(out, "e2e_latency_us", hist);
-    }
   }
 }

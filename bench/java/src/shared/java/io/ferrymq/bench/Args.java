@@ -25,4 +25,13 @@ final class Args {
     String v = values.get(name);
     return v == null ? dflt : Long.parseLong(v);
   }
+
+  /** A message body of --size bytes (1 KiB): letters, which no codec shrinks to nothing. */
+  byte[] body() {
+    byte[] b = new byte[(int) num("size", 1024)];
+    for (int i = 0; i < b.length; i++) {
+      b[i] = (byte) ('a' + i % 26);
+    }
+    return b;
+  }
 }

@@ -114,14 +114,6 @@ public final class VsBench5 {
         .build();
   }
 
-  static byte[] body(Args args) {
-    byte[] b = new byte[(int) args.num("size", 1024)];
-    for (int i = 0; i < b.length; i++) {
-      b[i] = (byte) ('a' + i % 26);
-    }
-    return b;
-  }
-
   static Message message(String topic, byte[] body) {
     return PROVIDER.newMessageBuilder().setTopic(topic).setTag("bench").setBody(body).build();
   }
@@ -165,53 +157,18 @@ public final class VsBench5 {
 
   // --- scenarios ------------------------------------------------------------------------------
 
-  /** Closed loop: --threads threads, each one sync send in flight, until --count or --seconds;
-   * the measured window's messages and request latency go to {@code out}. */
+  /** Sync sends of --size bytes in a closed loop (ClosedLoop: --threads, --count, --seconds). */
   static void sendLoop(Args args, Map<String, Object> out, Producer p, String topic, byte[] body,
-      boolean marks) throws Exception {
-    int threads = (int) args.num("threads", 1);
-    long count = args.num("count", 100_000);
-    long seconds = args.num("seconds", 20);
-    AtomicLong issued = new AtomicLong();
-    AtomicLong sent = new AtomicLong();
-    AtomicLong failed = new AtomicLong();
-    Recorder recorder = new Recorder(3);
-    if (marks) {
-      Report.mark("start");
-    }
-    long start = System.nanoTime();
-    long deadline = start + TimeUnit.SECONDS.toNanos(seconds);
-    List<Thread> workers = new ArrayList<>();
-    for (int t = 0; t < threads; t++) {
-      Thread w = new Thread(() -> {
-        while (issued.incrementAndGet() <= count && System.nanoTime() < deadline) {
-          long t0 = System.nanoTime();
-          try {
-            p.send(message(topic, body));
-            recorder.recordValue((System.nanoTime() - t0) / 1000);
-            sent.incrementAndGet();
-          } catch (Exception e) {
-            failed.incrementAndGet();
-            out.putIfAbsent("first_error", String.valueOf(e));
-          }
-        }
-      });
-      w.start();
-      workers.add(w);
-    }
-    for (Thread w : workers) {
-      w.join();
-    }
-    double elapsed = (System.nanoTime() - start) / 1e9;
-    if (marks) {
-      Report.mark("end");
-    }
-    Report.putRate(out, sent.get(), failed.get(), elapsed, recorder);
+      boolean marks) throws InterruptedException {
+    ClosedLoop.run(args, out, () -> {
+      p.send(message(topic, body));
+      return 1;
+    }, 1, marks, marks);
   }
 
   static void send(Args args, Map<String, Object> out) throws Exception {
     String topic = args.str("topic", "VsBench5");
-    byte[] body = body(args);
+    byte[] body = args.body();
     try (Producer p = producer(args, topic)) {
       warmUp(args, p, topic, body);
       sendLoop(args, out, p, topic, body, true);
@@ -234,7 +191,7 @@ public final class VsBench5 {
       fill.values.put("threads", args.str("fill-threads", "16"));
       fill.values.put("seconds", "600");
       Map<String, Object> filled = new LinkedHashMap<>();
-      sendLoop(fill, filled, p, topic, body(args), false);
+      sendLoop(fill, filled, p, topic, args.body(), false);
       out.put("fill_messages", filled.get("messages"));
       out.put("fill_msgs_per_s", filled.get("msgs_per_s"));
       out.put("fill_failed", filled.get("failed_requests"));
@@ -301,12 +258,9 @@ public final class VsBench5 {
     long seconds = args.num("seconds", 20);
     long total = Math.min(args.num("count", Long.MAX_VALUE), rate * seconds);
     int threads = (int) args.num("threads", 4);
-    byte[] body = body(args);
-    Histogram hist = new Histogram(TimeUnit.SECONDS.toMicros(60), 3);
-    AtomicLong received = new AtomicLong();
-    AtomicLong failed = new AtomicLong();
+    byte[] body = args.body();
+    OpenLoop loop = new OpenLoop(out);
     AtomicBoolean stop = new AtomicBoolean();
-    long startNs = System.nanoTime() + TimeUnit.SECONDS.toNanos(1);
     String group = "vsbench5_latency_" + System.nanoTime();
     SimpleConsumer c = opened(simpleConsumer(args, group, topic));
     Producer p = opened(producer(args, topic));
@@ -323,15 +277,7 @@ public final class VsBench5 {
           }
           long now = System.nanoTime();
           for (MessageView v : views) {
-            ByteBuffer b = v.getBody().duplicate();
-            long scheduled = b.getLong();
-            if (b.getLong() == startNs) {
-              // a message of this run (not a warm-up one)
-              synchronized (hist) {
-                hist.recordValue(Math.max(0, (now - scheduled) / 1000));
-              }
-              received.incrementAndGet();
-            }
+            loop.received(v.getBody().duplicate(), now);
             c.ackAsync(v).whenComplete((ok, e) -> {
               if (e != null) {
                 out.putIfAbsent("first_ack_error", String.valueOf(e));
@@ -346,37 +292,11 @@ public final class VsBench5 {
     // warm-up: routes, the gRPC channels, the receivers' first long polls
     warmUp(args, p, topic, body);
     Thread.sleep(2_000);
-    long interval = 1_000_000_000L / rate;
-    Report.mark("start");
-    long t0 = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(100);
-    for (long i = 0; i < total; i++) {
-      long at = t0 + i * interval;
-      long wait;
-      while ((wait = at - System.nanoTime()) > 0) {
-        LockSupport.parkNanos(wait);
+    loop.run(rate, total, body, b -> p.sendAsync(message(topic, b)).whenComplete((r, e) -> {
+      if (e != null) {
+        loop.failed(e);
       }
-      byte[] b = body.clone();
-      ByteBuffer.wrap(b).putLong(at).putLong(startNs);
-      p.sendAsync(message(topic, b)).whenComplete((r, e) -> {
-        if (e != null) {
-          failed.incrementAndGet();
-          out.putIfAbsent("first_error", String.valueOf(e));
-        }
-      });
-    }
-    double sendSeconds = (System.nanoTime() - t0) / 1e9;
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-    while (received.get() + failed.get() < total && System.nanoTime() < deadline) {
-      Thread.sleep(50);
-    }
-    Report.mark("end");
+    }));
     stop.set(true);
-    out.put("messages", received.get());
-    out.put("failed_requests", failed.get());
-    out.put("achieved_rate", total / sendSeconds);
-    out.put("msgs_per_s", total / sendSeconds);
-    synchronized (hist) {
-      Report.putLatency(out, "e2e_latency_us", hist);
-    }
   }
 }
