@@ -304,7 +304,10 @@ def summarize(raw: Path, args: argparse.Namespace) -> str:
         "",
         "`drain_4t`: the broker's CPU per 1,000 consumed messages is POP's bookkeeping cost "
         "(pop, ack, invisibility, revive). CPU is utime+stime from /proc between the "
-        "generator's MARK lines; the NameServers are not counted.",
+        "generator's MARK lines; the NameServers are not counted. `latency_*`: msg/s is the "
+        "send rate achieved (below the target when the generator fell behind its schedule; "
+        "the latency, from the scheduled time, then includes that lag); failed = requests that "
+        "failed (the first error of each run is in raw.jsonl, `first_error`).",
         "",
         "## Configurations",
         "",
