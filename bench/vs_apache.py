@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -36,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -265,6 +266,8 @@ class Window:
 
     pids: list[int]
     generator: int
+    # server processes by role (e.g. "proxy", "broker"): each role's CPU is recorded apart too
+    roles: dict[str, list[int]] = field(default_factory=dict)
     t0: float = 0.0
     cpu0: dict[int, int] = field(default_factory=dict)
     machine0: tuple[int, int] = (0, 0)
@@ -272,7 +275,8 @@ class Window:
 
     def start(self) -> None:
         self.t0 = time.monotonic()
-        self.cpu0 = {p: cpu_ticks(p) for p in [*self.pids, self.generator]}
+        watched = {*self.pids, self.generator, *(p for ps in self.roles.values() for p in ps)}
+        self.cpu0 = {p: cpu_ticks(p) for p in watched}
         self.machine0 = machine_ticks()
         self.result["load_start"] = os.getloadavg()[0]
 
@@ -289,6 +293,8 @@ class Window:
             machine_busy_pct=100 * (busy - self.machine0[0]) / max(1, total - self.machine0[1]),
             load_end=os.getloadavg()[0],
         )
+        for role, pids in self.roles.items():
+            self.result[f"{role}_cpu_s"] = sum(cpu[p] for p in pids)
 
 
 def start_profiler(pid: int, out: Path) -> subprocess.Popen[bytes]:
@@ -339,6 +345,11 @@ def syscall_counts(path: Path) -> dict[str, int]:
     return counts
 
 
+def generator_cmd(jar: Path, main: str, jvm: tuple[str, ...] = GENERATOR_JVM) -> list[str]:
+    """``java`` with a generator's jar and its ``lib/`` (``mvn package``'s output)."""
+    return ["java", *jvm, "-cp", f"{jar}:{jar.parent / 'lib'}/*", main]
+
+
 def run_generator(
     broker: Broker,
     args: list[str],
@@ -346,24 +357,24 @@ def run_generator(
     timeout: float,
     profile: bool = False,
     trace: bool = False,
+    *,
+    cmd: list[str] | None = None,
+    roles: dict[str, list[int]] | None = None,
 ) -> dict[str, Any]:
     """Run the generator once; its RESULT merged with the servers' CPU over its window (and,
-    with ``profile``, py-spy's stacks of each ferrymq broker process beside ``out_path``)."""
-    cmd = [
-        "java",
-        *GENERATOR_JVM,
-        "-cp",
-        f"{JAR}:{JAR.parent / 'lib'}/*",
-        "io.ferrymq.bench.VsBench",
-    ]
-    cmd += ["--namesrv", broker.namesrv, *args]
+    with ``profile``, py-spy's stacks of each ferrymq broker process beside ``out_path``).
+    ``cmd``: another generator's command (the 5.x one) instead of the 4.x one at
+    ``--namesrv``; ``roles``: server processes whose CPU is also recorded by role."""
+    if cmd is None:
+        cmd = [*generator_cmd(JAR, "io.ferrymq.bench.VsBench"), "--namesrv", broker.namesrv]
+    cmd = [*cmd, *args]
     with open(out_path, "w") as out:
         out.write(" ".join(cmd) + "\n")
         out.flush()
         proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=out, stdin=subprocess.DEVNULL, text=True
         )
-        window = Window(broker.server_pids(), proc.pid)
+        window = Window(broker.server_pids(), proc.pid, dict(roles or {}))
         deadline = time.monotonic() + timeout
         result: dict[str, Any] = {}
         profilers: list[subprocess.Popen[bytes]] = []
@@ -409,6 +420,8 @@ def run_generator(
     msgs = result.get("messages") or 0
     if msgs and "server_cpu_s" in result:
         result["server_cpu_us_per_msg"] = 1e6 * result["server_cpu_s"] / msgs
+        for role in roles or {}:
+            result[f"{role}_cpu_s_per_1k_msg"] = 1e3 * result[f"{role}_cpu_s"] / msgs
     if trace and msgs:
         counts: dict[str, int] = {}
         for pid in window.pids:
@@ -459,15 +472,19 @@ def run_scenario(
 # --- the run ------------------------------------------------------------------------------------
 
 
-def build_generator() -> None:
-    """``mvn package`` when the jar is missing or older than its sources (Maven Central)."""
-    sources = [*JAVA_DIR.rglob("*.java"), JAVA_DIR / "pom.xml"]
-    if JAR.exists() and all(p.stat().st_mtime <= JAR.stat().st_mtime for p in sources):
+def build_generator(module: Path = JAVA_DIR, jar: Path = JAR) -> None:
+    """``mvn package`` of a generator module (bench/java, bench/java5) when its jar is missing or
+    older than its sources, the shared ones (bench/java/src/shared) or the poms (Maven Central)."""
+    shared = JAVA_DIR / "src" / "shared"
+    sources = [*module.rglob("*.java"), *shared.rglob("*.java"), module / "pom.xml"]
+    sources.append(module.parent / "pom.xml")  # the parent: plugins, HdrHistogram
+    if jar.exists() and all(p.stat().st_mtime <= jar.stat().st_mtime for p in sources):
         return
     from tests.interop.reference.tools import ensure_java_tools
 
     ensure_java_tools()
-    subprocess.run(["mvn", "-q", "-B", "-DskipTests", "package"], cwd=JAVA_DIR, check=True)
+    subprocess.run(["mvn", "-q", "-B", "-DskipTests", "package"], cwd=module, check=True)
+    jar.touch()  # maven leaves an up-to-date jar as it was: newer than its sources from now on
 
 
 def pin(pid: int, cpus: set[int]) -> None:
@@ -513,26 +530,40 @@ def run_all(args: argparse.Namespace) -> Path:
                     for index, s in enumerate(group):
                         order = sides if (index + round_no) % 2 == 0 else sides[::-1]
                         for name in order:
-                            try:
-                                rec = run_scenario(
-                                    running[name],
-                                    s,
-                                    args.quick,
-                                    round_no,
-                                    out_dir,
-                                    args.profile,
-                                    args.strace,
-                                )
-                            except RuntimeError as exc:  # recorded; the other runs go on
-                                rec = {"error": str(exc)}
-                                rec.update(broker=name, case=s.name, round=round_no, setup=setup)
-                            with raw.open("a") as f:
-                                f.write(json.dumps(rec) + "\n")
-                            print(summary_line(rec), flush=True)
+                            run = functools.partial(
+                                run_scenario,
+                                running[name],
+                                s,
+                                args.quick,
+                                round_no,
+                                out_dir,
+                                args.profile,
+                                args.strace,
+                            )
+                            labels = {"broker": name, "case": s.name, "round": round_no}
+                            record_run(raw, run, {**labels, "setup": setup}, summary_line)
     finally:
         shutil.rmtree(workroot, ignore_errors=True)
     (out_dir / "SUMMARY.md").write_text(summarize(raw, args))
     return out_dir
+
+
+def record_run(
+    raw: Path,
+    run: Callable[[], dict[str, Any]],
+    labels: dict[str, Any],
+    line: Callable[[dict[str, Any]], str],
+) -> None:
+    """One run's record (``labels`` added) appended to raw.jsonl and printed as ``line``; a run
+    whose generator failed is recorded with its error, and the other runs go on."""
+    try:
+        rec = run()
+    except RuntimeError as exc:
+        rec = {"error": str(exc)}
+    rec.update(labels)
+    with raw.open("a") as f:
+        f.write(json.dumps(rec) + "\n")
+    print(line(rec), flush=True)
 
 
 def summary_line(r: dict[str, Any]) -> str:
@@ -618,21 +649,51 @@ def configs() -> list[str]:
     return lines
 
 
-def main() -> int:
-    global WARMUP
+def run_or_summarize(
+    args: argparse.Namespace,
+    run: Callable[[argparse.Namespace], Path],
+    summary: Callable[[Path, argparse.Namespace], str],
+) -> int:
+    """A run, or with ``--summarize DIR`` only DIR's SUMMARY.md again from its raw.jsonl; the
+    summary printed either way."""
+    if args.summarize:
+        out = Path(args.summarize)
+        (out / "SUMMARY.md").write_text(summary(out / "raw.jsonl", args))
+    else:
+        out = run(args)
+    print((out / "SUMMARY.md").read_text())
+    print(f"results in {out}")
+    return 0
+
+
+def parser(doc: str | None, warmup: int) -> argparse.ArgumentParser:
+    """The options both runners (this one and vs_apache_v5.py) take."""
     p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--quick", action="store_true", help="small counts and short windows")
     p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--only", default="", help="comma-separated scenario names")
+    p.add_argument("--out", default="", help="results directory (default: dated, in bench/results)")
+    p.add_argument("--workdir", default=None, help="where the servers' stores go (default: /tmp)")
+    p.add_argument(
+        "--summarize",
+        default="",
+        help="only (re)write SUMMARY.md of this results directory from its raw.jsonl",
+    )
+    p.add_argument("--warmup", type=int, default=warmup, help="requests before each window")
+    return p
+
+
+def main() -> int:
+    global WARMUP
+    p = parser(__doc__, WARMUP)
     p.add_argument(
         "--brokers",
         default="ferrymq,apache",
         help="which brokers, in round-1 order; ratios are first / last. ferrymq@REV runs "
         "commit REV's broker (an A/B: --brokers ferrymq,ferrymq@HEAD~1)",
     )
-    p.add_argument("--out", default="", help="results directory (default: dated, in bench/results)")
     p.add_argument("--profile", action="store_true", help="py-spy the ferrymq brokers")
     p.add_argument(
         "--strace",
@@ -644,23 +705,9 @@ def main() -> int:
         default="",
         help="pin the broker processes (all threads) to these CPUs, e.g. 0 (scaling runs)",
     )
-    p.add_argument("--workdir", default=None, help="where the brokers' stores go (default: /tmp)")
-    p.add_argument(
-        "--summarize",
-        default="",
-        help="only (re)write SUMMARY.md of this results directory from its raw.jsonl",
-    )
-    p.add_argument("--warmup", type=int, default=WARMUP, help="requests before each window")
     args = p.parse_args()
     WARMUP = args.warmup
-    if args.summarize:
-        out = Path(args.summarize)
-        (out / "SUMMARY.md").write_text(summarize(out / "raw.jsonl", args))
-    else:
-        out = run_all(args)
-    print((out / "SUMMARY.md").read_text())
-    print(f"results in {out}")
-    return 0
+    return run_or_summarize(args, run_all, summarize)
 
 
 if __name__ == "__main__":

@@ -39,13 +39,13 @@ import org.apache.rocketmq.remoting.protocol.header.SendMessageRequestHeaderV2;
 final class Connections {
   private Connections() {}
 
-  static void run(VsBench.Args args, Map<String, Object> out) throws Exception {
+  static void run(Args args, Map<String, Object> out) throws Exception {
     String topic = args.str("topic", "VsBench");
     int connections = (int) args.num("connections", 1_000);
     int queues = (int) args.num("queues", 8);
     long count = args.num("count", 200_000);
     long seconds = args.num("seconds", 20);
-    byte[] body = VsBench.body(args);
+    byte[] body = args.body();
     String addr;
     DefaultMQProducer admin = VsBench.producer(args, "vsbench_conn_admin");
     try {
@@ -147,7 +147,7 @@ final class Connections {
         channels.add(b.connect(host, port).sync().channel());
       }
       out.put("connected", channels.size());
-      VsBench.mark("start");
+      Report.mark("start");
       long start = System.nanoTime();
       deadline[0] = start + TimeUnit.SECONDS.toNanos(seconds);
       measuring.set(1);
@@ -156,11 +156,11 @@ final class Connections {
       }
       finished.await(seconds + 30, TimeUnit.SECONDS);
       double elapsed = (System.nanoTime() - start) / 1e9;
-      VsBench.mark("end");
+      Report.mark("end");
       for (Channel c : channels) {
         c.close();
       }
-      VsBench.putRate(out, sent.get(), failed.get(), elapsed, recorder);
+      Report.putRate(out, sent.get(), failed.get(), elapsed, recorder);
     } finally {
       group.shutdownGracefully(0, 1, TimeUnit.SECONDS);
     }

@@ -2,7 +2,6 @@ package io.ferrymq.bench;
 
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -45,29 +44,6 @@ import org.apache.rocketmq.remoting.protocol.route.TopicRouteData;
 public final class VsBench {
   private VsBench() {}
 
-  static final class Args {
-    final Map<String, String> values = new HashMap<>();
-
-    Args(String[] argv) {
-      for (int i = 0; i < argv.length; i++) {
-        String a = argv[i];
-        if (!a.startsWith("--") || i + 1 >= argv.length) {
-          throw new IllegalArgumentException("expected --name value pairs, got " + a);
-        }
-        values.put(a.substring(2), argv[++i]);
-      }
-    }
-
-    String str(String name, String dflt) {
-      return values.getOrDefault(name, dflt);
-    }
-
-    long num(String name, long dflt) {
-      String v = values.get(name);
-      return v == null ? dflt : Long.parseLong(v);
-    }
-  }
-
   public static void main(String[] argv) throws Exception {
     System.setProperty("rocketmq.client.logUseSlf4j", "false");
     Args args = new Args(argv);
@@ -94,8 +70,7 @@ public final class VsBench {
       case "connections" -> Connections.run(args, out);
       default -> throw new IllegalArgumentException("unknown scenario " + scenario);
     }
-    System.out.println("RESULT " + toJson(out));
-    System.out.flush();
+    Report.result(out);
     System.exit(0);
   }
 
@@ -111,14 +86,6 @@ public final class VsBench {
     p.setMaxMessageSize(4 * 1024 * 1024);
     p.start();
     return p;
-  }
-
-  static byte[] body(Args args) {
-    byte[] b = new byte[(int) args.num("size", 1024)];
-    for (int i = 0; i < b.length; i++) {
-      b[i] = (byte) ('a' + i % 26);
-    }
-    return b;
   }
 
   static Message message(String topic, byte[] body) {
@@ -204,44 +171,12 @@ public final class VsBench {
       Args args, Map<String, Object> out, Sender sender, int perRequest, boolean markEnd)
       throws Exception {
     DefaultMQProducer p = producer(args, "vsbench_producer");
-    int threads = (int) args.num("threads", 1);
-    long count = args.num("count", 100_000);
-    long seconds = args.num("seconds", 20);
     warmUp(args, p, sender);
-    AtomicLong issued = new AtomicLong();
-    AtomicLong sent = new AtomicLong();
-    AtomicLong failed = new AtomicLong();
-    Recorder recorder = new Recorder(3);
-    mark("start");
-    long start = System.nanoTime();
-    long deadline = start + TimeUnit.SECONDS.toNanos(seconds);
-    List<Thread> workers = new ArrayList<>();
-    for (int t = 0; t < threads; t++) {
-      Thread w = new Thread(() -> {
-        while (issued.addAndGet(perRequest) <= count && System.nanoTime() < deadline) {
-          long t0 = System.nanoTime();
-          try {
-            sent.addAndGet(sender.send(p));
-            recorder.recordValue((System.nanoTime() - t0) / 1000);
-          } catch (Exception e) {
-            failed.incrementAndGet();
-            out.putIfAbsent("first_error", String.valueOf(e));
-          }
-        }
-      });
-      w.start();
-      workers.add(w);
+    try {
+      return ClosedLoop.run(args, out, () -> sender.send(p), perRequest, true, markEnd);
+    } finally {
+      p.shutdown();
     }
-    for (Thread w : workers) {
-      w.join();
-    }
-    double elapsed = (System.nanoTime() - start) / 1e9;
-    if (markEnd) {
-      mark("end");
-    }
-    p.shutdown();
-    putRate(out, sent.get(), failed.get(), elapsed, recorder);
-    return start;
   }
 
   static void warmUp(Args args, DefaultMQProducer p, Sender sender) throws Exception {
@@ -273,7 +208,7 @@ public final class VsBench {
 
   static void sync(Args args, Map<String, Object> out) throws Exception {
     String topic = args.str("topic", "VsBench");
-    byte[] body = body(args);
+    byte[] body = args.body();
     closedLoop(args, out, p -> {
       ok(p.send(message(topic, body)));
       return 1;
@@ -282,7 +217,7 @@ public final class VsBench {
 
   static void batch(Args args, Map<String, Object> out) throws Exception {
     String topic = args.str("topic", "VsBench");
-    byte[] body = body(args);
+    byte[] body = args.body();
     int n = (int) args.num("batch", 32);
     closedLoop(args, out, p -> {
       List<Message> msgs = new ArrayList<>(n);
@@ -301,7 +236,7 @@ public final class VsBench {
 
   static void async(Args args, Map<String, Object> out) throws Exception {
     String topic = args.str("topic", "VsBench");
-    byte[] body = body(args);
+    byte[] body = args.body();
     int window = (int) args.num("window", 1_000);
     long count = args.num("count", 200_000);
     long seconds = args.num("seconds", 20);
@@ -316,7 +251,7 @@ public final class VsBench {
     AtomicLong sent = new AtomicLong();
     AtomicLong failed = new AtomicLong();
     Recorder recorder = new Recorder(3);
-    mark("start");
+    Report.mark("start");
     long start = System.nanoTime();
     long deadline = start + TimeUnit.SECONDS.toNanos(seconds);
     long issued = 0;
@@ -342,9 +277,9 @@ public final class VsBench {
     }
     inFlight.acquire(window);
     double elapsed = (System.nanoTime() - start) / 1e9;
-    mark("end");
+    Report.mark("end");
     p.shutdown();
-    putRate(out, sent.get(), failed.get(), elapsed, recorder);
+    Report.putRate(out, sent.get(), failed.get(), elapsed, recorder);
   }
 
   /** Oneway sends from --threads threads. Nothing is acknowledged, so the figure is what the
@@ -352,7 +287,7 @@ public final class VsBench {
    * send until the stored count stops growing. */
   static void oneway(Args args, Map<String, Object> out) throws Exception {
     String topic = args.str("topic", "VsBench");
-    byte[] body = body(args);
+    byte[] body = args.body();
     DefaultMQProducer q = producer(args, "vsbench_counter");
     try {
       long before = storedMessages(q, topic);
@@ -369,7 +304,7 @@ public final class VsBench {
         Thread.sleep(100);
         stored = storedMessages(q, topic);
       }
-      mark("end");
+      Report.mark("end");
       double elapsed = (settled - start) / 1e9;
       out.put("client_written", out.get("messages"));
       out.put("messages", stored - before);
@@ -419,12 +354,12 @@ public final class VsBench {
       }
       return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
     });
-    mark("start");
+    Report.mark("start");
     long start = System.nanoTime();
     c.start();
     done.await(seconds, TimeUnit.SECONDS);
     long end = System.nanoTime();
-    mark("end");
+    Report.mark("end");
     c.shutdown();
     // from the first message on: rebalance and the first pull's set-up are not the broker's rate
     double elapsed = (end - (firstNs.get() == 0 ? start : firstNs.get())) / 1e9;
@@ -441,26 +376,15 @@ public final class VsBench {
     long rate = args.num("rate", 2_000);
     long seconds = args.num("seconds", 20);
     long total = Math.min(args.num("count", Long.MAX_VALUE), rate * seconds);
-    byte[] body = body(args);
-    Histogram hist = new Histogram(TimeUnit.SECONDS.toMicros(60), 3);
-    AtomicLong received = new AtomicLong();
-    AtomicLong failed = new AtomicLong();
-    long startNs = System.nanoTime() + TimeUnit.SECONDS.toNanos(1);
+    byte[] body = args.body();
+    OpenLoop loop = new OpenLoop(out);
     DefaultMQPushConsumer c = consumer(args, "vsbench_latency_" + System.nanoTime(), topic);
     c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET);
     c.setConsumeMessageBatchMaxSize(1);
     c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
       long now = System.nanoTime();
       for (MessageExt m : msgs) {
-        ByteBuffer b = ByteBuffer.wrap(m.getBody());
-        long scheduled = b.getLong();
-        if (b.getLong() == startNs) {
-          // a message of this run (not a warm-up one)
-          synchronized (hist) {
-            hist.recordValue(Math.max(0, (now - scheduled) / 1000));
-          }
-          received.incrementAndGet();
-        }
+        loop.received(ByteBuffer.wrap(m.getBody()), now);
       }
       return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
     });
@@ -472,109 +396,23 @@ public final class VsBench {
       ok(p.send(message(topic, body)));
     }
     Thread.sleep(2_000);
-    long interval = 1_000_000_000L / rate;
-    mark("start");
-    long t0 = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(100);
-    for (long i = 0; i < total; i++) {
-      long at = t0 + i * interval;
-      long wait;
-      while ((wait = at - System.nanoTime()) > 0) {
-        LockSupport.parkNanos(wait);
-      }
-      byte[] b = body.clone();
-      ByteBuffer.wrap(b).putLong(at).putLong(startNs);
-      p.send(message(topic, b), new SendCallback() {
-        @Override
-        public void onSuccess(SendResult r) {}
+    SendCallback callback = new SendCallback() {
+      @Override
+      public void onSuccess(SendResult r) {}
 
-        @Override
-        public void onException(Throwable e) {
-          failed.incrementAndGet();
-          out.putIfAbsent("first_error", String.valueOf(e));
-        }
-      });
-    }
-    double sendSeconds = (System.nanoTime() - t0) / 1e9;
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-    while (received.get() + failed.get() < total && System.nanoTime() < deadline) {
-      Thread.sleep(50);
-    }
-    mark("end");
+      @Override
+      public void onException(Throwable e) {
+        loop.failed(e);
+      }
+    };
+    loop.run(rate, total, body, b -> {
+      try {
+        p.send(message(topic, b), callback);
+      } catch (Exception e) {
+        loop.failed(e);
+      }
+    });
     p.shutdown();
     c.shutdown();
-    out.put("messages", received.get());
-    out.put("failed_requests", failed.get());
-    out.put("achieved_rate", total / sendSeconds);
-    out.put("msgs_per_s", total / sendSeconds);
-    synchronized (hist) {
-      putLatency(out, "e2e_latency_us", hist);
-    }
-  }
-
-  // --- output ---------------------------------------------------------------------------------
-
-  /** "MARK start" / "MARK end" on stdout: the runner samples the servers' CPU at these lines, so
-   * JVM start-up, warm-up and connection set-up are outside the measured window. */
-  static void mark(String what) {
-    System.out.println("MARK " + what);
-    System.out.flush();
-  }
-
-  static void putRate(
-      Map<String, Object> out, long sent, long failed, double elapsed, Recorder recorder) {
-    out.put("messages", sent);
-    out.put("failed_requests", failed);
-    out.put("elapsed_s", elapsed);
-    out.put("msgs_per_s", sent / elapsed);
-    putLatency(out, "request_latency_us", recorder.getIntervalHistogram());
-  }
-
-  static void putLatency(Map<String, Object> out, String key, Histogram h) {
-    Map<String, Object> m = new LinkedHashMap<>();
-    m.put("count", h.getTotalCount());
-    m.put("p50", h.getValueAtPercentile(50));
-    m.put("p99", h.getValueAtPercentile(99));
-    m.put("p999", h.getValueAtPercentile(99.9));
-    m.put("max", h.getMaxValue());
-    out.put(key, m);
-  }
-
-  static String toJson(Object o) {
-    if (o instanceof Map<?, ?> m) {
-      StringBuilder sb = new StringBuilder("{");
-      boolean first = true;
-      for (Map.Entry<?, ?> e : m.entrySet()) {
-        if (!first) {
-          sb.append(',');
-        }
-        first = false;
-        sb.append(toJson(String.valueOf(e.getKey()))).append(':').append(toJson(e.getValue()));
-      }
-      return sb.append('}').toString();
-    }
-    if (o instanceof Number n) {
-      double d = n.doubleValue();
-      return Double.isFinite(d) ? n.toString() : "null";
-    }
-    if (o == null) {
-      return "null";
-    }
-    String s = String.valueOf(o);
-    StringBuilder sb = new StringBuilder("\"");
-    for (char ch : s.toCharArray()) {
-      switch (ch) {
-        case '"' -> sb.append("\\\"");
-        case '\\' -> sb.append("\\\\");
-        case '\n' -> sb.append("\\n");
-        default -> {
-          if (ch < 0x20) {
-            sb.append(String.format("\\u%04x", (int) ch));
-          } else {
-            sb.append(ch);
-          }
-        }
-      }
-    }
-    return sb.append('"').toString();
   }
 }
