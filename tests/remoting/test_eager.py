@@ -229,3 +229,30 @@ async def test_a_request_is_handled_to_the_end_after_its_connection_closes(
                 await call
     finally:
         await client.close()
+
+
+async def test_stop_lets_a_request_in_hand_finish_and_cancels_it_past_the_bound(
+    server: RemotingServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server stopping (the broker before its store) waits for the requests it read to finish,
+    up to FINISH_TIMEOUT_S, then cancels them: none runs on after stop() returned."""
+    import ferrymq.remoting.server as server_module
+
+    monkeypatch.setattr(server_module, "FINISH_TIMEOUT_S", 0.5)
+    addr = f"127.0.0.1:{server.port}"
+    loop = asyncio.get_running_loop()
+    held: list[tuple[asyncio.Event, list[str]]] = server.held  # type: ignore[attr-defined]
+    client = RemotingClient()
+    try:
+        for _ in range(2):
+            await client.invoke_oneway(addr, RemotingCommand.request(HELD))
+        deadline = loop.time() + 5
+        while len(held) < 2 and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        assert len(held) == 2, "handlers never started"
+        first, second = held
+        loop.call_later(0.1, first[0].set)  # finishes within the bound; the second never does
+        await server.stop()
+        assert first[1] == ["finished"] and second[1] == ["cancelled"]
+    finally:
+        await client.close()

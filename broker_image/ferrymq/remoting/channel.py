@@ -185,6 +185,11 @@ class Channel(asyncio.Protocol):
         self._held = 0
 
     @property
+    def unfinished(self) -> set[asyncio.Task[None]]:
+        """Requests still being handled that outlive the connection (all but long polls)."""
+        return set(self._finishing)
+
+    @property
     def busy(self) -> bool:
         """A request of this connection is being handled, or a call of ours awaits its answer."""
         return bool(self._tasks or self._finishing or self._pending)

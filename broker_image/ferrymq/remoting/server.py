@@ -25,6 +25,9 @@ from ferrymq.remoting.tls_acceptor import TlsAcceptor
 
 log = logging.getLogger(__name__)
 
+# how long stop() lets the requests of closed connections finish before cancelling them
+FINISH_TIMEOUT_S = 3.0
+
 
 def idle_channels(channels: set[Channel], now: float, max_idle: float) -> list[Channel]:
     """The channels to close: nothing read for ``max_idle`` seconds and nothing in progress."""
@@ -138,6 +141,7 @@ class RemotingServer:
             self._sock = None
         if self._server is not None:
             self._server.close()
+        unfinished = {task for channel in self.channels for task in channel.unfinished}
         for channel in list(self.channels):
             channel.close()
         # a close waits for unsent bytes; a peer that stopped reading would hold it for ever
@@ -148,6 +152,15 @@ class RemotingServer:
                 channel.abort()
             if late:
                 await asyncio.wait(late)
+        if unfinished:
+            # requests read before the close (a send) are handled to the end, as upstream's
+            # executors finish their tasks before its store shuts down; bounded
+            _, stuck = await asyncio.wait(unfinished, timeout=FINISH_TIMEOUT_S)
+            for task in stuck:
+                task.cancel()
+            if stuck:
+                log.warning("%s: %d request(s) cancelled at shutdown", self.name, len(stuck))
+                await asyncio.wait(stuck)
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
