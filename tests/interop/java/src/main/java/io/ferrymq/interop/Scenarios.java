@@ -462,6 +462,13 @@ final class Scenarios {
         p.start();
         Map<String, Object> out = new LinkedHashMap<>();
         try {
+            // the broker asks only producers it knows (heartbeat): the client's first heartbeat,
+            // 1 s after start, reaches no broker while the route is unknown, the next comes 30 s
+            // later, and with transactionCheckInterval=1000 Apache gives up a half message after
+            // transactionCheckMax (15) checks in ~15 s (seen at load average 60): introduce the
+            // producer to the broker first, as its first heartbeat does when the route is known
+            queues(p, topic);
+            p.getDefaultMQProducerImpl().getMqClientFactory().sendHeartbeatToAllBrokerWithLock();
             List<Object> sent = new ArrayList<>();
             for (String b : new String[] {"commit-1", "rollback-1", "unknown-1"}) {
                 TransactionSendResult r = p.sendMessageInTransaction(msg(topic, "TagT", b, b), null);
