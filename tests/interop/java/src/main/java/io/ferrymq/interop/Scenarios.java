@@ -30,6 +30,7 @@ import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.impl.factory.MQClientInstance;
 import org.apache.rocketmq.client.producer.LocalTransactionState;
 import org.apache.rocketmq.client.producer.SendCallback;
 import org.apache.rocketmq.client.producer.SendResult;
@@ -467,8 +468,15 @@ final class Scenarios {
             // later, and with transactionCheckInterval=1000 Apache gives up a half message after
             // transactionCheckMax (15) checks in ~15 s (seen at load average 60): introduce the
             // producer to the broker first, as its first heartbeat does when the route is known
-            queues(p, topic);
-            p.getDefaultMQProducerImpl().getMqClientFactory().sendHeartbeatToAllBrokerWithLock();
+            // (the client's own route table: fetchPublishMessageQueues does not fill it)
+            MQClientInstance client = p.getDefaultMQProducerImpl().getMqClientFactory();
+            retried(() -> {
+                if (!client.updateTopicRouteInfoFromNameServer(topic)) {
+                    throw new IllegalStateException("no route of " + topic + " yet");
+                }
+                return null;
+            });
+            client.sendHeartbeatToAllBrokerWithLock();
             List<Object> sent = new ArrayList<>();
             for (String b : new String[] {"commit-1", "rollback-1", "unknown-1"}) {
                 TransactionSendResult r = p.sendMessageInTransaction(msg(topic, "TagT", b, b), null);
