@@ -1,5 +1,5 @@
-"""The Spring scenario program (tests/interop/spring): a Spring Boot application on
-rocketmq-spring-boot-starter 2.3.1, one JVM per run (the listener container and the template are
+"""The Spring scenario program (tests/interop/java, profile ``spring``, source in src/spring): a
+Spring Boot application on rocketmq-spring-boot-starter 2.3.1, one JVM per run (the listener container and the template are
 the application's own), its observation as one ``@@RESULT`` JSON line."""
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from .java_runner import MARK, ScenarioError
 from .reference.java import run_java
 from .reference.tools import build_module
 
-MODULE = Path(__file__).with_name("spring")
-STARTER = "2.3.1"  # rocketmq-spring-boot-starter, pinned in spring/pom.xml
+MODULE = Path(__file__).with_name("java")
+STARTER = "2.3.1"  # rocketmq-spring-boot-starter, pinned in java/pom.xml (profile spring)
+PROFILE, CLIENT = "spring", "5.3.0"  # the rocketmq-client the starter names: its build dir
 
 
 class SpringScenarios:
@@ -22,7 +23,7 @@ class SpringScenarios:
     client = f"rocketmq-spring-boot-starter {STARTER}"
 
     def __init__(self, run_dir: Path) -> None:
-        self.classpath = build_module(MODULE, "spring", "spring")
+        self.classpath = build_module(MODULE, PROFILE, CLIENT)
         self.run_dir = run_dir
         self._runs = 0
 
@@ -31,7 +32,7 @@ class SpringScenarios:
             raise ValueError(f"the Spring program has no scenario {scenario!r}")
         self._runs += 1
         done = run_java(
-            "io.ferrymq.spring.SpringScenario",
+            "io.ferrymq.interop.SpringScenario",
             [namesrv, args["topic"], args["group"], str(args["count"]), str(timeout_s * 1000)],
             classpath=self.classpath,
             run_dir=self.run_dir / f"run-{self._runs}",

@@ -1,13 +1,10 @@
-package io.ferrymq.spring;
+package io.ferrymq.interop;
 
 import com.google.gson.GsonBuilder;
-import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
-import java.util.Comparator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.TreeMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -79,14 +76,7 @@ public class SpringScenario {
             sent.add(send(template, topic + ":TagOther", "other", "key-other", count));
             out.put("sent", sent);
             out.put("allReceived", latch.await(timeoutMs, TimeUnit.MILLISECONDS));
-            List<MessageExt> got = new ArrayList<>(RECEIVED);
-            got.sort(Comparator.comparingInt(MessageExt::getQueueId)
-                .thenComparingLong(MessageExt::getQueueOffset));
-            List<Object> received = new ArrayList<>();
-            for (MessageExt m : got) {
-                received.add(message(m));
-            }
-            out.put("received", received);
+            out.put("received", Obs.sorted(new ArrayList<>(RECEIVED)));
         }
         System.out.println("@@RESULT " + new GsonBuilder().serializeNulls().create().toJson(out));
         System.out.flush();
@@ -100,40 +90,6 @@ public class SpringScenario {
             .setHeader("seq", String.valueOf(seq))
             .build();
         SendResult r = template.syncSend(destination, msg);
-        Map<String, Object> o = new LinkedHashMap<>();
-        o.put("status", String.valueOf(r.getSendStatus()));
-        o.put("topic", r.getMessageQueue().getTopic());
-        o.put("brokerName", r.getMessageQueue().getBrokerName());
-        o.put("queueId", r.getMessageQueue().getQueueId());
-        o.put("queueOffset", r.getQueueOffset());
-        o.put("msgId", r.getMsgId());
-        o.put("offsetMsgId", r.getOffsetMsgId());
-        o.put("transactionId", r.getTransactionId());
-        o.put("regionId", r.getRegionId());
-        o.put("traceOn", r.isTraceOn());
-        return o;
-    }
-
-    static Map<String, Object> message(MessageExt m) {
-        Map<String, Object> o = new LinkedHashMap<>();
-        o.put("topic", m.getTopic());
-        o.put("tags", m.getTags());
-        o.put("keys", m.getKeys());
-        o.put("body", new String(m.getBody(), StandardCharsets.UTF_8));
-        o.put("queueId", m.getQueueId());
-        o.put("queueOffset", m.getQueueOffset());
-        o.put("reconsumeTimes", m.getReconsumeTimes());
-        o.put("sysFlag", m.getSysFlag());
-        o.put("flag", m.getFlag());
-        o.put("storeSize", m.getStoreSize());
-        o.put("bodyCRC", m.getBodyCRC());
-        o.put("msgId", m.getMsgId());
-        o.put("bornHost", String.valueOf(m.getBornHost()));
-        o.put("storeHost", String.valueOf(m.getStoreHost()));
-        o.put("bornTimestamp", m.getBornTimestamp());
-        o.put("storeTimestamp", m.getStoreTimestamp());
-        o.put("commitLogOffset", m.getCommitLogOffset());
-        o.put("properties", new TreeMap<>(m.getProperties()));
-        return o;
+        return Obs.send(r);
     }
 }
