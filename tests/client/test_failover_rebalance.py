@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from ferrymq.client import (
     ConsumeContext,
@@ -200,7 +202,15 @@ async def test_running_info_lists_owned_queues_as_fastjson(cluster: LocalCluster
             if k.get("topic") == "F6"
         }
         assert owned == {("broker-a", 0), ("broker-b", 0)}
-        assert parsed["properties"]["messageModel"] == "CLUSTERING"
+        props = parsed["properties"]
+        assert props["messageModel"] == "CLUSTERING"
+        # upstream's keys, which mqadmin consumerStatus analyses (tests/interop/mqadmin)
+        assert props["PROP_CONSUME_TYPE"] == "CONSUME_PASSIVELY"
+        assert props["PROP_CONSUMEORDERLY"] == "false"
+        assert props["PROP_NAMESERVER_ADDR"] == f"{cluster.namesrv_addr};"
+        assert 0 < int(props["PROP_CONSUMER_START_TIMESTAMP"]) <= time.time() * 1000
+        for info in parsed["mqTable"].values():
+            assert {"lastPullTimestamp", "lastConsumeTimestamp", "locked"} <= info.keys()
     finally:
         await consumer.shutdown()
 

@@ -110,7 +110,11 @@ class RecordingChannel:
 
 
 async def _half(store, tx: str, topic: str = "Pay"):  # type: ignore[no-untyped-def]
-    msg = inner(topic, f"body-{tx}".encode(), {"TRAN_MSG": "true", "PGROUP": "PG", "UNIQ_KEY": tx})
+    msg = inner(
+        topic,
+        f"body-{tx}".encode(),
+        {"TRAN_MSG": "true", "PGROUP": "PG", "UNIQ_KEY": tx, "WAIT": "true"},
+    )
     msg.sys_flag = MessageSysFlag.TRANSACTION_PREPARED_TYPE
     put = await store.put_message(to_half_message(msg))
     assert put.is_ok and put.append_result is not None
@@ -157,7 +161,10 @@ async def test_commit_rollback_and_check_back(tmp_path: Path) -> None:
         (visible,) = read_all(store, "Pay")
         assert visible.body == b"body-TX-C"
         assert MessageSysFlag.get_transaction_value(visible.sys_flag) == 8
-        assert "REAL_TOPIC" not in visible.properties and "TRAN_MSG" not in visible.properties
+        # as Apache stores it: the real address replaces REAL_*, the transaction properties stay
+        assert "REAL_TOPIC" not in visible.properties and "REAL_QID" not in visible.properties
+        assert visible.properties["TRAN_MSG"] == "true"
+        assert visible.properties["__transactionId__"] == "TX-C"
         await wait_for(lambda: store.get_max_offset_in_queue(OP_HALF_TOPIC, 0) == 2, 5)
 
         # young pending transactions are left alone
@@ -171,6 +178,8 @@ async def test_commit_rollback_and_check_back(tmp_path: Path) -> None:
         (as_sent,) = decode_messages(check.body_bytes())
         assert as_sent.topic == "Pay" and as_sent.body == b"body-TX-P"
         assert as_sent.properties["UNIQ_KEY"] == "TX-P" == header.transaction_id
+        assert as_sent.properties["TRANSACTION_CHECK_TIMES"] == "1"
+        assert as_sent.properties["WAIT"] == "false"  # as upstream's check-back (its copy: true)
         assert header.tran_state_table_offset > pending.queue_offset  # the renewed copy
         assert service.half_offset == header.tran_state_table_offset
         # the producer answers commit for the renewed copy
@@ -184,6 +193,9 @@ async def test_commit_rollback_and_check_back(tmp_path: Path) -> None:
         )
         assert (await service.end_transaction(answer)).code == ResponseCode.SUCCESS
         await wait_for(lambda: store.get_max_offset_in_queue("Pay", 0) == 2, 5)
+        checked_back = read_all(store, "Pay")[1]
+        assert checked_back.properties["TRANSACTION_CHECK_TIMES"] == "1"
+        assert checked_back.properties["WAIT"] == "true"
         await service.check_once()
         assert len(channel.requests) == 1  # decided: no more checks
     finally:

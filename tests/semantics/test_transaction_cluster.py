@@ -79,7 +79,9 @@ async def test_commit_rollback_and_unknown_checked_back(tmp_path: Path) -> None:
             assert m.topic == "Pay" and m.transaction_id
         assert producer.checks_answered >= 2
         for m in got:
-            assert "TRAN_MSG" not in m.properties and "REAL_TOPIC" not in m.properties
+            # as Apache stores a committed message: TRAN_MSG and __transactionId__ kept
+            assert m.properties["TRAN_MSG"] == "true" and "REAL_TOPIC" not in m.properties
+            assert m.properties["__transactionId__"] == m.properties["UNIQ_KEY"]
 
 
 async def test_transaction_left_unknown_is_rolled_back_after_max_checks(tmp_path: Path) -> None:

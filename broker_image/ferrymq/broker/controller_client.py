@@ -11,7 +11,7 @@ import orjson
 from ferrymq.controller.protocol import ControllerRequestCode as Req
 from ferrymq.controller.protocol import ControllerResponseCode as Resp
 from ferrymq.controller.protocol import ReplicaInfo
-from ferrymq.ha.epoch_file import EpochEntry
+from ferrymq.ha.epoch_file import EpochEntry, upstream_entries
 from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import ResponseCode
 from ferrymq.remoting.command import RemotingCommand
@@ -137,6 +137,11 @@ class EpochCache:
     max_offset: int
 
 
+# ferrymq's own key in the EpochEntryCache body: every entry of the epoch file, which upstream's
+# readers (mqadmin, fastjson) ignore and ferrymq's replicas truncate by (see upstream_entries)
+ALL_EPOCHS_KEY = "ferrymqEpochList"
+
+
 def epoch_cache_body(
     entries: list[EpochEntry],
     max_offset: int,
@@ -146,7 +151,9 @@ def epoch_cache_body(
     broker_id: int = 0,
 ) -> bytes:
     """GET_BROKER_EPOCH_CACHE answer (upstream EpochEntryCache: who answers, epochList,
-    maxOffset; mqadmin getBrokerEpoch prints the names and id)."""
+    maxOffset; mqadmin getBrokerEpoch prints the names and id). ``epochList`` holds the entries
+    upstream's broker would have recorded (:func:`upstream_entries`)."""
+    listed = upstream_entries(entries)
     return orjson.dumps(
         {
             "clusterName": cluster_name,
@@ -157,10 +164,11 @@ def epoch_cache_body(
             "epochList": [
                 {"epoch": e.epoch, "startOffset": e.start_offset, "endOffset": end}
                 for e, end in zip(
-                    entries, [*(n.start_offset for n in entries[1:]), JAVA_LONG_MAX], strict=False
+                    listed, [*(n.start_offset for n in listed[1:]), JAVA_LONG_MAX], strict=False
                 )
             ],
             "maxOffset": max_offset,
+            ALL_EPOCHS_KEY: [{"epoch": e.epoch, "startOffset": e.start_offset} for e in entries],
         }
     )
 
@@ -173,8 +181,15 @@ async def fetch_epoch_cache(client: RemotingClient, master_addr: str) -> EpochCa
         CALL_TIMEOUT_S,
     )
     try:
-        data = orjson.loads(response.body_bytes())
-        entries = [EpochEntry(int(e["epoch"]), int(e["startOffset"])) for e in data["epochList"]]
-        return EpochCache(entries, int(data["maxOffset"]))
+        return parse_epoch_cache(response.body_bytes())
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         raise ControllerCallError(-1, f"{master_addr}: malformed epoch cache: {exc!r}") from None
+
+
+def parse_epoch_cache(body: bytes) -> EpochCache:
+    """A GET_BROKER_EPOCH_CACHE body: a ferrymq master's whole epoch file, an upstream master's
+    epochList otherwise."""
+    data = orjson.loads(body)
+    listed = data.get(ALL_EPOCHS_KEY, data["epochList"])
+    entries = [EpochEntry(int(e["epoch"]), int(e["startOffset"])) for e in listed]
+    return EpochCache(entries, int(data["maxOffset"]))

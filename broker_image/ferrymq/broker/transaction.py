@@ -112,6 +112,11 @@ def is_transaction_prepared(properties: Mapping[str, str]) -> bool:
 def to_half_message(msg: MessageInner) -> MessageInner:
     """The half message stored for a transactional send (real address kept in properties)."""
     props = dict(msg.properties)
+    # upstream TransactionalMessageBridge.parseHalfMessageInner: the unique key as the
+    # transaction id, a property every later copy (check-back, the committed message) keeps
+    uniq = props.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+    if uniq:
+        props[MessageConst.PROPERTY_TRANSACTION_ID] = uniq
     props[MessageConst.PROPERTY_REAL_TOPIC] = msg.topic
     props[MessageConst.PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
     return dataclasses.replace(
@@ -134,9 +139,9 @@ def _final_message(
     real_qid = props.pop(MessageConst.PROPERTY_REAL_QUEUE_ID, None)
     if not real_topic or real_qid is None or not real_qid.isdigit():
         return None
-    props.pop(MessageConst.PROPERTY_TRANSACTION_PREPARED, None)
-    props.pop(MessageConst.PROPERTY_TRANSACTION_CHECK_TIMES, None)
-    props[MessageConst.PROPERTY_WAIT_STORE_MSG_OK] = "false"
+    # what upstream's EndTransactionProcessor stores: the half message's properties but the real
+    # address; TRAN_MSG, TRANSACTION_CHECK_TIMES, __transactionId__ and WAIT stay as the half
+    # (or its last check-back copy) had them (Apache 5.4.0, tests/interop transaction scenario)
     body, sys_flag = stored_body(half)
     return restored_message(
         half,
@@ -166,6 +171,9 @@ def _op_message(half_queue_offset: int, store_host: tuple[str, int]) -> MessageI
 def _check_body(record: DecodedRecord, view: memoryview) -> bytes:
     """The half record re-encoded with its real topic and queue (what the producer decodes)."""
     props = dict(record.properties)
+    # upstream's check-back carries WAIT=false although the stored copy keeps WAIT=true
+    # (renewHalfMessageInner sets it on the properties it shares with the message it sends)
+    props[MessageConst.PROPERTY_WAIT_STORE_MSG_OK] = "false"
     topic = props.get(MessageConst.PROPERTY_REAL_TOPIC, HALF_TOPIC)
     qid = props.get(MessageConst.PROPERTY_REAL_QUEUE_ID, "0")
     body = bytes(view[record.body_pos : record.body_pos + record.body_len])

@@ -8,6 +8,7 @@ before they leave the instance.
 
 from __future__ import annotations
 
+import time
 from types import TracebackType
 from typing import ClassVar, Self
 
@@ -74,6 +75,7 @@ class ClientMember(InstanceUser):
         super().__init__(namesrv_addr, instance, security=security)
         self.group = group
         self._state = "created"
+        self.start_timestamp_ms = 0  # when start() finished (upstream consumerStartTimestamp)
 
     # --- hooks ----------------------------------------------------------------------------------
     def _register(self) -> None:
@@ -106,6 +108,7 @@ class ClientMember(InstanceUser):
         self._register()
         await self.instance.start()
         self._state = "running"
+        self.start_timestamp_ms = int(time.time() * 1000)
 
     async def shutdown(self) -> None:
         if self._state != "running":

@@ -416,6 +416,13 @@ class OrderlyPushConsumer(PushConsumer):
         self.locker: QueueLocker | None = None
         self.orderly_service: OrderlyConsumeService | None = None
 
+    consume_orderly = True
+
+    def queue_lock_state(self, mq: MessageQueue) -> tuple[bool, float]:
+        if self.locker is None:
+            return False, 0.0
+        return self.locker.is_locked(mq), self.locker.locked_at.get(mq, 0.0)
+
     def customize_services(self) -> None:
         """Swap the concurrent consume service and rebalance for the orderly ones (called by
         ``PushConsumer.start`` once its parts exist and before anything runs)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ferrymq.client import running_info
 from ferrymq.client.allocate import MessageQueue
 from ferrymq.client.broker_api import PullResult
 from ferrymq.client.credentials import ClientSecurity
@@ -73,7 +74,12 @@ class PullConsumer(ClientMember):
 
     def running_info(self) -> dict[str, Any]:
         return {
-            "properties": {"consumeType": "CONSUME_ACTIVELY"},
+            "properties": running_info.consumer_properties(
+                consume_type="CONSUME_ACTIVELY",
+                namesrv_addrs=self.instance.namesrv_addrs,
+                start_timestamp_ms=self.start_timestamp_ms,
+                fields={"consumerGroup": self.group},
+            ),
             "subscriptionSet": [],
             "mqTable": {},
         }

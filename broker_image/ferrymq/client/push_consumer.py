@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ferrymq.client import running_info
 from ferrymq.client.allocate import MessageQueue, strategy_name
 from ferrymq.client.consume_service import (
     ConsumeContext,
@@ -237,6 +238,7 @@ class PushConsumer(ClientMember):
         self.consume_service.start()
         await self.instance.start()
         self._state = "running"
+        self.start_timestamp_ms = int(time.time() * 1000)
         for topic in self.subscriptions:
             try:
                 await self.instance.update_route(topic)
@@ -325,8 +327,14 @@ class PushConsumer(ClientMember):
         return sorted(self.rebalance.process_queues) if self.rebalance else []
 
     def running_info(self) -> dict[str, Any]:
-        """GET_CONSUMER_RUNNING_INFO body (upstream ConsumerRunningInfo, the parts ferrymq has)."""
+        """GET_CONSUMER_RUNNING_INFO body (upstream ConsumerRunningInfo, the parts ferrymq has;
+        statusTable stays empty: the client measures no pull/consume RT or TPS)."""
         from ferrymq.remoting.fastjson import ObjectKey
+
+        now_mono, now_ms = running_info.now_pair()
+
+        def wall(mono: float) -> int:
+            return running_info.wall_clock_ms(mono, now_monotonic=now_mono, now_ms=now_ms)
 
         mq_table: dict[Any, Any] = {}
         if self.rebalance is not None and self.offset_store is not None:
@@ -334,25 +342,53 @@ class PushConsumer(ClientMember):
                 key = ObjectKey(
                     (("brokerName", mq.broker_name), ("queueId", mq.queue_id), ("topic", mq.topic))
                 )
+                offsets = list(pq.messages)
+                locked, last_lock = self.queue_lock_state(mq)
                 mq_table[key] = {
                     "commitOffset": self.offset_store.offsets.get(mq, -1),
+                    "cachedMsgMinOffset": offsets[0] if offsets else 0,
+                    "cachedMsgMaxOffset": offsets[-1] if offsets else 0,
                     "cachedMsgCount": pq.msg_count,
                     "cachedMsgSizeInMiB": pq.msg_size // (1024 * 1024),
+                    "transactionMsgMinOffset": 0,
+                    "transactionMsgMaxOffset": 0,
+                    "transactionMsgCount": 0,
+                    "locked": locked,
+                    "tryUnlockTimes": 0,
+                    "lastLockTimestamp": wall(last_lock),
                     "droped": pq.dropped,
+                    "lastPullTimestamp": wall(pq.last_pull_monotonic),
+                    "lastConsumeTimestamp": wall(pq.last_consume_monotonic),
                 }
         return {
-            "properties": {
-                "consumeType": "CONSUME_PASSIVELY",
-                "messageModel": self.message_model.value,
-                "consumeFromWhere": self.consume_from_where.value,
-                "allocateMessageQueueStrategy": self.allocate_strategy,
-                "consumeThreadMax": str(self.consume_thread_max),
-                "PROP_CLIENT_VERSION": "ferrymq",
-            },
+            "properties": running_info.consumer_properties(
+                consume_type="CONSUME_PASSIVELY",
+                namesrv_addrs=self.instance.namesrv_addrs,
+                start_timestamp_ms=self.start_timestamp_ms,
+                orderly=self.consume_orderly,
+                thread_core_size=self.consume_thread_max,
+                fields={
+                    "consumerGroup": self.group,
+                    "messageModel": self.message_model.value,
+                    "consumeFromWhere": self.consume_from_where.value,
+                    "allocateMessageQueueStrategy": self.allocate_strategy,
+                    "consumeThreadMax": self.consume_thread_max,
+                    "consumeMessageBatchMaxSize": self.consume_batch_max_size,
+                    "maxReconsumeTimes": self.max_reconsume_times,
+                    "pullBatchSize": self.pull_config.pull_batch_size,
+                },
+            ),
             "subscriptionSet": [s.to_json_obj() for s in self.subscriptions.values()],
             "mqTable": mq_table,
             "statusTable": {},
         }
+
+    # whether this consumer consumes orderly (PROP_CONSUMEORDERLY); OrderlyPushConsumer: True
+    consume_orderly = False
+
+    def queue_lock_state(self, mq: MessageQueue) -> tuple[bool, float]:
+        """(locked, monotonic time of the last lock) of a queue: only orderly consumers lock."""
+        return False, 0.0
 
     # --- admin relays (RESET_CONSUMER_CLIENT_OFFSET, GET_CONSUMER_STATUS_FROM_CLIENT) ----------
     async def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:

@@ -70,6 +70,19 @@ def entries_up_to(entries: Sequence[EpochEntry], max_offset: int) -> list[EpochE
     return [e for e in entries if e.start_offset <= max_offset]
 
 
+def upstream_entries(entries: Sequence[EpochEntry]) -> list[EpochEntry]:
+    """The entries upstream's EpochFileCache would hold for the same history: its appendEntry
+    refuses an epoch that does not start past the last entry's start (a master elected before
+    the previous epoch wrote anything), so of entries sharing a start offset only the first
+    stays. What GET_BROKER_EPOCH_CACHE lists (mqadmin getBrokerEpoch); ferrymq's truncation
+    keeps using every entry (an epoch that wrote nothing still tells whose data follows)."""
+    kept: list[EpochEntry] = []
+    for entry in entries:
+        if not kept or entry.start_offset > kept[-1].start_offset:
+            kept.append(entry)
+    return kept
+
+
 class EpochFile:
     """The broker's epoch entries, loaded at start and saved on every change (blocking I/O)."""
 

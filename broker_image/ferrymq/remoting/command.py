@@ -27,6 +27,7 @@ SERIALIZE_JSON = 0
 SERIALIZE_ROCKETMQ = 1
 # upstream MQVersion of the 4.9 line: some clients gate features on the broker's reported version
 DEFAULT_VERSION = 399
+DEFAULT_VERSION_DESC = "V4_9_4"  # MQVersion.getVersionDesc(DEFAULT_VERSION)
 
 Buffer = bytes | bytearray | memoryview
 

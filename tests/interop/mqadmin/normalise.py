@@ -20,6 +20,8 @@ _HEX_ID = re.compile(r"\b[0-9A-F]{32,}\b")
 _CLIENT_ID = re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}@[\w#.\-]+")
 _DATETIME = re.compile(r"\b\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[,.]\d{3})?\b")
 _EPOCH_MS = re.compile(r"\b1[6-9]\d{11}\b")
+# UtilAll.timeMillisToHumanString (yyyyMMddHHmmssSSS): ProcessQueueInfo's lock/pull/consume times
+_HUMAN_MS = re.compile(r"\b(?:19|20)\d{15}\b")
 # store paths (a brokerStatus key names the CommitLog directory)
 _PATH = re.compile(r"(?<![A-Za-z0-9/])/(?:tmp|root|home|var)/[^\s,;\]}]*")
 # where a record sits in the CommitLog: Apache writes its own system messages at start-up first
@@ -39,6 +41,7 @@ def substitute(text: str, addrs: dict[str, str]) -> str:
     text = _HEX_ID.sub("<MSGID>", text)
     text = _DATETIME.sub("<TIME>", text)
     text = _EPOCH_MS.sub("<TS>", text)
+    text = _HUMAN_MS.sub("<TIME>", text)
     text = "\n".join(
         _CL_OFFSET.sub(lambda m: (m.group(1) or m.group(2)) + "<CLOFFSET>", ln)
         for ln in text.splitlines()
@@ -101,6 +104,14 @@ def without_rates(found: list[str]) -> list[str]:
     """Decimal figures (TPS, RT in ms, disk ratios) replaced: they measure the run, not the
     answer."""
     return [_RT.sub("rt=<N>ms", _NUMBER.sub("<N>", ln)) for ln in found]
+
+
+def running_info_view(found: list[str]) -> list[str]:
+    """consumerStatus -i (ConsumerRunningInfo.formatString): rates replaced, and the rows of the
+    group's ``%RETRY%`` queue in the offset and queue tables dropped: whether its offset reads
+    -1 or 0 depends only on whether the live consumer had yet committed offset 0 for the empty
+    retry queue (as :func:`is_empty_retry_row`). Its subscription line stays."""
+    return [ln for ln in without_rates(found) if not ln.startswith("%RETRY%")]
 
 
 def is_empty_retry_row(cols: list[str]) -> bool:

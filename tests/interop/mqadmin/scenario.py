@@ -242,6 +242,25 @@ class Scenario:
             self.loop.run(self._committed(6))
             self.step("consumerConnection", "consumerConnection", "-g", g)
             self.step("consumerStatus", "consumerStatus", "-g", g, view=n.without_rates)
+            # one client's running info as the broker relays it (GET_CONSUMER_RUNNING_INFO 307)
+            client_id = consumer.instance.client_id
+            self.step(
+                "consumerStatus-client",
+                "consumerStatus",
+                "-g",
+                g,
+                "-i",
+                client_id,
+                view=n.running_info_view,
+            )
+            self.step(
+                "consumerStatus-unknown-client",
+                "consumerStatus",
+                "-g",
+                g,
+                "-i",
+                f"{client_id}-gone",
+            )
             self.step(
                 "consumerProgress-g-online", "consumerProgress", "-g", g, view=n.progress_view
             )
@@ -326,4 +345,5 @@ class Scenario:
         self.step("topicStatus-unknown", "topicStatus", "-t", f"{self.p}_NoSuchTopic")
         self.step("consumerProgress-unknown", "consumerProgress", "-g", f"{self.p}_NoSuchGroup")
         self.step("consumerConnection-unknown", "consumerConnection", "-g", f"{self.p}_NoSuchGroup")
+        self.step("consumerStatus-unknown", "consumerStatus", "-g", f"{self.p}_NoSuchGroup")
         self.step("brokerStatus-unknown", "brokerStatus", "-b", "127.0.0.1:1")

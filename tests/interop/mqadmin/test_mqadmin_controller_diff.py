@@ -87,22 +87,9 @@ def transcripts(
     yield apache, ferrymq
 
 
-# Found, not fixed: Apache's EpochFileCache.appendEntry refuses an epoch that starts where the
-# last one did (no message written in between), so after electing the slave of an empty group
-# Apache's brokers list epoch 1 only; ferrymq's epoch file (begin_epoch) records epoch 2 at the
-# same offset. The epoch file drives ferrymq's truncation on a role change: not changed here.
-XFAIL = {
-    "getBrokerEpoch-elected": "ferrymq lists EpochEntry{epoch=2, startOffset=0} after epoch 1 "
-    "at 0; Apache does not append an epoch starting at the previous one's offset"
-}
-
-
 @pytest.mark.parametrize(
     "step",
-    [
-        pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=XFAIL[s])) if s in XFAIL else s
-        for s in STEPS
-    ],
+    STEPS,
 )
 def test_same_output_as_apache(transcripts: tuple[Transcript, Transcript], step: str) -> None:
     apache, ferrymq = transcripts

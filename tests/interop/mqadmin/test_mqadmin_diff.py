@@ -42,6 +42,8 @@ STEPS = [
     "consumeMessage",
     "consumerConnection",
     "consumerStatus",
+    "consumerStatus-client",
+    "consumerStatus-unknown-client",
     "consumerProgress-g-online",
     "producerConnection",
     "queryMsgById-consumed",
@@ -73,6 +75,7 @@ STEPS = [
     "topicStatus-unknown",
     "consumerProgress-unknown",
     "consumerConnection-unknown",
+    "consumerStatus-unknown",
     "brokerStatus-unknown",
 ]
 
@@ -193,3 +196,15 @@ def test_same_output_as_apache(transcripts: tuple[str, Transcript, Transcript], 
         assert set(extra) <= FERRYMQ_EXTRA_KEYS[step], f"undocumented ferrymq keys {extra}"
         return
     assert ferrymq.steps[step] == apache.steps[step], f"ferrymq differs from Apache: {why}"
+
+
+def test_consumer_status_reads_the_running_info(
+    transcripts: tuple[str, Transcript, Transcript],
+) -> None:
+    """The scenario is right: on Apache, consumerStatus gets the live consumer's running info
+    through the broker (GET_CONSUMER_RUNNING_INFO) and analyses it. While ferrymq's Python
+    consumer lacked upstream's PROP_* keys, the command failed the same way on both brokers."""
+    _release, apache, _ = transcripts
+    assert "Rebalance OK" in apache.steps["consumerStatus"], apache.raw["consumerStatus"]
+    client = apache.steps["consumerStatus-client"]
+    assert "PROP_CONSUME_TYPE : CONSUME_PASSIVELY" in client, apache.raw["consumerStatus-client"]

@@ -22,14 +22,14 @@ from ferrymq.broker.store_port import MessageStorePort
 from ferrymq.remoting.bodies import PERM_WRITE, DataVersion, KVTable
 from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.codes import RequestCode, ResponseCode
-from ferrymq.remoting.command import RemotingCommand
+from ferrymq.remoting.command import DEFAULT_VERSION_DESC, RemotingCommand
 from ferrymq.remoting.server import RemotingServer
 from ferrymq.upstream_config import BROKER_DEFAULTS
 
 log = logging.getLogger(__name__)
 
 BROKER_VERSION = 399  # MQVersion of the 4.9 line, as the remoting layer reports
-BROKER_VERSION_DESC = "V4_9_4"
+BROKER_VERSION_DESC = DEFAULT_VERSION_DESC
 
 # upstream BrokerConfig.configBlackList: an update naming one is refused whole
 CONFIG_BLACK_LIST = frozenset({"configBlackList", "brokerConfigPath"})
