@@ -81,6 +81,16 @@ def inside_netns(name: str) -> bool:
         return False
 
 
+def outside_netns(args: Sequence[str]) -> list[str]:
+    """``args`` to run in the network namespace scripts/kind-cluster.sh was started from (the
+    host's, which reaches package registries) when the suite runs in the cluster's netns; else
+    ``args`` as they are."""
+    outside = Path(os.environ.get("FERRYMQ_KIND_CACHE", "/nonexistent")) / "run" / "outside.netns"
+    if KIND_NETNS and outside.exists():
+        return ["nsenter", f"--net={outside}", *args]
+    return list(args)
+
+
 def is_test_context(name: str) -> bool:
     lowered = name.lower()
     return any(marker in lowered for marker in TEST_CONTEXT_MARKERS)

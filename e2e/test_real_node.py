@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from e2e.kind_env import KIND_NETNS, NODE_MODE, ROOT, Kube, run, wait_for
+from e2e.kind_env import KIND_NETNS, NODE_MODE, ROOT, Kube, outside_netns, run, wait_for
 
 pytestmark = pytest.mark.skipif(
     not (NODE_MODE or KIND_NETNS),
@@ -66,6 +67,10 @@ DOCKER = "/usr/bin/docker" if os.access("/usr/bin/docker", os.X_OK) else "docker
 POD_REQUESTS = {"cpu": "100m", "memory": "128Mi"}
 AUDIT_REQUESTS = {"cpu": "200m", "memory": "512Mi"}
 PAUSE = "ferrymq.io/pause-reconciliation"
+# The chart's defaults; conftest's helm install sets replicas=1 on the node only.
+CHART_VALUES = yaml.safe_load((ROOT / "charts" / "ferrymq-operator" / "values.yaml").read_text())
+OPERATOR_REPLICAS = 1 if NODE_MODE else int(CHART_VALUES["replicas"])
+LEADER_LEASE = str(CHART_VALUES["leaderElection"]["leaseName"])
 RESTART = "ferrymq.io/manual-rolling-restart"
 
 
@@ -231,18 +236,26 @@ def stack(kube: Kube, broker_image: str) -> Iterator[Kube]:
 
 
 def test_operator_runs_in_a_pod_and_stays_ready(kube: Kube) -> None:
+    """The chart's replicas (2 with leader election by default; 1 on the node's host network, where
+    two would share its ports), all Ready, one of them holding the leader Lease."""
     pods = [
         p for p in kube.get_json("pods").get("items", []) if "operator" in p["metadata"]["name"]
     ]
-    assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
-    pod = pods[0]
-    if HOST_NETWORK:
-        assert pod["spec"].get("hostNetwork") is True
-        assert pod["spec"].get("dnsPolicy") == "ClusterFirstWithHostNet"
-    else:
-        assert not pod["spec"].get("hostNetwork")
-    assert pod_ready(pod)
-    assert all(s["restartCount"] == 0 for s in pod["status"]["containerStatuses"])
+    assert len(pods) == OPERATOR_REPLICAS, [p["metadata"]["name"] for p in pods]
+    for pod in pods:
+        if HOST_NETWORK:
+            assert pod["spec"].get("hostNetwork") is True
+            assert pod["spec"].get("dnsPolicy") == "ClusterFirstWithHostNet"
+        else:
+            assert not pod["spec"].get("hostNetwork")
+        assert pod_ready(pod)
+        assert all(s["restartCount"] == 0 for s in pod["status"]["containerStatuses"])
+    holder = wait_for(
+        "an operator pod holding the leader Lease",
+        lambda: kube.get_json("lease", LEADER_LEASE).get("spec", {}).get("holderIdentity"),
+        timeout=120,
+    )
+    assert holder in {p["metadata"]["name"] for p in pods}, holder
 
 
 def test_nameserver_and_broker_pods_are_placed_and_listening(stack: Kube) -> None:
@@ -400,6 +413,94 @@ def test_a_topic_and_a_consumer_group_applied_with_kubectl_serve_host_clients(
     assert "node-declared" in printed and "node-declared-readers" in printed, printed
     # Deleted with kubectl: the finalizer removes the topic from the brokers, then lets go.
     stack.ns("delete", "-f", str(manifest), "--wait=true", timeout=300)
+
+
+PROXY_TOPIC, PROXY_GROUP = "Node_V5", "g_node_v5"
+
+
+# tests/proxy's 5.x client runners (tests/ is not a package; appended, so nothing is shadowed)
+TESTS_DIR = ROOT / "tests"
+if str(TESTS_DIR) not in sys.path:
+    sys.path.append(str(TESTS_DIR))
+
+
+def python5_client() -> Path:
+    """The interpreter of the 5.x Python client's venv (tests/proxy/python5.py), made outside the
+    cluster's netns when missing (pip needs the registry)."""
+    code = f"import sys; sys.path.append({str(TESTS_DIR)!r}); from proxy.python5 import python5; print(python5())"
+    done = run(outside_netns([sys.executable, "-c", code]), timeout=1200)
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_5x_proxy_serves_a_5x_client_and_goes_with_spec_proxy(
+    stack: Kube, tmp_path: Path
+) -> None:
+    """spec.proxy: the proxy Deployment's pod Ready, status.proxy and ProxyReady set, the Python 5.x
+    client (rocketmq-python-client, tests/proxy's runner) sends and receives through it from the
+    netns; removing spec.proxy deletes its objects and status.proxy."""
+    if HOST_NETWORK:
+        pytest.skip("the proxy Deployment runs on a pod network, which scripts/k8s-node.sh lacks")
+    from proxy.java5 import by_event
+    from proxy.python5 import run_python5
+
+    python = python5_client()
+    name = f"{BROKER}-proxy"
+    stack.apply(
+        {
+            "apiVersion": "ferrymq.io/v1alpha1",
+            "kind": "Topic",
+            "metadata": {"name": "node-v5"},
+            "spec": {"brokerRef": {"name": BROKER}, "name": PROXY_TOPIC, "queues": 4,
+                     "messageType": "NORMAL"},
+        }
+    )  # fmt: skip
+    stack.ns("patch", "brokers", BROKER, "--type=merge", "-p", '{"spec":{"proxy":{"replicas":1}}}')
+    try:
+        wait_for(
+            "ProxyReady=True",
+            lambda: (
+                (c := stack.condition("brokers", BROKER, "ProxyReady"))
+                and c.get("status") == "True"
+            ),
+            timeout=600,
+        )
+        status = stack.get_json("brokers", BROKER)["status"]["proxy"]
+        endpoint = f"{name}.{stack.namespace}.svc.cluster.local:8081"
+        assert (status["endpoint"], status["replicas"], status["readyReplicas"]) == (
+            endpoint,
+            1,
+            1,
+        ), status
+        pods = stack.get_json("pods", "-l", f"app.kubernetes.io/instance={BROKER},"
+                              "app.kubernetes.io/component=proxy")["items"]  # fmt: skip
+        assert len(pods) == 1 and pod_ready(pods[0]), [p["metadata"]["name"] for p in pods]
+        assert stack.get_json("service", name)["spec"]["ports"][0]["port"] == 8081
+        wait_for("the Topic Ready", lambda: ready(stack, "topics", "node-v5"), timeout=300)
+        events = run_python5(
+            python, f"{pod_ip(pods[0])}:8081", PROXY_TOPIC, PROXY_GROUP, tmp_path, 180
+        )
+        (sent,) = by_event(events, "sent")
+        received = by_event(events, "received")
+        assert received and received[0]["id"] == sent["id"], events
+        assert (received[0]["tag"], received[0]["keys"]) == ("TagA", ["k1"]), received
+    finally:
+        stack.ns("patch", "brokers", BROKER, "--type=json",
+                 "-p", '[{"op":"remove","path":"/spec/proxy"}]', check=False)  # fmt: skip
+        stack.ns("delete", "topics", "node-v5", "--wait=true", timeout=300, check=False)
+    wait_for(
+        "the proxy's Deployment, Service and ConfigMap deleted",
+        lambda: (
+            not stack.ns(
+                "get", "deployment,service,configmap", name, "--ignore-not-found", "-o", "name"
+            ).strip()
+        ),
+        timeout=300,
+    )
+    wait_for(
+        "status.proxy removed",
+        lambda: "proxy" not in (stack.get_json("brokers", BROKER).get("status") or {}),
+        timeout=120,
+    )
 
 
 def kill_9(kube: Kube, pod: str) -> int:
@@ -728,6 +829,17 @@ def test_a_controller_mode_broker_rolls_with_a_switchover_and_no_send_fails(
         assert "SwitchOver" in text, text
         now_master = group_master(stack)
         assert now_master and now_master["masterEpoch"] > first["masterEpoch"], now_master
+        # both rolled replicas back in the SyncStateSet, as the condition tells
+        in_sync = wait_for(
+            "ReplicasInSync=True after the roll",
+            lambda: (
+                (c := stack.condition("brokers", HA_BROKER, "ReplicasInSync"))
+                and c.get("status") == "True"
+                and c
+            ),
+            timeout=300,
+        )
+        assert in_sync["reason"] == "AllInSyncStateSet", in_sync
         # ... and every acknowledged message is there
         consume_all(topic, "g-failover", warm + bodies, timeout=300)
     finally:
