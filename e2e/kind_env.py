@@ -91,6 +91,19 @@ def outside_netns(args: Sequence[str]) -> list[str]:
     return list(args)
 
 
+def images_missing_on_kind_nodes(images: Sequence[str]) -> list[str]:
+    """Those of ``images`` that some node of the kind cluster lacks in its containerd (where
+    ``kind load`` puts them and ``imagePullPolicy: Never`` looks)."""
+    docker = "/usr/bin/docker" if os.access("/usr/bin/docker", os.X_OK) else "docker"
+    nodes = run(["kind", "get", "nodes", "--name", CLUSTER_NAME]).stdout.split()
+    missing: list[str] = []
+    for node in nodes:
+        listed = run([docker, "exec", node, "ctr", "-n", "k8s.io", "images", "ls", "-q"]).stdout
+        present = set(listed.split())
+        missing += [i for i in images if f"docker.io/{i}" not in present and i not in missing]
+    return missing
+
+
 def is_test_context(name: str) -> bool:
     lowered = name.lower()
     return any(marker in lowered for marker in TEST_CONTEXT_MARKERS)

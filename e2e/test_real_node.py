@@ -708,6 +708,20 @@ def test_scale_out_to_3_groups_copies_topics_and_in_to_2_drains(stack: Kube) -> 
     wait_for("the Broker Ready after scale-in", lambda: ready(stack, "brokers", BROKER), 600)
 
 
+def never_pulled(kube: Kube, job: str) -> None:
+    """Fails at once when a pod of ``job`` waits for an image no node has (pull policy Never):
+    it would wait for good (on kind: ``scripts/kind-cluster.sh load spark``)."""
+    for pod in kube.get_json("pods", "-l", f"job-name={job}").get("items", []):
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            waiting = (status.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") == "ErrImageNeverPull":
+                raise AssertionError(
+                    f"{pod['metadata']['name']}: image {status.get('image')} is not on its node "
+                    f"({waiting.get('message')}); build and load it (scripts/build-images.sh "
+                    "spark, on kind scripts/kind-cluster.sh load spark)"
+                )
+
+
 def test_the_audit_cronjob_runs_to_completion_with_default_settings(stack: Kube) -> None:
     stack.ns(
         "patch", "brokers", BROKER, "--type=merge",
@@ -726,6 +740,7 @@ def test_the_audit_cronjob_runs_to_completion_with_default_settings(stack: Kube)
                 if ((job.get("status") or {}).get("failed") or 0) > 0:
                     pods = stack.ns("logs", f"job/{job['metadata']['name']}", check=False)
                     raise AssertionError(f"audit job failed:\n{pods[-3000:]}")
+                never_pulled(stack, job["metadata"]["name"])
         return None
 
     name = wait_for("an audit Job to succeed", succeeded_job, timeout=600)
