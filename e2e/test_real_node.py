@@ -11,9 +11,10 @@ Two clusters run it:
   global index i = group * replicasPerGroup + brokerId on LISTEN_PORT + 10 * i), clients on the host.
 
 The tests share one NameServer/Broker pair and run in file order: produce/consume (ferrymq and the
-upstream C++ client), kill -9 of a master, the pause and manual-restart annotations, a config roll
-under load, scale 2 -> 3 -> 2, the audit CronJob, a controller-mode roll, and deletion of the
-custom resources.
+upstream C++ client), a Topic and a ConsumerGroup by kubectl, the 5.x gRPC proxy of ``spec.proxy``
+(kind only: the Python 5.x client through it), kill -9 of a master, the pause and manual-restart
+annotations, a config roll under load, scale 2 -> 3 -> 2, the audit CronJob, a controller-mode roll
+(SwitchOver, ReplicasInSync), and deletion of the custom resources.
 """
 
 from __future__ import annotations
