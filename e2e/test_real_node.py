@@ -131,9 +131,14 @@ def broker_cr(image: str) -> dict[str, Any]:
     }
 
 
+def condition_true(kube: Kube, plural: str, name: str, kind: str) -> dict[str, Any] | None:
+    """The resource's condition ``kind`` when its status is True."""
+    cond = kube.condition(plural, name, kind)
+    return cond if cond and cond.get("status") == "True" else None
+
+
 def ready(kube: Kube, plural: str, name: str) -> bool:
-    cond = kube.condition(plural, name, "Ready")
-    return bool(cond and cond.get("status") == "True")
+    return condition_true(kube, plural, name, "Ready") is not None
 
 
 def broker_pods(kube: Kube, broker: str = BROKER) -> dict[str, dict[str, Any]]:
@@ -459,10 +464,7 @@ def test_the_5x_proxy_serves_a_5x_client_and_goes_with_spec_proxy(
     try:
         wait_for(
             "ProxyReady=True",
-            lambda: (
-                (c := stack.condition("brokers", BROKER, "ProxyReady"))
-                and c.get("status") == "True"
-            ),
+            lambda: condition_true(stack, "brokers", BROKER, "ProxyReady"),
             timeout=600,
         )
         status = stack.get_json("brokers", BROKER)["status"]["proxy"]
@@ -551,10 +553,7 @@ def test_pause_and_manual_restart_annotations_act_within_10_s(stack: Kube) -> No
     stack.ns("annotate", "brokers", BROKER, f"{PAUSE}=true", "--overwrite")
     wait_for(
         "ReconciliationPaused=True",
-        lambda: (
-            (c := stack.condition("brokers", BROKER, "ReconciliationPaused"))
-            and c.get("status") == "True"
-        ),
+        lambda: condition_true(stack, "brokers", BROKER, "ReconciliationPaused"),
         timeout=10,
     )
     stack.ns("annotate", "brokers", BROKER, f"{PAUSE}-")
@@ -848,11 +847,7 @@ def test_a_controller_mode_broker_rolls_with_a_switchover_and_no_send_fails(
         # both rolled replicas back in the SyncStateSet, as the condition tells
         in_sync = wait_for(
             "ReplicasInSync=True after the roll",
-            lambda: (
-                (c := stack.condition("brokers", HA_BROKER, "ReplicasInSync"))
-                and c.get("status") == "True"
-                and c
-            ),
+            lambda: condition_true(stack, "brokers", HA_BROKER, "ReplicasInSync"),
             timeout=300,
         )
         assert in_sync["reason"] == "AllInSyncStateSet", in_sync
