@@ -42,6 +42,7 @@ from e2e.kind_env import (
     Refused,
     check_context,
     helm_path,
+    images_missing_on_kind_nodes,
     inside_netns,
     missing_tools,
     run,
@@ -116,9 +117,11 @@ def cluster() -> Iterator[Cluster]:
     if os.environ.get("E2E_SKIP_BUILD") != "1":
         if KIND_NETNS:
             # Built outside the netns (pip and debootstrap need the network), then loaded into
-            # every node; the Spark image by the Spark test itself (it is large).
+            # every node. The Spark image (the audit CronJob's; ~10 min on a loaded machine) only
+            # when a node lacks it: without it the audit Job's pod sat in ErrImageNeverPull.
+            spark = ["spark"] if images_missing_on_kind_nodes([SPARK_IMAGE]) else []
             run(
-                [str(ROOT / "scripts" / "kind-cluster.sh"), "load", "broker", "operator"],
+                [str(ROOT / "scripts" / "kind-cluster.sh"), "load", "broker", "operator", *spark],
                 timeout=3600,
             )
         elif NODE_MODE:

@@ -81,6 +81,29 @@ def inside_netns(name: str) -> bool:
         return False
 
 
+def outside_netns(args: Sequence[str]) -> list[str]:
+    """``args`` to run in the network namespace scripts/kind-cluster.sh was started from (the
+    host's, which reaches package registries) when the suite runs in the cluster's netns; else
+    ``args`` as they are."""
+    outside = Path(os.environ.get("FERRYMQ_KIND_CACHE", "/nonexistent")) / "run" / "outside.netns"
+    if KIND_NETNS and outside.exists():
+        return ["nsenter", f"--net={outside}", *args]
+    return list(args)
+
+
+def images_missing_on_kind_nodes(images: Sequence[str]) -> list[str]:
+    """Those of ``images`` that some node of the kind cluster lacks in its containerd (where
+    ``kind load`` puts them and ``imagePullPolicy: Never`` looks)."""
+    docker = "/usr/bin/docker" if os.access("/usr/bin/docker", os.X_OK) else "docker"
+    nodes = run(["kind", "get", "nodes", "--name", CLUSTER_NAME]).stdout.split()
+    missing: list[str] = []
+    for node in nodes:
+        listed = run([docker, "exec", node, "ctr", "-n", "k8s.io", "images", "ls", "-q"]).stdout
+        present = set(listed.split())
+        missing += [i for i in images if f"docker.io/{i}" not in present and i not in missing]
+    return missing
+
+
 def is_test_context(name: str) -> bool:
     lowered = name.lower()
     return any(marker in lowered for marker in TEST_CONTEXT_MARKERS)

@@ -11,9 +11,10 @@ Two clusters run it:
   global index i = group * replicasPerGroup + brokerId on LISTEN_PORT + 10 * i), clients on the host.
 
 The tests share one NameServer/Broker pair and run in file order: produce/consume (ferrymq and the
-upstream C++ client), kill -9 of a master, the pause and manual-restart annotations, a config roll
-under load, scale 2 -> 3 -> 2, the audit CronJob, a controller-mode roll, and deletion of the
-custom resources.
+upstream C++ client), a Topic and a ConsumerGroup by kubectl, the 5.x gRPC proxy of ``spec.proxy``
+(kind only: the Python 5.x client through it), kill -9 of a master, the pause and manual-restart
+annotations, a config roll under load, scale 2 -> 3 -> 2, the audit CronJob, a controller-mode roll
+(SwitchOver, ReplicasInSync), and deletion of the custom resources.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from e2e.kind_env import KIND_NETNS, NODE_MODE, ROOT, Kube, run, wait_for
+from e2e.kind_env import KIND_NETNS, NODE_MODE, ROOT, Kube, outside_netns, run, wait_for
 
 pytestmark = pytest.mark.skipif(
     not (NODE_MODE or KIND_NETNS),
@@ -66,6 +68,10 @@ DOCKER = "/usr/bin/docker" if os.access("/usr/bin/docker", os.X_OK) else "docker
 POD_REQUESTS = {"cpu": "100m", "memory": "128Mi"}
 AUDIT_REQUESTS = {"cpu": "200m", "memory": "512Mi"}
 PAUSE = "ferrymq.io/pause-reconciliation"
+# The chart's defaults; conftest's helm install sets replicas=1 on the node only.
+CHART_VALUES = yaml.safe_load((ROOT / "charts" / "ferrymq-operator" / "values.yaml").read_text())
+OPERATOR_REPLICAS = 1 if NODE_MODE else int(CHART_VALUES["replicas"])
+LEADER_LEASE = str(CHART_VALUES["leaderElection"]["leaseName"])
 RESTART = "ferrymq.io/manual-rolling-restart"
 
 
@@ -125,9 +131,14 @@ def broker_cr(image: str) -> dict[str, Any]:
     }
 
 
+def condition_true(kube: Kube, plural: str, name: str, kind: str) -> dict[str, Any] | None:
+    """The resource's condition ``kind`` when its status is True."""
+    cond = kube.condition(plural, name, kind)
+    return cond if cond and cond.get("status") == "True" else None
+
+
 def ready(kube: Kube, plural: str, name: str) -> bool:
-    cond = kube.condition(plural, name, "Ready")
-    return bool(cond and cond.get("status") == "True")
+    return condition_true(kube, plural, name, "Ready") is not None
 
 
 def broker_pods(kube: Kube, broker: str = BROKER) -> dict[str, dict[str, Any]]:
@@ -231,18 +242,26 @@ def stack(kube: Kube, broker_image: str) -> Iterator[Kube]:
 
 
 def test_operator_runs_in_a_pod_and_stays_ready(kube: Kube) -> None:
+    """The chart's replicas (2 with leader election by default; 1 on the node's host network, where
+    two would share its ports), all Ready, one of them holding the leader Lease."""
     pods = [
         p for p in kube.get_json("pods").get("items", []) if "operator" in p["metadata"]["name"]
     ]
-    assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
-    pod = pods[0]
-    if HOST_NETWORK:
-        assert pod["spec"].get("hostNetwork") is True
-        assert pod["spec"].get("dnsPolicy") == "ClusterFirstWithHostNet"
-    else:
-        assert not pod["spec"].get("hostNetwork")
-    assert pod_ready(pod)
-    assert all(s["restartCount"] == 0 for s in pod["status"]["containerStatuses"])
+    assert len(pods) == OPERATOR_REPLICAS, [p["metadata"]["name"] for p in pods]
+    for pod in pods:
+        if HOST_NETWORK:
+            assert pod["spec"].get("hostNetwork") is True
+            assert pod["spec"].get("dnsPolicy") == "ClusterFirstWithHostNet"
+        else:
+            assert not pod["spec"].get("hostNetwork")
+        assert pod_ready(pod)
+        assert all(s["restartCount"] == 0 for s in pod["status"]["containerStatuses"])
+    holder = wait_for(
+        "an operator pod holding the leader Lease",
+        lambda: kube.get_json("lease", LEADER_LEASE).get("spec", {}).get("holderIdentity"),
+        timeout=120,
+    )
+    assert holder in {p["metadata"]["name"] for p in pods}, holder
 
 
 def test_nameserver_and_broker_pods_are_placed_and_listening(stack: Kube) -> None:
@@ -402,6 +421,91 @@ def test_a_topic_and_a_consumer_group_applied_with_kubectl_serve_host_clients(
     stack.ns("delete", "-f", str(manifest), "--wait=true", timeout=300)
 
 
+PROXY_TOPIC, PROXY_GROUP = "Node_V5", "g_node_v5"
+
+
+# tests/proxy's 5.x client runners (tests/ is not a package; appended, so nothing is shadowed)
+TESTS_DIR = ROOT / "tests"
+if str(TESTS_DIR) not in sys.path:
+    sys.path.append(str(TESTS_DIR))
+
+
+def python5_client() -> Path:
+    """The interpreter of the 5.x Python client's venv (tests/proxy/python5.py), made outside the
+    cluster's netns when missing (pip needs the registry)."""
+    code = f"import sys; sys.path.append({str(TESTS_DIR)!r}); from proxy.python5 import python5; print(python5())"
+    done = run(outside_netns([sys.executable, "-c", code]), timeout=1200)
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_5x_proxy_serves_a_5x_client_and_goes_with_spec_proxy(
+    stack: Kube, tmp_path: Path
+) -> None:
+    """spec.proxy: the proxy Deployment's pod Ready, status.proxy and ProxyReady set, the Python 5.x
+    client (rocketmq-python-client, tests/proxy's runner) sends and receives through it from the
+    netns; removing spec.proxy deletes its objects and status.proxy."""
+    if HOST_NETWORK:
+        pytest.skip("the proxy Deployment runs on a pod network, which scripts/k8s-node.sh lacks")
+    from proxy.java5 import by_event
+    from proxy.python5 import run_python5
+
+    python = python5_client()
+    name = f"{BROKER}-proxy"
+    stack.apply(
+        {
+            "apiVersion": "ferrymq.io/v1alpha1",
+            "kind": "Topic",
+            "metadata": {"name": "node-v5"},
+            "spec": {"brokerRef": {"name": BROKER}, "name": PROXY_TOPIC, "queues": 4,
+                     "messageType": "NORMAL"},
+        }
+    )  # fmt: skip
+    stack.ns("patch", "brokers", BROKER, "--type=merge", "-p", '{"spec":{"proxy":{"replicas":1}}}')
+    try:
+        wait_for(
+            "ProxyReady=True",
+            lambda: condition_true(stack, "brokers", BROKER, "ProxyReady"),
+            timeout=600,
+        )
+        status = stack.get_json("brokers", BROKER)["status"]["proxy"]
+        endpoint = f"{name}.{stack.namespace}.svc.cluster.local:8081"
+        assert (status["endpoint"], status["replicas"], status["readyReplicas"]) == (
+            endpoint,
+            1,
+            1,
+        ), status
+        pods = stack.get_json("pods", "-l", f"app.kubernetes.io/instance={BROKER},"
+                              "app.kubernetes.io/component=proxy")["items"]  # fmt: skip
+        assert len(pods) == 1 and pod_ready(pods[0]), [p["metadata"]["name"] for p in pods]
+        assert stack.get_json("service", name)["spec"]["ports"][0]["port"] == 8081
+        wait_for("the Topic Ready", lambda: ready(stack, "topics", "node-v5"), timeout=300)
+        events = run_python5(
+            python, f"{pod_ip(pods[0])}:8081", PROXY_TOPIC, PROXY_GROUP, tmp_path, 180
+        )
+        (sent,) = by_event(events, "sent")
+        received = by_event(events, "received")
+        assert received and received[0]["id"] == sent["id"], events
+        assert (received[0]["tag"], received[0]["keys"]) == ("TagA", ["k1"]), received
+    finally:
+        stack.ns("patch", "brokers", BROKER, "--type=json",
+                 "-p", '[{"op":"remove","path":"/spec/proxy"}]', check=False)  # fmt: skip
+        stack.ns("delete", "topics", "node-v5", "--wait=true", timeout=300, check=False)
+    wait_for(
+        "the proxy's Deployment, Service and ConfigMap deleted",
+        lambda: (
+            not stack.ns(
+                "get", "deployment,service,configmap", name, "--ignore-not-found", "-o", "name"
+            ).strip()
+        ),
+        timeout=300,
+    )
+    wait_for(
+        "status.proxy removed",
+        lambda: "proxy" not in (stack.get_json("brokers", BROKER).get("status") or {}),
+        timeout=120,
+    )
+
+
 def kill_9(kube: Kube, pod: str) -> int:
     """SIGKILL to the pod's broker process, from outside the pod; returns its restart count before.
 
@@ -449,10 +553,7 @@ def test_pause_and_manual_restart_annotations_act_within_10_s(stack: Kube) -> No
     stack.ns("annotate", "brokers", BROKER, f"{PAUSE}=true", "--overwrite")
     wait_for(
         "ReconciliationPaused=True",
-        lambda: (
-            (c := stack.condition("brokers", BROKER, "ReconciliationPaused"))
-            and c.get("status") == "True"
-        ),
+        lambda: condition_true(stack, "brokers", BROKER, "ReconciliationPaused"),
         timeout=10,
     )
     stack.ns("annotate", "brokers", BROKER, f"{PAUSE}-")
@@ -607,6 +708,20 @@ def test_scale_out_to_3_groups_copies_topics_and_in_to_2_drains(stack: Kube) -> 
     wait_for("the Broker Ready after scale-in", lambda: ready(stack, "brokers", BROKER), 600)
 
 
+def never_pulled(kube: Kube, job: str) -> None:
+    """Fails at once when a pod of ``job`` waits for an image no node has (pull policy Never):
+    it would wait for good (on kind: ``scripts/kind-cluster.sh load spark``)."""
+    for pod in kube.get_json("pods", "-l", f"job-name={job}").get("items", []):
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            waiting = (status.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") == "ErrImageNeverPull":
+                raise AssertionError(
+                    f"{pod['metadata']['name']}: image {status.get('image')} is not on its node "
+                    f"({waiting.get('message')}); build and load it (scripts/build-images.sh "
+                    "spark, on kind scripts/kind-cluster.sh load spark)"
+                )
+
+
 def test_the_audit_cronjob_runs_to_completion_with_default_settings(stack: Kube) -> None:
     stack.ns(
         "patch", "brokers", BROKER, "--type=merge",
@@ -625,6 +740,7 @@ def test_the_audit_cronjob_runs_to_completion_with_default_settings(stack: Kube)
                 if ((job.get("status") or {}).get("failed") or 0) > 0:
                     pods = stack.ns("logs", f"job/{job['metadata']['name']}", check=False)
                     raise AssertionError(f"audit job failed:\n{pods[-3000:]}")
+                never_pulled(stack, job["metadata"]["name"])
         return None
 
     name = wait_for("an audit Job to succeed", succeeded_job, timeout=600)
@@ -722,14 +838,22 @@ def test_a_controller_mode_broker_rolls_with_a_switchover_and_no_send_fails(
         errors = [e["error"] for e in events if "error" in e]
         bodies = acked(events)
         assert len(bodies) > 50, "the producer acknowledged almost nothing during the roll"
-        assert not errors, f"{len(errors)} send(s) failed during the roll: {errors[:5]}"
         # mastership was handed over (the old master was rolled as a slave) ...
         text = stack.ns("get", "events", "--field-selector", f"involvedObject.name={HA_BROKER}")
         assert "SwitchOver" in text, text
         now_master = group_master(stack)
         assert now_master and now_master["masterEpoch"] > first["masterEpoch"], now_master
+        # both rolled replicas back in the SyncStateSet, as the condition tells
+        in_sync = wait_for(
+            "ReplicasInSync=True after the roll",
+            lambda: condition_true(stack, "brokers", HA_BROKER, "ReplicasInSync"),
+            timeout=300,
+        )
+        assert in_sync["reason"] == "AllInSyncStateSet", in_sync
         # ... and every acknowledged message is there
         consume_all(topic, "g-failover", warm + bodies, timeout=300)
+        # last, so that a failed send does not hide the checks above
+        assert not errors, f"{len(errors)} send(s) failed during the roll: {errors[:5]}"
     finally:
         stack.ns("delete", "brokers", HA_BROKER, "--wait=true", timeout=600, check=False)
         wait_for("the controller-mode pods gone", lambda: not broker_pods(stack, HA_BROKER), 600)

@@ -185,3 +185,16 @@ def test_on_the_host_network_each_controller_pod_has_its_own_port(broker_owner: 
         )
     ) == (20906, 20907)
     assert lowest_broker > 20907
+
+
+def test_the_controller_liveness_probe_names_its_declared_port(broker_owner: Owner) -> None:
+    """On a pod network the probe is a TCP check of the controller port, by the port's name: the API
+    takes a string port only as the name of a declared port ("9878" was refused on kind: "must
+    contain at least one letter", and no controller-mode Broker came up there)."""
+    objs = objects(broker_owner, failover="controller", replicasPerGroup=2)
+    container = objs[("StatefulSet", "orders-controller")]["spec"]["template"]["spec"][
+        "containers"
+    ][0]
+    port = container["livenessProbe"]["tcpSocket"]["port"]
+    declared = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert declared.get(port) == 9878, (port, declared)

@@ -21,6 +21,8 @@ from ferrymq_operator.models import BrokerSpec
 
 CONF_FILE = "controller.conf"
 REPLICAS = 2
+# the container port's name, which the liveness probe refers to
+CONTROLLER_PORT_NAME = "controller"
 CONTROLLER_REQUESTS = {"cpu": "50m", "memory": "64Mi"}
 LEASE_DURATION_SECONDS = 10
 
@@ -174,7 +176,11 @@ def _command(spec: BrokerSpec) -> dict[str, Any]:
         return {
             "args": args,
             "ports": [
-                {"name": "controller", "containerPort": names.CONTROLLER_PORT, "protocol": "TCP"}
+                {
+                    "name": CONTROLLER_PORT_NAME,
+                    "containerPort": names.CONTROLLER_PORT,
+                    "protocol": "TCP",
+                }
             ],
         }
     # ferrymq reads FERRYMQ_<key> over controller.conf: each pod its own port (see namesrv.py)
@@ -199,7 +205,9 @@ def statefulset(owner: Owner, spec: BrokerSpec) -> dict[str, Any]:
         "livenessProbe": (
             pod.liveness_probe(_port_expr(spec))
             if spec.host_network
-            else pod.tcp_probe(str(names.CONTROLLER_PORT), period=20, failures=6)
+            # by the port's name: the API refuses a string port that is no name ("9878": "must
+            # contain at least one letter"), which kept controller-mode Brokers off pod networks
+            else pod.tcp_probe(CONTROLLER_PORT_NAME, period=20, failures=6)
         ),
         "securityContext": pod.container_security_context(),
         "volumeMounts": [
