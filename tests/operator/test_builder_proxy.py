@@ -190,20 +190,10 @@ def test_an_unready_proxy_keeps_the_broker_from_ready() -> None:
     the proxy too); ProxyReady says why."""
     from ferrymq_operator.models import BrokerStatus
     from ferrymq_operator.reconcile import ProxyObservation, record_proxy
-    from ferrymq_operator.status import StatusBuilder, WorkloadObservation
+    from ferrymq_operator.status import StatusBuilder
+    from test_status_conditions import settled
 
-    pods = WorkloadObservation(
-        name="orders-0",
-        desired_replicas=2,
-        exists=True,
-        generation=1,
-        observed_generation=1,
-        replicas=2,
-        ready_replicas=2,
-        updated_replicas=2,
-        current_revision="r1",
-        update_revision="r1",
-    )
+    pods = settled("orders-0")
 
     def conditions(observed: ProxyObservation) -> dict[str, tuple[str, str, str]]:
         builder = StatusBuilder(BrokerStatus, BrokerStatus(), 1, "2026-11-28T00:00:00Z")

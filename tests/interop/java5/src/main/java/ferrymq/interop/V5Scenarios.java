@@ -247,17 +247,11 @@ public final class V5Scenarios {
             emit("sent", kv("id", id));
         }
         AtomicInteger attempts = new AtomicInteger();
-        PushConsumer push = PROVIDER.newPushConsumerBuilder().setClientConfiguration(config)
-            .setConsumerGroup(group)
-            .setSubscriptionExpressions(Collections.singletonMap(topic, new FilterExpression("*", FilterExpressionType.TAG)))
-            .setMessageListener(v -> {
-                if (!raw(v).startsWith(NONCE)) {
-                    return ConsumeResult.SUCCESS;
-                }
-                attempts.incrementAndGet();
-                emit("attempt", kv("id", v.getMessageId().toString(), "attempt", String.valueOf(v.getDeliveryAttempt())));
-                return ConsumeResult.FAILURE;
-            }).build();
+        PushConsumer push = push(topic, group, v -> {
+            attempts.incrementAndGet();
+            emit("attempt", kv("id", v.getMessageId().toString(), "attempt", String.valueOf(v.getDeliveryAttempt())));
+            return ConsumeResult.FAILURE;
+        });
         try {
             // the DLQ topic exists once the proxy moved the message there (on the pop after
             // the last attempt): until then a consumer of it cannot start
@@ -312,26 +306,20 @@ public final class V5Scenarios {
         }
         AtomicInteger deliveries = new AtomicInteger();
         java.util.concurrent.CountDownLatch held = new java.util.concurrent.CountDownLatch(1);
-        PushConsumer push = PROVIDER.newPushConsumerBuilder().setClientConfiguration(config)
-            .setConsumerGroup(group)
-            .setSubscriptionExpressions(Collections.singletonMap(topic, new FilterExpression("*", FilterExpressionType.TAG)))
-            .setMessageListener(v -> {
-                if (!raw(v).startsWith(NONCE)) {
-                    return ConsumeResult.SUCCESS;
+        PushConsumer push = push(topic, group, v -> {
+            int n = deliveries.incrementAndGet();
+            emit("attempt", kv("id", v.getMessageId().toString(), "attempt", String.valueOf(v.getDeliveryAttempt())));
+            if (n == 1) {
+                try {
+                    Thread.sleep(holdMs);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
                 }
-                int n = deliveries.incrementAndGet();
-                emit("attempt", kv("id", v.getMessageId().toString(), "attempt", String.valueOf(v.getDeliveryAttempt())));
-                if (n == 1) {
-                    try {
-                        Thread.sleep(holdMs);
-                    } catch (InterruptedException e) {
-                        Thread.currentThread().interrupt();
-                    }
-                    emit("released", kv("deliveries_meanwhile", String.valueOf(deliveries.get() - 1)));
-                    held.countDown();
-                }
-                return ConsumeResult.SUCCESS;
-            }).build();
+                emit("released", kv("deliveries_meanwhile", String.valueOf(deliveries.get() - 1)));
+                held.countDown();
+            }
+            return ConsumeResult.SUCCESS;
+        });
         try {
             long left = deadline - System.currentTimeMillis();
             if (!held.await(Math.max(left, 0), java.util.concurrent.TimeUnit.MILLISECONDS)) {
@@ -376,6 +364,17 @@ public final class V5Scenarios {
     static Producer producer(String topic, boolean unused) throws Exception {
         return startRetrying(() -> PROVIDER.newProducerBuilder().setClientConfiguration(config)
             .setTopics(topic).build());
+    }
+
+    /** A PushConsumer of every tag of {@code topic} whose listener gives this run's messages to
+     * {@code ours} (earlier runs' messages on the topic are consumed and skipped). */
+    static PushConsumer push(String topic, String group,
+        java.util.function.Function<MessageView, ConsumeResult> ours) throws Exception {
+        return PROVIDER.newPushConsumerBuilder().setClientConfiguration(config)
+            .setConsumerGroup(group)
+            .setSubscriptionExpressions(Collections.singletonMap(topic, new FilterExpression("*", FilterExpressionType.TAG)))
+            .setMessageListener(v -> raw(v).startsWith(NONCE) ? ours.apply(v) : ConsumeResult.SUCCESS)
+            .build();
     }
 
     static SimpleConsumer simple(String topic, String group) throws Exception {
