@@ -1,0 +1,170 @@
+"""The proxy's 4.x remoting port (``remotingListenPort``): the Java remoting client (the scenario
+JVM of tests/interop) uses a proxy's remoting address as its NameServer and broker. The same
+scenarios through Apache 5.4.0's proxy in front of Apache's broker and through ferrymq's proxy in
+front of ferrymq's broker must give the same observable results."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from interop.conftest import BROKER_CONF
+from interop.differential import PERM_RW, assert_same, create_topics
+from interop.java_runner import JavaScenarios
+from interop.normalise import normalise
+from interop.reference import ApacheCluster, Target, ferrymq_cluster
+
+from proxy.conftest import start_ferrymq_proxy
+
+# two clusters, two proxies and a JVM on a loaded 2-core machine; scenarios bound their waits
+pytestmark = pytest.mark.timeout(1500)
+
+READ_ONLY = 4
+# rocketmq-client 5.4.0 names the broker group in every request (``bname``); 4.9.8 does not on
+# pulls and offsets, which upstream's proxy then refuses (test_client_without_broker_name)
+CLIENT = "5.4.0"
+
+
+@dataclass(frozen=True)
+class Proxied:
+    """A cluster (topics are made at its NameServer) and its proxy's remoting address (what the
+    client is given as its NameServer)."""
+
+    target: Target
+    remoting_addr: str
+
+    @property
+    def name(self) -> str:
+        return self.target.name
+
+
+@pytest.fixture(scope="module")
+def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Proxied]]:
+    base = tmp_path_factory.mktemp("remoting-port")
+    with (
+        ApacheCluster(base / "apache", broker_conf=BROKER_CONF) as apache,
+        ferrymq_cluster(base / "ferrymq", broker_conf=BROKER_CONF) as ours,
+    ):
+        _, remoting_port, _ = apache.start_proxy()
+        proxy = start_ferrymq_proxy(base / "ferrymq-proxy", ours.namesrv_addr)
+        started = next(proxy)
+        try:
+            yield [
+                Proxied(Target("apache", apache), f"127.0.0.1:{remoting_port}"),
+                Proxied(Target("ferrymq", ours), f"127.0.0.1:{started.remoting_port}"),
+            ]
+        finally:
+            proxy.close()
+
+
+@pytest.fixture(scope="module")
+def runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JavaScenarios]:
+    java = JavaScenarios(CLIENT, tmp_path_factory.mktemp("java-remoting"))
+    try:
+        yield java
+    finally:
+        java.close()
+
+
+def through_proxies(
+    runner: JavaScenarios,
+    proxied: list[Proxied],
+    scenario: str,
+    topics: Mapping[str, tuple[int, int]],
+    **args: Any,
+) -> Any:
+    """``scenario`` through each proxy (the oracle's first), topics made at the clusters'
+    NameServers; the normalised observations, required equal."""
+    seen = {}
+    for p in proxied:
+        create_topics(p.target, topics)
+        seen[p.name] = normalise(runner.run(scenario, p.remoting_addr, **args))
+    assert_same(seen, f"{scenario} through the proxies' remoting ports")
+    return seen["apache"]
+
+
+def test_sync_send_then_push_consume_by_tag(runner: JavaScenarios, proxied: list[Proxied]) -> None:
+    topic = "RemotingTags"
+    sent = through_proxies(
+        runner,
+        proxied,
+        "send",
+        {topic: (2, PERM_RW)},
+        topic=topic,
+        group="PG_remoting_send",
+        mode="sync",
+        count=4,
+    )
+    assert [r["status"] for r in sent["sent"]] == ["SEND_OK"] * 4
+    assert len(sent["stored"]) == 4
+    # the sends tagged Tag0, Tag1, Tag0, Tag1: a push consumer of Tag1 gets two
+    pushed = through_proxies(
+        runner,
+        proxied,
+        "consume",
+        {},
+        topic=topic,
+        group="CG_remoting_tag",
+        expr="Tag1",
+        expected=2,
+    )
+    assert pushed == ["sync-1", "sync-3"]
+
+
+def test_orderly_consumer(runner: JavaScenarios, proxied: list[Proxied]) -> None:
+    topic = "RemotingOrderly"
+    obs = through_proxies(
+        runner, proxied, "orderly", {topic: (4, PERM_RW)}, topic=topic, group="CG_remoting_ord"
+    )
+    assert sum(len(v) for v in obs["perQueue"].values()) == 12
+    assert obs["suspendedOnce"]
+
+
+def test_transaction_commit_and_check_back(runner: JavaScenarios, proxied: list[Proxied]) -> None:
+    topic = "RemotingTx"
+    obs = through_proxies(
+        runner, proxied, "transaction", {topic: (1, PERM_RW)}, topic=topic, group="PG_remoting_tx"
+    )
+    assert obs["checkedBack"]
+    assert sorted(m["body"] for m in obs["stored"]) == ["commit-1", "unknown-1"]
+
+
+def test_bad_input_codes_and_remarks(runner: JavaScenarios, proxied: list[Proxied]) -> None:
+    topic, read_only = "RemotingBad", "RemotingReadOnly"
+    obs = through_proxies(
+        runner,
+        proxied,
+        "bad_input",
+        {topic: (2, PERM_RW), read_only: (1, READ_ONLY)},
+        topic=topic,
+        read_only_topic=read_only,
+        unknown_topic="RemotingNoSuchTopic",
+        group="PG_remoting_bad",
+    )
+    assert "class" in obs["unknownTopicRoute"]
+
+
+@pytest.fixture(scope="module")
+def old_runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JavaScenarios]:
+    java = JavaScenarios("4.9.8", tmp_path_factory.mktemp("java-remoting-4"))
+    try:
+        yield java
+    finally:
+        java.close()
+
+
+def test_client_without_broker_name(old_runner: JavaScenarios, proxied: list[Proxied]) -> None:
+    """rocketmq-client 4.9.8 through the proxies: what works and what upstream refuses."""
+    topic = "RemotingOld"
+    through_proxies(
+        old_runner,
+        proxied,
+        "send",
+        {topic: (2, PERM_RW)},
+        topic=topic,
+        group="PG_remoting_old",
+        mode="sync",
+        count=2,
+    )
