@@ -60,6 +60,16 @@ _SEND_STATUS: dict[int, SendStatus] = {
 }
 
 
+FAQ_URL = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
+
+
+def topic_not_found_message(topic: str) -> str:
+    return (
+        f"CODE: {ResponseCode.TOPIC_NOT_EXIST}  DESC: No topic route info in name server for the "
+        f"topic: {topic}\nFor more information, please visit the url, {FAQ_URL}"
+    )
+
+
 def _retry_policy(raw: Any) -> GroupRetryPolicy:
     """A group config's ``groupRetryPolicy`` JSON (upstream GroupRetryPolicy); CUSTOMIZED with
     the delay levels when absent or unreadable."""
@@ -216,11 +226,14 @@ class ClusterBackend:
         )
         if response.code == ResponseCode.TOPIC_NOT_EXIST:
             self._routes.pop(topic, None)
+            # upstream's proxy answers its own text (TopicRouteService, MQClientException with
+            # FAQUrl.attachDefaultURL), not the NameServer's remark; over remoting too
+            message = topic_not_found_message(topic)
             raise ProxyError(
                 Code.TOPIC_NOT_FOUND,
-                f"CODE: {response.code}  DESC: {response.remark or 'No topic route info'}",
-                remote_code=response.code,
-                remote_remark=response.remark,
+                message,
+                remote_code=ResponseCode.TOPIC_NOT_EXIST,
+                remote_remark=message,
             )
         if response.code != ResponseCode.SUCCESS:
             raise broker_error(response.code, response.remark)
