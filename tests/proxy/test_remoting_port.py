@@ -6,7 +6,7 @@ front of ferrymq's broker must give the same observable results."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,21 +91,14 @@ def through_proxies(
     proxied: list[Proxied],
     scenario: str,
     topics: Mapping[str, tuple[int, int]],
-    message_type: str | None = None,
-    prepare: Callable[[Any], Any] | None = None,
     **args: Any,
 ) -> Any:
     """``scenario`` through each proxy (the oracle's first), topics made at the clusters'
-    NameServers (of ``message_type``: both proxies check it on send); the normalised
-    observations, required equal."""
+    NameServers; the normalised observations, required equal."""
     seen = {}
     for p in proxied:
         create_topics(p.target, topics)
-        for topic, (queues, _) in topics.items():
-            if message_type is not None:
-                asyncio.run(_set_message_type(p.target.namesrv_addr, topic, queues, message_type))
-        raw = runner.run(scenario, p.remoting_addr, **args)
-        seen[p.name] = normalise(prepare(raw) if prepare is not None else raw)
+        seen[p.name] = normalise(runner.run(scenario, p.remoting_addr, **args))
     assert_same(seen, f"{scenario} through the proxies' remoting ports")
     return seen["apache"]
 
@@ -147,37 +140,38 @@ def test_orderly_consumer(runner: JavaScenarios, proxied: list[Proxied]) -> None
     assert obs["suspendedOnce"]
 
 
-def commit_path_free(obs: dict[str, Any]) -> dict[str, Any]:
-    """What differs by the path a commit takes. Over remoting, Apache's proxy passes a client's
-    END_TRANSACTION on only for a half message whose check it relayed (TransactionProcessor:
-    no transaction data -> TRANSACTION_DATA_NOT_FOUND, answered SUCCESS), so its commits come
-    after one or more check-backs (TRANSACTION_CHECK_TIMES 11 and 12 seen); ferrymq's passes it
-    to the broker that stored the half message (its offset message id names it) at once. The
-    check counts, the store sizes they change and the order of the commits are left out."""
+def without_check_counts(obs: dict[str, Any]) -> dict[str, Any]:
+    """The half offsets as their order (tests/interop), the committed bodies as a set, and the
+    check-back's message without its check count (how many checks a commit took is timing)."""
     obs = half_queue_offsets_ordered(obs)
-    for m in [*obs["stored"], obs["checkedMessage"] or {}]:
-        m.pop("storeSize", None)
-        m.get("properties", {}).pop("TRANSACTION_CHECK_TIMES", None)
-    obs["stored"].sort(key=lambda m: m["body"])
-    for m in obs["stored"]:
-        m["queueOffset"] = "<commit order>"
+    obs["stored"] = sorted({m["body"] for m in obs["stored"]})
+    checked = obs["checkedMessage"] or {}
+    checked.pop("storeSize", None)
+    checked.get("properties", {}).pop("TRANSACTION_CHECK_TIMES", None)
     return obs
 
 
 def test_transaction_commit_and_check_back(runner: JavaScenarios, proxied: list[Proxied]) -> None:
+    """Sends, local-transaction states and the check-back are the same through both proxies;
+    what gets committed is not, and this is a deliberate difference. Over remoting, Apache's
+    proxy passes a client's END_TRANSACTION on only for a half message whose check it relayed
+    before (TransactionProcessor: no transaction data -> TRANSACTION_DATA_NOT_FOUND, answered
+    SUCCESS), so the commit at send time is dropped: in three runs ``commit-1`` was missing
+    from the read-back once, came after 12 check-backs once, and ``unknown-1`` was stored twice
+    once. ferrymq's proxy passes END_TRANSACTION to the broker that stored the half message
+    (its offset message id names it), so ``commit-1`` is committed at once."""
     topic = "RemotingTx"
-    obs = through_proxies(
-        runner,
-        proxied,
-        "transaction",
-        {topic: (1, PERM_RW)},
-        message_type="TRANSACTION",
-        prepare=commit_path_free,
-        topic=topic,
-        group="PG_remoting_tx",
-    )
-    assert obs["checkedBack"]
-    assert sorted(m["body"] for m in obs["stored"]) == ["commit-1", "unknown-1"]
+    seen = {}
+    for p in proxied:
+        create_topics(p.target, {topic: (1, PERM_RW)})
+        asyncio.run(_set_message_type(p.target.namesrv_addr, topic, 1, "TRANSACTION"))
+        raw = runner.run("transaction", p.remoting_addr, topic=topic, group="PG_remoting_tx")
+        seen[p.name] = normalise(without_check_counts(raw))
+    stored = {name: obs.pop("stored") for name, obs in seen.items()}
+    assert seen["apache"]["checkedBack"]
+    assert_same(seen, "transaction through the proxies' remoting ports")
+    assert stored["ferrymq"] == ["commit-1", "unknown-1"]
+    assert "unknown-1" in stored["apache"] and set(stored["apache"]) <= set(stored["ferrymq"])
 
 
 def test_bad_input_codes_and_remarks(runner: JavaScenarios, proxied: list[Proxied]) -> None:
@@ -204,8 +198,10 @@ def old_runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JavaScenari
         java.close()
 
 
+@pytest.mark.slow  # a second scenario JVM; the raw test below covers what 4.9.8 leaves out
 def test_client_without_broker_name(old_runner: JavaScenarios, proxied: list[Proxied]) -> None:
-    """rocketmq-client 4.9.8 through the proxies: what works and what upstream refuses."""
+    """rocketmq-client 4.9.8 through the proxies: a sync send names its broker (``n``) and
+    goes through both alike."""
     topic = "RemotingOld"
     through_proxies(
         old_runner,
