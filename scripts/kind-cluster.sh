@@ -16,8 +16,10 @@
 #   - the kubelet rewrites VM-wide sysctls (vm.overcommit_memory, kernel.panic, ...): `up` records
 #     them before the first node starts, `down` writes them back and shows any difference.
 #
-# Usage: scripts/kind-cluster.sh up|down|env|status|build|load|exec CMD...
+# Usage: scripts/kind-cluster.sh up|down|env|status|build|control-plane|load|exec CMD...
 #   build   build what is missing (cached under $FERRYMQ_KIND_CACHE/<versions>); no cluster
+#   control-plane  build only kube-apiserver, kube-controller-manager and etcd (what an
+#           API-server test needs; no root, no docker), into the same cache; prints the binaries
 #   up      build, start dockerd in the netns, create the cluster if absent, wait until all nodes
 #           are Ready, route the podCIDRs; idempotent; prints the time of every step
 #   down    delete the cluster, stop dockerd by its PID, unmount, delete the netns, restore sysctls
@@ -79,13 +81,14 @@ trap 'rc=$?; if [ $rc -ne 0 ] && [ $reported = 0 ]; then log "FAILED at step $st
 
 case ${1:-} in
   build) need_root; lock; build_all ;;
+  control-plane) lock; build_control_plane ;;
   up) need_root; lock; up ;;
   down) need_root; lock; down ;;
   env) print_env ;;
   exec) shift; need_root; reported=1; in_ns exec "$@" ;;
   load) shift; need_root; lock; load_images "$@" ;;
   status) status ;;
-  *) reported=1; log "usage: $0 up|down|env|status|build|load|exec CMD..."; exit 2 ;;
+  *) reported=1; log "usage: $0 up|down|env|status|build|control-plane|load|exec CMD..."; exit 2 ;;
 esac
 }
 
@@ -212,8 +215,9 @@ build_kind() {
   GOBIN="$BIN" gorun install "sigs.k8s.io/kind@$KIND_VERSION" || fail "go install kind"
 }
 
-build_kubernetes() {
-  local cmds=(kubeadm kubelet kubectl kube-apiserver kube-controller-manager kube-scheduler kube-proxy)
+build_kubernetes() {  # build_kubernetes [CMD...] : those of k8s.io/kubernetes/cmd (default: all kind needs)
+  local cmds=("$@")
+  [ ${#cmds[@]} -gt 0 ] || cmds=(kubeadm kubelet kubectl kube-apiserver kube-controller-manager kube-scheduler kube-proxy)
   local c missing=0
   for c in "${cmds[@]}"; do [ -x "$BIN/$c" ] || missing=1; done
   [ $missing = 0 ] && return 0
@@ -244,10 +248,11 @@ build_kubernetes() {
   local pk=()
   for c in "${cmds[@]}"; do pk+=("k8s.io/kubernetes/cmd/$c"); done
   mkdir -p "$BIN"
-  # One `go build` for all seven: they share most packages.
+  # One `go build` for all of them: they share most packages.
   (cd "$w" && gorun build -trimpath -ldflags "$ld" -o "$BIN/" "${pk[@]}") \
     || fail "go build of Kubernetes $K8S_VERSION"
-  "$BIN/kubeadm" version -o short | grep -qx "$K8S_VERSION" || fail "kubeadm reports $("$BIN/kubeadm" version -o short)"
+  "$BIN/kube-apiserver" --version | grep -qx "Kubernetes $K8S_VERSION" \
+    || fail "kube-apiserver reports $("$BIN/kube-apiserver" --version)"
 }
 
 build_etcd() {
@@ -522,6 +527,14 @@ build_all() {
   timed base-image build_base
   timed node-base-image node_base
   timed node-image node_image
+}
+
+build_control_plane() {  # the API server tests' binaries only: no docker, no node image
+  mkdir -p "$BIN" "$LOGS"
+  find_go
+  timed kubernetes build_kubernetes kube-apiserver kube-controller-manager
+  timed etcd build_etcd
+  ls -l "$BIN/kube-apiserver" "$BIN/kube-controller-manager" "$BIN/etcd"
 }
 
 # ------------------------------------------------------------------ cluster
