@@ -862,12 +862,12 @@ def test_a_controller_mode_broker_rolls_with_a_switchover_and_no_send_fails(
         events = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
         errors = [f"{e.get('at')} {e['error']}" for e in events if "error" in e]
         bodies = acked(events)
-        assert len(bodies) > 50, "the producer acknowledged almost nothing during the roll"
-        assert {e["queue"].split(":")[0] for e in events if "queue" in e} == {
-            f"{HA_BROKER}-broker-0"
-        }
         slowest = sorted(events, key=lambda e: -int(e.get("ms", 0)))[:10]
         print("slowest sends:", [(e.get("at"), e.get("ms"), e.get("error", "ok")) for e in slowest])
+        print("failed sends:", errors)
+        groups = {e["queue"].split(":")[0] for e in events if "queue" in e}
+        print("acknowledged by:", sorted(groups))
+        assert len(bodies) > 50, "the producer acknowledged almost nothing during the roll"
         # mastership was handed over (the old master was rolled as a slave) ...
         text = stack.ns("get", "events", "--field-selector", f"involvedObject.name={HA_BROKER}")
         assert "SwitchOver" in text, text
@@ -884,6 +884,8 @@ def test_a_controller_mode_broker_rolls_with_a_switchover_and_no_send_fails(
         consume_all(topic, "g-failover", warm + bodies, timeout=300)
         # last, so that a failed send does not hide the checks above
         assert not errors, f"{len(errors)} send(s) failed during the roll: {errors[:5]}"
+        # the client fell back to TBW102 (auto-create on the orders Broker) in the 02:35 run
+        assert groups == {f"{HA_BROKER}-broker-0"}, groups
     finally:
         stack.ns("delete", "topics", "node-failover", "--ignore-not-found", check=False)
         stack.ns("delete", "brokers", HA_BROKER, "--wait=true", timeout=600, check=False)

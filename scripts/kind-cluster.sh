@@ -31,6 +31,7 @@
 #   FERRYMQ_KIND_CACHE  cache root (default ~/.cache/ferrymq-kind)
 #   FERRYMQ_KIND_NS     network namespace (default ferrymq-kind)
 #   FERRYMQ_KIND_WORKERS  number of workers (default 2)
+#   FERRYMQ_KIND_CPU_SHARES  cpu.shares of the cluster's cgroup /docker (default 1024 per CPU)
 set -euo pipefail
 
 KIND_VERSION=v0.33.0
@@ -594,8 +595,30 @@ up() {
   timed cluster create_cluster
   timed nodes-ready wait_ready
   timed pod-routes route_pods
+  cpu_weight
   in_ns "$BIN/kubectl" get nodes -o wide >&2
   log "up in $(( $(date +%s) - T0 )) s; eval \"\$($0 env)\"; $0 exec kubectl get pods -A"
+}
+
+# The whole cluster (three nodes: API server, etcd, every pod) lives in dockerd's cpu cgroup
+# /docker, which weighs 1024 shares by default: as much as ONE host process. On this shared
+# machine, at load 50 of other work, it got a few percent of the CPU: the controller missed its
+# Lease renewals (no leader, the master fenced) and brokers answered sends after more than the
+# client's 3 s (e2e/README.md, 2026-11-29). Like scripts/k8s-node.sh and the kubelet's kubepods:
+# 1024 per CPU (FERRYMQ_KIND_CPU_SHARES overrides); `down` writes back what it found.
+DOCKER_CPU_CGROUP=/sys/fs/cgroup/cpu/docker
+cpu_weight() {
+  local shares=${FERRYMQ_KIND_CPU_SHARES:-$(( $(nproc) * 1024 ))}
+  [ -f "$DOCKER_CPU_CGROUP/cpu.shares" ] || { log "no $DOCKER_CPU_CGROUP (cgroup v2?): CPU weight left alone"; return 0; }
+  [ -f "$RUN/cpu.shares.saved" ] || cp "$DOCKER_CPU_CGROUP/cpu.shares" "$RUN/cpu.shares.saved"
+  echo "$shares" >"$DOCKER_CPU_CGROUP/cpu.shares" && log "cpu.shares of $DOCKER_CPU_CGROUP: $shares"
+}
+
+restore_cpu_weight() {
+  [ -f "$RUN/cpu.shares.saved" ] || return 0
+  [ -f "$DOCKER_CPU_CGROUP/cpu.shares" ] && cat "$RUN/cpu.shares.saved" >"$DOCKER_CPU_CGROUP/cpu.shares" \
+    && log "restored cpu.shares of $DOCKER_CPU_CGROUP: $(cat "$DOCKER_CPU_CGROUP/cpu.shares")"
+  rm -f "$RUN/cpu.shares.saved"
 }
 
 # ------------------------------------------------------------------ down
@@ -626,6 +649,7 @@ down() {
     rmdir /lib/modules 2>/dev/null || true
     rm -f "$RUN/created-lib-modules"
   fi
+  restore_cpu_weight
   restore_sysctls
 }
 
