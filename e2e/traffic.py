@@ -6,7 +6,9 @@ One JSON object per line on stdout:
     produce NAMESRV TOPIC --count N --prefix P [--stop-file F] [--deadline S]
         {"acked": "<body>", "queue": "<broker>:<queueId>"} for every SEND_OK,
         {"error": "..."} for a failed send (it keeps going: failures during a kill are expected;
-        only acknowledged bodies are promised), then {"done": <acked count>}.
+        only acknowledged bodies are promised), then {"done": <acked count>}. Each send's line
+        also has "at" (UTC wall clock of its start, to line up with pod logs) and "ms" (how long
+        it took: a stall shorter than the client's timeout shows there too).
     consume NAMESRV TOPIC GROUP (--count N | --until-file F) --timeout S [--from-first]
         {"body": ..., "tags": ..., "keys": [...]} per message (duplicates included), then
         {"done": <distinct bodies>}; exit 3 when fewer than N distinct bodies arrived in time.
@@ -21,12 +23,21 @@ import asyncio
 import json
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 
 def _emit(obj: object) -> None:
     sys.stdout.write(json.dumps(obj) + "\n")
     sys.stdout.flush()
+
+
+def _utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def _ms(started: float) -> int:
+    return round((time.monotonic() - started) * 1000)
 
 
 def produce(args: argparse.Namespace) -> int:
@@ -46,19 +57,20 @@ def produce(args: argparse.Namespace) -> int:
             msg.tags = f"Tag{i % 3}"
             msg.keys = [f"key-{args.prefix}-{i}"]
             i += 1
+            started = time.monotonic()
+            when = {"at": _utc_now()}
             try:
                 result = producer.send(msg)
             except Exception as error:  # every send failure is reported, then retried
-                _emit({"error": f"{type(error).__name__}: {error}"})
+                _emit({"error": f"{type(error).__name__}: {error}", **when, "ms": _ms(started)})
                 time.sleep(0.2)  # back off while a broker is down; not a synchronisation
                 continue
             if result.status is SendStatus.SEND_OK:
                 acked += 1
-                _emit(
-                    {"acked": body, "queue": f"{result.queue.broker_name}:{result.queue.queue_id}"}
-                )
+                queue = f"{result.queue.broker_name}:{result.queue.queue_id}"
+                _emit({"acked": body, "queue": queue, **when, "ms": _ms(started)})
             else:
-                _emit({"error": f"status {result.status.name} for {body}"})
+                _emit({"error": f"status {result.status.name} for {body}", **when})
             if args.interval:
                 time.sleep(args.interval)  # paces a background load; not a synchronisation
     _emit({"done": acked})

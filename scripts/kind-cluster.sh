@@ -16,8 +16,10 @@
 #   - the kubelet rewrites VM-wide sysctls (vm.overcommit_memory, kernel.panic, ...): `up` records
 #     them before the first node starts, `down` writes them back and shows any difference.
 #
-# Usage: scripts/kind-cluster.sh up|down|env|status|build|load|exec CMD...
+# Usage: scripts/kind-cluster.sh up|down|env|status|build|control-plane|load|exec CMD...
 #   build   build what is missing (cached under $FERRYMQ_KIND_CACHE/<versions>); no cluster
+#   control-plane  build only kube-apiserver, kube-controller-manager and etcd (what an
+#           API-server test needs; no root, no docker), into the same cache; prints the binaries
 #   up      build, start dockerd in the netns, create the cluster if absent, wait until all nodes
 #           are Ready, route the podCIDRs; idempotent; prints the time of every step
 #   down    delete the cluster, stop dockerd by its PID, unmount, delete the netns, restore sysctls
@@ -29,6 +31,7 @@
 #   FERRYMQ_KIND_CACHE  cache root (default ~/.cache/ferrymq-kind)
 #   FERRYMQ_KIND_NS     network namespace (default ferrymq-kind)
 #   FERRYMQ_KIND_WORKERS  number of workers (default 2)
+#   FERRYMQ_KIND_CPU_SHARES  cpu.shares of the cluster's cgroup /docker (default 1024 per CPU)
 set -euo pipefail
 
 KIND_VERSION=v0.33.0
@@ -79,13 +82,14 @@ trap 'rc=$?; if [ $rc -ne 0 ] && [ $reported = 0 ]; then log "FAILED at step $st
 
 case ${1:-} in
   build) need_root; lock; build_all ;;
+  control-plane) lock; build_control_plane ;;
   up) need_root; lock; up ;;
   down) need_root; lock; down ;;
   env) print_env ;;
   exec) shift; need_root; reported=1; in_ns exec "$@" ;;
   load) shift; need_root; lock; load_images "$@" ;;
   status) status ;;
-  *) reported=1; log "usage: $0 up|down|env|status|build|load|exec CMD..."; exit 2 ;;
+  *) reported=1; log "usage: $0 up|down|env|status|build|control-plane|load|exec CMD..."; exit 2 ;;
 esac
 }
 
@@ -212,8 +216,9 @@ build_kind() {
   GOBIN="$BIN" gorun install "sigs.k8s.io/kind@$KIND_VERSION" || fail "go install kind"
 }
 
-build_kubernetes() {
-  local cmds=(kubeadm kubelet kubectl kube-apiserver kube-controller-manager kube-scheduler kube-proxy)
+build_kubernetes() {  # build_kubernetes [CMD...] : those of k8s.io/kubernetes/cmd (default: all kind needs)
+  local cmds=("$@")
+  [ ${#cmds[@]} -gt 0 ] || cmds=(kubeadm kubelet kubectl kube-apiserver kube-controller-manager kube-scheduler kube-proxy)
   local c missing=0
   for c in "${cmds[@]}"; do [ -x "$BIN/$c" ] || missing=1; done
   [ $missing = 0 ] && return 0
@@ -244,10 +249,11 @@ build_kubernetes() {
   local pk=()
   for c in "${cmds[@]}"; do pk+=("k8s.io/kubernetes/cmd/$c"); done
   mkdir -p "$BIN"
-  # One `go build` for all seven: they share most packages.
+  # One `go build` for all of them: they share most packages.
   (cd "$w" && gorun build -trimpath -ldflags "$ld" -o "$BIN/" "${pk[@]}") \
     || fail "go build of Kubernetes $K8S_VERSION"
-  "$BIN/kubeadm" version -o short | grep -qx "$K8S_VERSION" || fail "kubeadm reports $("$BIN/kubeadm" version -o short)"
+  "$BIN/kube-apiserver" --version | grep -qx "Kubernetes $K8S_VERSION" \
+    || fail "kube-apiserver reports $("$BIN/kube-apiserver" --version)"
 }
 
 build_etcd() {
@@ -524,6 +530,14 @@ build_all() {
   timed node-image node_image
 }
 
+build_control_plane() {  # the API server tests' binaries only: no docker, no node image
+  mkdir -p "$BIN" "$LOGS"
+  find_go
+  timed kubernetes build_kubernetes kube-apiserver kube-controller-manager
+  timed etcd build_etcd
+  ls -l "$BIN/kube-apiserver" "$BIN/kube-controller-manager" "$BIN/etcd"
+}
+
 # ------------------------------------------------------------------ cluster
 cluster_exists() { in_ns "$BIN/kind" get clusters 2>/dev/null | grep -qx "$NAME"; }
 
@@ -581,8 +595,30 @@ up() {
   timed cluster create_cluster
   timed nodes-ready wait_ready
   timed pod-routes route_pods
+  cpu_weight
   in_ns "$BIN/kubectl" get nodes -o wide >&2
   log "up in $(( $(date +%s) - T0 )) s; eval \"\$($0 env)\"; $0 exec kubectl get pods -A"
+}
+
+# The whole cluster (three nodes: API server, etcd, every pod) lives in dockerd's cpu cgroup
+# /docker, which weighs 1024 shares by default: as much as ONE host process. On this shared
+# machine, at load 50 of other work, it got a few percent of the CPU: the controller missed its
+# Lease renewals (no leader, the master fenced) and brokers answered sends after more than the
+# client's 3 s (e2e/README.md, 2026-11-29). Like scripts/k8s-node.sh and the kubelet's kubepods:
+# 1024 per CPU (FERRYMQ_KIND_CPU_SHARES overrides); `down` writes back what it found.
+DOCKER_CPU_CGROUP=/sys/fs/cgroup/cpu/docker
+cpu_weight() {
+  local shares=${FERRYMQ_KIND_CPU_SHARES:-$(( $(nproc) * 1024 ))}
+  [ -f "$DOCKER_CPU_CGROUP/cpu.shares" ] || { log "no $DOCKER_CPU_CGROUP (cgroup v2?): CPU weight left alone"; return 0; }
+  [ -f "$RUN/cpu.shares.saved" ] || cp "$DOCKER_CPU_CGROUP/cpu.shares" "$RUN/cpu.shares.saved"
+  echo "$shares" >"$DOCKER_CPU_CGROUP/cpu.shares" && log "cpu.shares of $DOCKER_CPU_CGROUP: $shares"
+}
+
+restore_cpu_weight() {
+  [ -f "$RUN/cpu.shares.saved" ] || return 0
+  [ -f "$DOCKER_CPU_CGROUP/cpu.shares" ] && cat "$RUN/cpu.shares.saved" >"$DOCKER_CPU_CGROUP/cpu.shares" \
+    && log "restored cpu.shares of $DOCKER_CPU_CGROUP: $(cat "$DOCKER_CPU_CGROUP/cpu.shares")"
+  rm -f "$RUN/cpu.shares.saved"
 }
 
 # ------------------------------------------------------------------ down
@@ -613,6 +649,7 @@ down() {
     rmdir /lib/modules 2>/dev/null || true
     rm -f "$RUN/created-lib-modules"
   fi
+  restore_cpu_weight
   restore_sysctls
 }
 

@@ -25,7 +25,9 @@ def run_script(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
 def test_usage_error_names_the_commands(tmp_path: Path) -> None:
     out = run_script("sideways", cache=tmp_path)
     assert out.returncode == 2
-    assert "usage:" in out.stderr and "up|down|env|status|build|load|exec" in out.stderr
+    assert (
+        "usage:" in out.stderr and "up|down|env|status|build|control-plane|load|exec" in out.stderr
+    )
 
 
 def test_env_points_the_e2e_suite_at_the_cluster_in_its_netns(tmp_path: Path) -> None:
