@@ -1,6 +1,6 @@
 """Starting long-lived test subprocesses (brokers, NameServers, operators, control planes) so
-they cannot outlive the test run: on Linux each gets SIGTERM from the kernel when the thread that
-started it dies (PR_SET_PDEATHSIG, :func:`ferrymq.broker.local_cluster.die_with_parent`), so a
+they cannot outlive the test run: on Linux each gets SIGTERM from the kernel when the test process
+dies (PR_SET_PDEATHSIG, :func:`ferrymq.broker.local_cluster.popen_with_parent`), so a
 hard-killed pytest leaves nothing running. Tests still stop their own processes by PID.
 """
 
@@ -11,14 +11,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ferrymq.broker.local_cluster import die_with_parent
+from ferrymq.broker.local_cluster import popen_with_parent
 
 
 def popen(argv: Sequence[str | Path], **kwargs: Any) -> subprocess.Popen[bytes]:
     """``subprocess.Popen(argv, **kwargs)`` whose child dies with the test run."""
-    if "preexec_fn" in kwargs:
-        raise TypeError("popen sets preexec_fn itself")
-    return subprocess.Popen(argv, preexec_fn=die_with_parent(), **kwargs)
+    return popen_with_parent(argv, **kwargs)
 
 
 def process_gone(pid: int) -> bool:

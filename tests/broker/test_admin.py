@@ -55,12 +55,20 @@ async def wait_route(
         await asyncio.sleep(0.02)
 
 
+def persisted_topics(broker: BrokerApp) -> dict[str, object]:
+    table = TopicConfigSerializeWrapper.decode(broker.topics_file.path.read_bytes())
+    return dict(table.topic_config_table)
+
+
 async def test_create_list_delete_topic(
     broker: BrokerApp, namesrv: NamesrvApp, client: RemotingClient
 ) -> None:
     header = CreateTopicRequestHeader(topic="AdminT", read_queue_nums=3, write_queue_nums=3)
     resp = await call(client, broker.addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())
     assert resp.code == ResponseCode.SUCCESS, resp.remark
+    # answered once topics.json holds it, as upstream: a broker SIGKILLed right after the
+    # SUCCESS kept the topic on Apache and lost it on ferrymq (tests/interop, found at load 14)
+    assert "AdminT" in persisted_topics(broker)
     route = await wait_route(client, namesrv, "AdminT", True)
     assert orjson.loads(route.body_bytes())["queueDatas"][0]["writeQueueNums"] == 3
 
@@ -78,6 +86,7 @@ async def test_create_list_delete_topic(
 
     resp = await call(client, broker.addr, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "AdminT"})
     assert resp.code == ResponseCode.SUCCESS
+    assert "AdminT" not in persisted_topics(broker)
     await wait_route(client, namesrv, "AdminT", False)
     resp = await call(client, broker.addr, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "TBW102"})
     assert resp.code == ResponseCode.SYSTEM_ERROR

@@ -310,3 +310,32 @@ async def test_heartbeat_consumer_list_and_offsets(
     while broker.consumers.get("cg") is not None:
         assert asyncio.get_running_loop().time() < deadline
         await asyncio.sleep(0.01)
+
+
+async def test_lite_pull_message_is_served_as_a_pull(
+    broker: BrokerApp, client: RemotingClient
+) -> None:
+    """LITE_PULL_MESSAGE (361): 5.x DefaultLitePullConsumer's pull (PullSysFlag's lite bit). It
+    was "request code 361 not supported", so the 5.4.0 lite pull consumer got nothing."""
+    assert (await client.invoke(broker.addr, send_request("LITE", b"lite"))).code == 0
+    await pull_all(client, broker.addr, "LITE", 0, 1)
+    lite = pull_request("LITE", 0, 0)
+    lite.code = RequestCode.LITE_PULL_MESSAGE
+    resp = await client.invoke(broker.addr, lite)
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    assert [m.body for m in decode_messages(resp.body_bytes())] == [b"lite"]
+
+    broker.config.lite_pull_message_enable = False
+    try:
+        lite = pull_request("LITE", 0, 0)
+        lite.code = RequestCode.LITE_PULL_MESSAGE
+        resp = await client.invoke(broker.addr, lite)
+    finally:
+        broker.config.lite_pull_message_enable = True
+    # upstream's code and remark (PullMessageProcessor, litePullMessageEnable=false)
+    assert resp.code == ResponseCode.NO_PERMISSION
+    assert (
+        resp.remark == f"the broker[{broker.config.broker_ip1}] for lite pull consumer is forbidden"
+    )
+    # a plain pull is not affected by the switch
+    assert (await client.invoke(broker.addr, pull_request("LITE", 0, 0))).code == 0

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -80,3 +81,41 @@ def test_popen_children_die_with_a_killed_parent() -> None:
 def test_popen_refuses_a_second_preexec_fn() -> None:
     with pytest.raises(TypeError):
         popen(["true"], preexec_fn=lambda: None)
+
+
+ECHO = "import sys\nfor line in sys.stdin:\n    print(line, end='', flush=True)\n"
+
+
+def test_a_child_started_from_a_short_lived_thread_outlives_the_thread() -> None:
+    """PR_SET_PDEATHSIG follows the forking thread: a child started from asyncio.to_thread
+    (a broker restart in a test) got SIGTERM when that thread ended. The child must live on."""
+    started: list[subprocess.Popen[bytes]] = []
+    native_ids: list[int] = []
+
+    def start_child() -> None:
+        native_ids.append(threading.get_native_id())
+        started.append(
+            popen([sys.executable, "-c", ECHO], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        )
+
+    thread = threading.Thread(target=start_child)
+    thread.start()
+    thread.join()
+    child = started[0]
+    try:
+        # the kernel sends the parent-death signal before it unlists the exiting thread
+        task = Path(f"/proc/self/task/{native_ids[0]}")
+        deadline = time.monotonic() + 30
+        while task.exists():
+            assert time.monotonic() < deadline, "the starting thread never exited"
+            time.sleep(0.01)  # polling for the thread's exit with a deadline
+        assert child.stdin is not None and child.stdout is not None
+        try:
+            child.stdin.write(b"alive\n")
+            child.stdin.flush()
+        except BrokenPipeError:
+            pass  # dead: the assertion below says how it ended
+        assert child.stdout.readline() == b"alive\n", f"child exited with {child.wait(10)}"
+    finally:
+        child.kill()
+        child.wait(timeout=10)

@@ -19,7 +19,7 @@ def test_push_and_pull_consumers_report_upstreams_keys() -> None:
         "consumeThreadMax": "20",
         "PROP_NAMESERVER_ADDR": "127.0.0.1:9876;127.0.0.1:9877;",
         "PROP_CONSUME_TYPE": "CONSUME_PASSIVELY",
-        "PROP_CLIENT_VERSION": "V4_9_4",
+        "PROP_CLIENT_VERSION": "V5_4_0",
         "PROP_CONSUMER_START_TIMESTAMP": "1700000000000",
         "PROP_CONSUMEORDERLY": "true",
         "PROP_THREADPOOL_CORE_SIZE": "20",

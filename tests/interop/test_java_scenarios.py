@@ -240,16 +240,8 @@ def produce_on_each(
 
 
 def test_lite_pull_subscribe_and_assign_seek(
-    java_client: JavaScenarios, targets: list[Target], request: pytest.FixtureRequest
+    java_client: JavaScenarios, targets: list[Target]
 ) -> None:
-    if java_client.client == "5.4.0":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="found, not yet fixed (README): the 5.4.0 lite pull consumer gets nothing "
-                "from ferrymq",
-            )
-        )
     topic = names(java_client, "LitePull")
     produce_on_each(java_client, targets, topic, 4, 8, "lite")
 

@@ -41,15 +41,6 @@ def without_spring_headers(obs: dict[str, Any]) -> dict[str, Any]:
     return obs
 
 
-# Found in the clean-clone run of 11a1744, not yet diagnosed: run right after
-# test_reference_launcher (which kills and restarts the session's Apache broker), creating the
-# topic fails "no broker master is registered with the NameServer", and Apache's NameServer listed
-# no master for broker-a for over 60 s (3 of 3 runs of the two files); alone it passes (1 of 1 in
-# the clean clone, 1 of 1 before). The failing side is the reference cluster, not ferrymq.
-@pytest.mark.xfail(
-    strict=False,
-    reason="after test_reference_launcher's kill and restart, Apache's NameServer lists no master",
-)
 def test_template_sync_send_and_listener(spring: SpringScenarios, targets: list[Target]) -> None:
     topic = "Spring_T"
 

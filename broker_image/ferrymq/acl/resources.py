@@ -70,7 +70,9 @@ def needed_permissions(request: RemotingCommand) -> Needed:
         origin = ext.get("originTopic")
         if origin is not None:
             needed.append((origin, PUB))
-    elif code == RequestCode.PULL_MESSAGE:
+    # LITE_PULL_MESSAGE is the same pull: checked the same (upstream's ACL 2.0 builds no
+    # context for 361, so it checks nothing; ferrymq does not open that gap)
+    elif code in (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE):
         topic = ext.get("topic")
         if topic is not None:
             needed.append((topic, SUB))

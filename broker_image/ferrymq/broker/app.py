@@ -400,7 +400,7 @@ class BrokerApp:
         QueueOffsetProcessor(store).register_to(self.server)
         QueryMessageProcessor(store).register_to(self.server)
         AdminTopicProcessor(
-            cfg, self.topics, self.offsets, store, on_topics_changed=self.topics_changed
+            cfg, self.topics, self.offsets, store, on_topics_changed=self.topics_saved
         ).register_to(self.server)
         AdminBrokerProcessor(
             cfg,
@@ -600,12 +600,18 @@ class BrokerApp:
 
     def topics_changed(self) -> None:
         """A topic was created/changed/deleted: save topics.json and re-register now."""
+        self.topics_saved()
+
+    def topics_saved(self) -> asyncio.Task[None]:
+        """``topics_changed``, returning the save: an admin request answers after it, as
+        upstream's (TopicConfigManager persists before the response)."""
         self.registration.trigger()
         task = asyncio.get_running_loop().create_task(
             self._save(self.topics_file, self.topics.snapshot())
         )
         self._saves.add(task)
         task.add_done_callback(self._saves.discard)
+        return task
 
     async def _save(self, file: ConfigFile, data: bytes) -> None:
         assert self._persisting is not None

@@ -91,6 +91,8 @@ class BrokerConfig(ServerSettings):
     force_register: bool = True
 
     long_polling_enable: bool = True
+    # LITE_PULL_MESSAGE (361) served; false answers it NO_PERMISSION, as upstream
+    lite_pull_message_enable: bool = True
     short_polling_time_mills: int = Field(default=1_000, ge=1, description="ms")
     # how often held pulls are re-checked even without a dispatch wake-up (upstream 5 s)
     long_polling_check_interval: int = Field(default=5_000, ge=10, description="ms")

@@ -22,10 +22,12 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -63,6 +65,42 @@ def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
             os.kill(os.getpid(), sig)
 
     return preexec
+
+
+# the thread that forks children started off the main thread (see popen_with_parent); created on
+# first use, it lives until the interpreter exits
+_SPAWNER: concurrent.futures.ThreadPoolExecutor | None = None
+_SPAWNER_LOCK = threading.Lock()
+
+
+def _spawner() -> concurrent.futures.ThreadPoolExecutor:
+    global _SPAWNER
+    with _SPAWNER_LOCK:
+        if _SPAWNER is None:
+            _SPAWNER = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="spawner")
+        return _SPAWNER
+
+
+def popen_with_parent(argv: Any, **kwargs: Any) -> subprocess.Popen[Any]:
+    """``subprocess.Popen(argv, **kwargs)`` whose child gets SIGTERM when this process dies
+    (:func:`die_with_parent`).
+
+    The kernel ties PR_SET_PDEATHSIG to the forking *thread*: a child forked on a short-lived
+    thread is terminated when that thread ends. A broker restarted through
+    ``asyncio.to_thread`` in a test got SIGTERM when the test's event loop closed its executor
+    (Apache's broker unregistered itself right after the restart test, and the next test found
+    no master). So a call from any thread but the main one forks on one thread that lives as
+    long as the process.
+    """
+    if "preexec_fn" in kwargs:
+        raise TypeError("popen_with_parent sets preexec_fn itself")
+
+    def spawn() -> subprocess.Popen[Any]:
+        return subprocess.Popen(argv, preexec_fn=die_with_parent(), **kwargs)
+
+    if threading.current_thread() is threading.main_thread():
+        return spawn()
+    return _spawner().submit(spawn).result()
 
 
 def describe_exit(returncode: int | None) -> str:
@@ -328,15 +366,14 @@ class LocalCluster:
         env = dict(os.environ)
         env.pop("NAMESRV_ADDR", None)  # each child gets its address explicitly
         try:
-            proc = subprocess.Popen(
+            # a SIGKILLed supervisor (or test run) still takes its children down
+            proc = popen_with_parent(
                 [*self.command_prefix(name), self.python, "-m", "ferrymq.cli.main", *args],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env=env,
                 start_new_session=True,  # Ctrl-C in the terminal reaches the supervisor only
-                # a SIGKILLed supervisor (or test run) still takes its children down
-                preexec_fn=die_with_parent(),  # only prctl runs between fork and exec
             )
         finally:
             out.close()

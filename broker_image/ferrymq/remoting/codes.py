@@ -99,6 +99,8 @@ class RequestCode(IntEnum):
     GET_ALL_PRODUCER_INFO = 328
     GET_TOPIC_CONFIG = 351
     GET_SUBSCRIPTIONGROUP_CONFIG = 352
+    # a PULL_MESSAGE with PullSysFlag's lite-pull bit: 5.x DefaultLitePullConsumer sends it
+    LITE_PULL_MESSAGE = 361
     # RocketMQ 5: recall of timer messages, server-side assignment and POP
     LITE_PULL_MESSAGE = 361
     RECALL_MESSAGE = 370
@@ -121,6 +123,7 @@ class RequestCode(IntEnum):
 LONG_POLLING_CODES = frozenset(
     {
         RequestCode.PULL_MESSAGE,
+        RequestCode.LITE_PULL_MESSAGE,
         RequestCode.POP_MESSAGE,
         RequestCode.PEEK_MESSAGE,
         RequestCode.NOTIFICATION,

@@ -25,9 +25,13 @@ RESPONSE_FLAG = 0b01
 ONEWAY_FLAG = 0b10
 SERIALIZE_JSON = 0
 SERIALIZE_ROCKETMQ = 1
-# upstream MQVersion of the 4.9 line: some clients gate features on the broker's reported version
-DEFAULT_VERSION = 399
-DEFAULT_VERSION_DESC = "V4_9_4"  # MQVersion.getVersionDesc(DEFAULT_VERSION)
+# upstream MQVersion of Apache RocketMQ 5.4.0, the oracle (its MQVersion.CURRENT_VERSION: ordinal
+# 493 of rocketmq-common 5.4.0's MQVersion.Version). Every command carries it, so clients see it as
+# the broker's version (mqadmin, rocketmq-dashboard) and brokers as this client's. Upstream gates
+# on it: Apache's NameServer answers standard JSON routes from V4_9_4 on; a 5.x server shutting
+# down answers GO_AWAY past V5_3_1; Java clients check only < V4_1_0_SNAPSHOT (PullAPIWrapper)
+DEFAULT_VERSION = 493
+DEFAULT_VERSION_DESC = "V5_4_0"  # MQVersion.getVersionDesc(DEFAULT_VERSION)
 
 Buffer = bytes | bytearray | memoryview
 

@@ -19,6 +19,11 @@ from .controller_scenario import GROUP, ControllerScenario
 from .runner import Mqadmin
 from .scenario import Transcript
 
+# the module's first test sets up both pairs (Apache: NameServer, DLedger controller, two
+# replicas; ferrymq the same) one after the other and plays both transcripts: 296 s for the whole
+# module alone at load average ~25, over the 300 s default in the full interop run at load 70
+pytestmark = pytest.mark.timeout(900)
+
 STEPS = [
     "clusterList",
     "getControllerMetaData",

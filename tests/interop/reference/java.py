@@ -18,7 +18,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ferrymq.broker.local_cluster import describe_exit, die_with_parent, keep_previous_log
+from ferrymq.broker.local_cluster import (
+    describe_exit,
+    die_with_parent,
+    keep_previous_log,
+    popen_with_parent,
+)
 
 # Small and predictable on a 2-core machine shared with other services: a 512 MiB heap, the
 # serial collector (no parallel GC threads). bench/ passes its own. Direct memory: each broker
@@ -153,7 +158,8 @@ def _spawn(
     out_path = run_dir / f"{name}.out"
     keep_previous_log(out_path)  # a restarted child's predecessor's output stays readable
     with open(out_path, "wb") as out:
-        proc = subprocess.Popen(
+        # forked on a thread that outlives the child even when restarted from asyncio.to_thread
+        proc = popen_with_parent(
             argv,
             cwd=run_dir,
             stdout=subprocess.PIPE if piped else out,
@@ -161,7 +167,6 @@ def _spawn(
             stdin=subprocess.PIPE if piped else subprocess.DEVNULL,
             env=env,
             start_new_session=True,
-            preexec_fn=die_with_parent(),
         )
     return JavaProcess(name, main_class, args, run_dir, proc, argv, env)
 

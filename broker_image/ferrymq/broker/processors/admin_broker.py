@@ -22,13 +22,13 @@ from ferrymq.broker.store_port import MessageStorePort
 from ferrymq.remoting.bodies import PERM_WRITE, DataVersion, KVTable
 from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.codes import RequestCode, ResponseCode
-from ferrymq.remoting.command import DEFAULT_VERSION_DESC, RemotingCommand
+from ferrymq.remoting.command import DEFAULT_VERSION, DEFAULT_VERSION_DESC, RemotingCommand
 from ferrymq.remoting.server import RemotingServer
 from ferrymq.upstream_config import BROKER_DEFAULTS
 
 log = logging.getLogger(__name__)
 
-BROKER_VERSION = 399  # MQVersion of the 4.9 line, as the remoting layer reports
+BROKER_VERSION = DEFAULT_VERSION  # as the remoting layer reports
 BROKER_VERSION_DESC = DEFAULT_VERSION_DESC
 
 # upstream BrokerConfig.configBlackList: an update naming one is refused whole

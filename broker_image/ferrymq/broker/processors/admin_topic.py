@@ -6,13 +6,14 @@ NameServer at once (the route appears without waiting for the 30 s registration)
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from ferrymq.broker import topic_attributes
 from ferrymq.broker.config import BrokerConfig
 from ferrymq.broker.consumer_offsets import ConsumerOffsetManager
-from ferrymq.broker.processors.common import guarded
+from ferrymq.broker.processors.common import guarded, guarded_async
 from ferrymq.broker.store_port import MessageStorePort
 from ferrymq.broker.topic_config import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
@@ -72,7 +73,7 @@ class AdminTopicProcessor:
         offsets: ConsumerOffsetManager,
         store: MessageStorePort,
         *,
-        on_topics_changed: Callable[[], None] = lambda: None,
+        on_topics_changed: Callable[[], Awaitable[None] | None] = lambda: None,
     ) -> None:
         self.config = config
         self.topics = topics
@@ -81,12 +82,12 @@ class AdminTopicProcessor:
         self.on_topics_changed = on_topics_changed
 
     def register_to(self, server: RemotingServer) -> None:
-        server.register(RequestCode.UPDATE_AND_CREATE_TOPIC, guarded(self.create_topic))
+        server.register(RequestCode.UPDATE_AND_CREATE_TOPIC, guarded_async(self.create_topic))
         server.register(RequestCode.GET_ALL_TOPIC_CONFIG, guarded(self.all_topic_config))
-        server.register(RequestCode.DELETE_TOPIC_IN_BROKER, guarded(self.delete_topic))
+        server.register(RequestCode.DELETE_TOPIC_IN_BROKER, guarded_async(self.delete_topic))
         server.register(RequestCode.GET_TOPIC_STATS_INFO, guarded(self.topic_stats))
 
-    def create_topic(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+    async def create_topic(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = CreateTopicRequestHeader.from_ext(request.ext_fields)
         reason = validate_create_topic(h, self.config.broker_cluster_name)
         if reason is not None:
@@ -116,13 +117,13 @@ class AdminTopicProcessor:
         )
         self.topics.update(config)
         log.info("topic %s created/updated by %s", h.topic, channel.remote_addr)
-        self.on_topics_changed()
+        await self._saved()
         return request.response(ResponseCode.SUCCESS)
 
     def all_topic_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         return request.response(ResponseCode.SUCCESS, None, None, self.topics.wrapper().encode())
 
-    def delete_topic(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+    async def delete_topic(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = DeleteTopicRequestHeader.from_ext(request.ext_fields)
         if is_system_topic(h.topic):
             return request.response(
@@ -132,8 +133,17 @@ class AdminTopicProcessor:
         self.offsets.remove_topic(h.topic)
         self.store.delete_topics([h.topic])
         log.info("topic %s deleted by %s", h.topic, channel.remote_addr)
-        self.on_topics_changed()
+        await self._saved()
         return request.response(ResponseCode.SUCCESS)
+
+    async def _saved(self) -> None:
+        """Answer once topics.json is written, as upstream (TopicConfigManager persists before
+        the response): a broker killed right after a SUCCESS kept the topic on Apache and lost
+        it on ferrymq (tests/interop/test_reference_launcher.py, at load average 14)."""
+        saving = self.on_topics_changed()
+        if saving is not None:
+            # shielded: the save goes on even if this request is given up
+            await asyncio.shield(saving)
 
     def topic_stats(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = GetTopicStatsInfoRequestHeader.from_ext(request.ext_fields)

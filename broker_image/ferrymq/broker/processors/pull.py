@@ -129,7 +129,11 @@ class PullMessageProcessor:
     def register_to(self, server: RemotingServer) -> None:
         # eager: a pull that finds messages (or may not wait) is answered inline, without a task
         # and a loop turn; only a pull that suspends in the hold service becomes a task
-        server.register(RequestCode.PULL_MESSAGE, eager(guarded_async(self.process)))
+        handler = eager(guarded_async(self.process))
+        server.register(RequestCode.PULL_MESSAGE, handler)
+        # the 5.x lite pull consumer's code for the same request (upstream registers the same
+        # processor for both; before this, 5.4.0's DefaultLitePullConsumer got code 3 and nothing)
+        server.register(RequestCode.LITE_PULL_MESSAGE, handler)
 
     def _filter(self, expression_type: str | None, expression: str | None) -> Any:
         """The store filter of a subscription; None for "all tags" (the store then skips both
@@ -161,6 +165,15 @@ class PullMessageProcessor:
                 request,
                 ResponseCode.NO_PERMISSION,
                 f"the broker[{self.config.broker_ip1}] pulling message is forbidden",
+            )
+        if (
+            request.code == RequestCode.LITE_PULL_MESSAGE
+            and not self.config.lite_pull_message_enable
+        ):
+            return self._refuse(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self.config.broker_ip1}] for lite pull consumer is forbidden",
             )
         group_config = self.groups.consumable(h.consumer_group)
         if isinstance(group_config, Refusal):
