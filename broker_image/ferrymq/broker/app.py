@@ -63,11 +63,12 @@ from ferrymq.ha.config import HASettings, Role
 from ferrymq.ha.metrics import HACollector, ha_figures
 from ferrymq.remoting.bodies import PERM_READ, TopicConfig
 from ferrymq.remoting.client import RemotingClient
-from ferrymq.remoting.eventloop import GracefulShutdown, cancel_and_wait, serve_until_shutdown
+from ferrymq.remoting.eventloop import GracefulShutdown, serve_until_shutdown
 from ferrymq.remoting.server import RemotingServer
 from ferrymq.remoting.tls import ServerTls, TlsSettings, ha_contexts
 from ferrymq.store.config import BrokerRole, MessageStoreConfig
 from ferrymq.store.message_store import MessageStore
+from ferrymq.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from ferrymq.proxy.app import ProxyApp

@@ -60,10 +60,11 @@ from ferrymq.ha.truncate import truncate_commit_log
 from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.codes import ResponseCode
 from ferrymq.remoting.command import RemotingCommand
-from ferrymq.remoting.eventloop import STOP_SIGNALS, wait_event
+from ferrymq.remoting.eventloop import STOP_SIGNALS
 from ferrymq.store import record as rec
 from ferrymq.store.config import BrokerRole
 from ferrymq.store.message_store import MessageStore
+from ferrymq.tasks import wait_event
 
 if TYPE_CHECKING:
     from ferrymq.broker.app import BrokerApp

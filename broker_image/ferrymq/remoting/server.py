@@ -16,12 +16,12 @@ import logging
 import socket
 
 from ferrymq.remoting.channel import BufferBudget, Channel
-from ferrymq.remoting.eventloop import cancel_and_wait
 from ferrymq.remoting.frame import MAX_FRAME_SIZE
 from ferrymq.remoting.processor import Handler, ProcessorTable
 from ferrymq.remoting.settings import ServerLimits
 from ferrymq.remoting.tls import ServerTls
 from ferrymq.remoting.tls_acceptor import TlsAcceptor
+from ferrymq.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 

@@ -31,10 +31,10 @@ from ferrymq.broker.message_copy import restored_message
 from ferrymq.broker.store_port import MessageStorePort
 from ferrymq.broker.timer.timer_message import TIMER_TOPIC, build_delete_key
 from ferrymq.message import MessageConst, MessageInner
-from ferrymq.remoting.eventloop import cancel_and_wait
 from ferrymq.store.dispatch import RoundRecords
 from ferrymq.store.record import DecodedRecord, RecordKind, check_record
 from ferrymq.store.results import GetMessageStatus
+from ferrymq.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
