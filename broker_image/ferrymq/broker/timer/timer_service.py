@@ -196,6 +196,9 @@ class TimerService:
             due, queue_offset = heap[0]
             now = self.clock_ms()
             if due > now:
+                # record what was delivered before waiting: a done marker held back until the
+                # next message is due leaves a kill -9 in between to deliver those again
+                await self._flush_done()
                 return min(_IDLE_S, (due - now) / 1000)
             heapq.heappop(heap)
             if queue_offset not in self._pending:
