@@ -34,6 +34,7 @@ TOPICS = {
     "V5Tx": "TRANSACTION",
 }
 READY = re.compile(r"Proxy ready on gRPC port (\d+)")
+REMOTING_READY = re.compile(r"Proxy ready on remoting port (\d+)")
 # every proxy under test, Apache's and ferrymq's: a PushConsumer's message is popped invisible for
 # 5 s and renewed from 3 s before that (a scan each second), so the renewal scenarios hold a
 # message past its first invisible time within seconds (upstream defaults: 60 s, 10 s, 5 s)
@@ -131,8 +132,9 @@ def create_topics_and_groups(namesrv: str, tags: list[str]) -> None:
 @dataclass
 class FerrymqProxy:
     proc: object
-    port: int
+    port: int  # gRPC
     log: Path
+    remoting_port: int
 
 
 def start_ferrymq_proxy(run_dir: Path, namesrv: str, **extra: object) -> Iterator[FerrymqProxy]:
@@ -145,6 +147,7 @@ def start_ferrymq_proxy(run_dir: Path, namesrv: str, **extra: object) -> Iterato
                 "rocketMQClusterName": "DefaultCluster",
                 "namesrvAddr": namesrv,
                 "grpcServerPort": 0,
+                "remotingListenPort": 0,
                 "bindAddress": "127.0.0.1",
                 **RENEWAL_CONFIG,
                 **extra,
@@ -168,7 +171,9 @@ def start_ferrymq_proxy(run_dir: Path, namesrv: str, **extra: object) -> Iterato
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"ferrymq proxy did not start:\n{log.read_text()[-3000:]}")
             time.sleep(0.1)  # polling the child's output with a deadline
-        yield FerrymqProxy(proc, int(m.group(1)), log)
+        remoting = REMOTING_READY.search(log.read_text(errors="replace"))
+        assert remoting is not None, "the proxy announced its gRPC port but no remoting port"
+        yield FerrymqProxy(proc, int(m.group(1)), log, int(remoting.group(1)))
     finally:
         proc.terminate()
         try:

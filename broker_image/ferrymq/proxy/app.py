@@ -19,6 +19,7 @@ from ferrymq.proxy.processor.consumer import ConsumerProcessor
 from ferrymq.proxy.processor.producer import ProducerProcessor
 from ferrymq.proxy.processor.transaction import TransactionDataManager, TransactionProcessor
 from ferrymq.proxy.receipt_renewal import ReceiptHandleRenewer
+from ferrymq.proxy.remoting.server import RemotingProtocolServer
 from ferrymq.remoting.eventloop import GracefulShutdown, serve_until_shutdown
 
 SHUTDOWN_GRACE_S = 30.0
@@ -28,9 +29,15 @@ class ProxyApp:
     """One proxy: its gRPC server over ``backend`` (cluster mode: every broker group)."""
 
     def __init__(
-        self, config: ProxyConfig, backend: Backend, acl: AclService | None = None
+        self,
+        config: ProxyConfig,
+        backend: Backend,
+        acl: AclService | None = None,
+        remoting: RemotingProtocolServer | None = None,
     ) -> None:
         self.config = config
+        # the 4.x remoting port: the standalone proxy's (local mode: the broker serves remoting)
+        self.remoting = remoting
         self.backend = backend
         self.acl = acl
         transactions = TransactionDataManager()
@@ -67,11 +74,15 @@ class ProxyApp:
             self.acl.start()
         await self.backend.start()
         await self.server.start()
+        if self.remoting is not None:
+            await self.remoting.start()
         self.renewer.start()
 
     async def stop(self) -> None:
         await self.renewer.stop()
         self.channels.close_all()
+        if self.remoting is not None:
+            await self.remoting.stop()
         await self.server.stop()
         await self.backend.shutdown()
         if self.acl is not None:
@@ -105,11 +116,19 @@ async def serve(
             "proxy mode local runs inside the broker (broker.conf enableGrpcProxy=true); "
             "`ferrymq proxy` is the standalone cluster-mode proxy: use -pm cluster"
         )
-    app = ProxyApp(config, cluster_backend(config), acl_service(acl_settings or AclSettings()))
+    backend = cluster_backend(config)
+    app = ProxyApp(
+        config,
+        backend,
+        acl_service(acl_settings or AclSettings()),
+        RemotingProtocolServer(config, backend),
+    )
     shutdown = GracefulShutdown(SHUTDOWN_GRACE_S, name="proxy")
 
     def serving() -> None:
         if not shutdown.requested.is_set():
+            if app.remoting is not None:
+                print(f"Proxy ready on remoting port {app.remoting.port}", flush=True)
             print(f"Proxy ready on gRPC port {app.port}", flush=True)
         if ready is not None and not ready.done():
             ready.set_result(app)

@@ -129,7 +129,8 @@ class Backend(Protocol):
 
     async def recall(self, broker_name: str, header: headers.RecallMessageRequestHeader) -> str: ...
 
-    def set_producer_groups(self, groups: set[str]) -> None:
-        """The producer groups whose transaction checks the brokers should send to this proxy."""
+    def set_producer_groups(self, groups: set[str], source: str = "grpc") -> None:
+        """The producer groups whose transaction checks the brokers should send to this proxy
+        (per ``source``: the brokers get the union of every source's)."""
 
     def set_transaction_check_listener(self, listener: TransactionCheckListener) -> None: ...

@@ -17,6 +17,7 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
 
@@ -46,6 +47,9 @@ from ferrymq.store.record import decode_messages
 
 log = logging.getLogger(__name__)
 
+# broker name, the broker's CHECK_TRANSACTION_STATE request, its half message -> relayed?
+RawCheckRelay = Callable[[str, RemotingCommand, MessageExt], bool]
+
 CALL_TIMEOUT_S = 3.0
 MASTER_ID = 0
 _SEND_STATUS: dict[int, SendStatus] = {
@@ -54,6 +58,16 @@ _SEND_STATUS: dict[int, SendStatus] = {
     ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
     ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
 }
+
+
+FAQ_URL = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
+
+
+def topic_not_found_message(topic: str) -> str:
+    return (
+        f"CODE: {ResponseCode.TOPIC_NOT_EXIST}  DESC: No topic route info in name server for the "
+        f"topic: {topic}\nFor more information, please visit the url, {FAQ_URL}"
+    )
 
 
 def _retry_policy(raw: Any) -> GroupRetryPolicy:
@@ -110,8 +124,12 @@ class ClusterBackend:
         self._topic_types: dict[str, tuple[float, mt.TopicMessageType]] = {}
         self._groups: dict[str, tuple[float, GroupConfig | None]] = {}
         self._broker_addrs: dict[str, str] = {}
+        # producer groups to heartbeat, per source (the gRPC port's transactional topics, the
+        # remoting port's transactional producers): the brokers check with the union
+        self._producer_groups_of: dict[str, set[str]] = {}
         self._producer_groups: set[str] = set()
         self._listener: TransactionCheckListener | None = None
+        self._raw_check_relay: RawCheckRelay | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._heartbeat: asyncio.Task[None] | None = None
         self._ns_index = 0
@@ -208,9 +226,14 @@ class ClusterBackend:
         )
         if response.code == ResponseCode.TOPIC_NOT_EXIST:
             self._routes.pop(topic, None)
+            # upstream's proxy answers its own text (TopicRouteService, MQClientException with
+            # FAQUrl.attachDefaultURL), not the NameServer's remark; over remoting too
+            message = topic_not_found_message(topic)
             raise ProxyError(
                 Code.TOPIC_NOT_FOUND,
-                f"CODE: {response.code}  DESC: {response.remark or 'No topic route info'}",
+                message,
+                remote_code=ResponseCode.TOPIC_NOT_EXIST,
+                remote_remark=message,
             )
         if response.code != ResponseCode.SUCCESS:
             raise broker_error(response.code, response.remark)
@@ -387,13 +410,50 @@ class ClusterBackend:
         response = await self._call(addr, RequestCode.RECALL_MESSAGE, header)
         return response.ext_fields.get("msgId", "")
 
+    # --- a client's remoting request, passed on (the remoting port) ------------------------------
+    async def forward(
+        self, broker_name: str, request: RemotingCommand, timeout_s: float
+    ) -> RemotingCommand:
+        """``request`` sent as it is to the master of ``broker_name``; its answer, whatever the
+        code (upstream ``MessagingProcessor.request``)."""
+        addr = await self.broker_addr(broker_name)
+        return await self._invoke_command(addr, request, timeout_s)
+
+    async def forward_oneway(self, broker_name: str, request: RemotingCommand) -> None:
+        addr = await self.broker_addr(broker_name)
+        try:
+            await self.remoting.invoke_oneway(addr, request)
+        except (RemotingError, OSError, ValueError) as exc:
+            raise ProxyError(Code.INTERNAL_SERVER_ERROR, f"broker {addr}: {exc}") from None
+
+    def broker_name_of_addr(self, addr: str) -> str | None:
+        """The broker group whose master is ``addr`` (upstream getBrokerNameByAddr)."""
+        return next((n for n, a in self._broker_addrs.items() if a == addr), None)
+
+    async def _invoke_command(
+        self, addr: str, request: RemotingCommand, timeout_s: float
+    ) -> RemotingCommand:
+        try:
+            return await self.remoting.invoke(addr, request, timeout_s)
+        except TimeoutError:
+            raise ProxyError(Code.PROXY_TIMEOUT, f"broker {addr} did not answer in time") from None
+        except (RemotingError, OSError, ValueError) as exc:
+            raise ProxyError(Code.INTERNAL_SERVER_ERROR, f"broker {addr}: {exc}") from None
+
     # --- transaction checks ---------------------------------------------------------------------
-    def set_producer_groups(self, groups: set[str]) -> None:
-        if groups - self._producer_groups:
-            self._producer_groups = set(groups)
+    def set_producer_groups(self, groups: set[str], source: str = "grpc") -> None:
+        self._producer_groups_of[source] = set(groups)
+        union = set().union(*self._producer_groups_of.values())
+        if union - self._producer_groups:
+            self._producer_groups = union
             self._spawn(self._heartbeat_all())
         else:
-            self._producer_groups = set(groups)
+            self._producer_groups = union
+
+    def set_raw_check_relay(self, relay: RawCheckRelay) -> None:
+        """Checks for producers of the remoting port: ``relay`` takes the broker's request as
+        it came and answers whether one of its producers got it (else the gRPC listener's)."""
+        self._raw_check_relay = relay
 
     def set_transaction_check_listener(self, listener: TransactionCheckListener) -> None:
         self._listener = listener
@@ -437,6 +497,9 @@ class ClusterBackend:
             return None
         addr = channel.attrs.get("addr")
         broker_name = next((n for n, a in self._broker_addrs.items() if a == addr), "")
+        relay = self._raw_check_relay
+        if relay is not None and relay(broker_name, request, msg):
+            return None
         self._spawn(self._relay(listener, broker_name, header, msg))
         return None
 

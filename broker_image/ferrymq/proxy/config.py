@@ -43,10 +43,15 @@ class ProxyConfig(BaseModel):
     proxy_mode: ProxyMode = Field(default=ProxyMode.CLUSTER, alias="proxyMode")
     namesrv_addr: str | None = Field(default=None, alias="namesrvAddr")
     grpc_server_port: int = Field(default=DEFAULT_GRPC_PORT, ge=0, le=65535, alias="grpcServerPort")
-    # upstream's proxy also serves 4.x remoting here; ferrymq's brokers already do, so the key is
-    # accepted (configs are copied from upstream) and nothing listens on it
+    # the 4.x remoting port of the standalone proxy (ferrymq/proxy/remoting); 0: any free port
     remoting_listen_port: int = Field(default=8080, ge=0, le=65535, alias="remotingListenPort")
-    # ferrymq: the address the gRPC port binds (upstream binds every interface)
+    # the host routes from the remoting port name as every broker's; default: bindAddress, or
+    # this host's address when that is every interface (upstream: the local IP)
+    remoting_access_addr: str | None = Field(default=None, alias="remotingAccessAddr")
+    # upstream's region and trace switch, written into every remoting answer (MSG_REGION, TRACE_ON)
+    region_id: str = Field(default="DefaultRegion", alias="regionId")
+    trace_on: bool = Field(default=False, alias="traceOn")
+    # ferrymq: the address the gRPC and remoting ports bind (upstream binds every interface)
     bind_address: str = Field(default="0.0.0.0", alias="bindAddress")
 
     max_message_size: int = Field(default=4 * 1024 * 1024, gt=0, alias="maxMessageSize")
@@ -146,6 +151,15 @@ class ProxyConfig(BaseModel):
         if self.tls_server_mode is TlsMode.DISABLED:
             return False
         return self.tls_key_path is not None or self.tls_test_mode_enable
+
+    def remoting_access_host(self) -> str:
+        if self.remoting_access_addr:
+            return self.remoting_access_addr
+        if self.bind_address not in ("", "0.0.0.0", "::"):
+            return self.bind_address
+        from ferrymq.broker.config import _local_ip  # one definition of "this host's address"
+
+        return _local_ip()
 
     def namesrv_addrs(self) -> list[str]:
         if not self.namesrv_addr:

@@ -62,10 +62,20 @@ class Code(enum.IntEnum):
 class ProxyError(Exception):
     """A request the proxy answers with ``code`` (not OK) and ``message``."""
 
-    def __init__(self, code: Code, message: str | None = None) -> None:
+    def __init__(
+        self,
+        code: Code,
+        message: str | None = None,
+        *,
+        remote_code: int | None = None,
+        remote_remark: str | None = None,
+    ) -> None:
         super().__init__(message or code.name)
         self.code = code
         self.message = message or code.name
+        # the broker's or NameServer's own answer behind it: the remoting port passes it on
+        self.remote_code = remote_code
+        self.remote_remark = remote_remark
 
 
 # upstream ResponseBuilder: every other broker code is INTERNAL_SERVER_ERROR
@@ -84,4 +94,9 @@ def code_of_broker(response_code: int) -> Code:
 
 def broker_error(response_code: int, remark: str | None) -> ProxyError:
     """A broker's non-success answer as the proxy's error (its remark kept as the message)."""
-    return ProxyError(code_of_broker(response_code), remark or str(response_code))
+    return ProxyError(
+        code_of_broker(response_code),
+        remark or str(response_code),
+        remote_code=response_code,
+        remote_remark=remark,
+    )

@@ -100,6 +100,7 @@ class RequestCode(IntEnum):
     GET_TOPIC_CONFIG = 351
     GET_SUBSCRIPTIONGROUP_CONFIG = 352
     # RocketMQ 5: recall of timer messages, server-side assignment and POP
+    LITE_PULL_MESSAGE = 361
     RECALL_MESSAGE = 370
     QUERY_ASSIGNMENT = 400
     SET_MESSAGE_REQUEST_MODE = 401
