@@ -296,6 +296,9 @@ class ClientInstance:
         Unknown to every NameServer: borrow TBW102's route (brokers with autoCreateTopicEnable
         publish it), capped to ``default_topic_queue_nums`` queues per broker; the broker creates
         the topic on the first send and registers it, and the next refresh finds the real route.
+        A topic the NameServers know but with no writable queue (no master registered, as in a
+        switchover) is not borrowed for (upstream's ``isHaveTopicRouterInfo``): the send fails
+        and its retry finds the new master, instead of creating the topic on other brokers.
         """
         info = self.routes.publish.get(topic)
         if info is not None and info.ok:
@@ -304,6 +307,11 @@ class ClientInstance:
         info = self.routes.publish.get(topic)
         if info is not None and info.ok:
             return info
+        if topic in self.routes.routes:
+            raise NoRouteError(
+                f"no route info of topic {topic!r}: the NameServers list it, but no broker "
+                "master with a writable queue of it is registered (a switchover under way?)"
+            )
         default = await self.namesrv.get_route(DEFAULT_TOPIC)
         if default is not None:
             for qd in default.queue_datas:
