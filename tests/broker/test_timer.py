@@ -240,3 +240,25 @@ async def test_recall_is_refused_when_disabled(broker: BrokerApp, client: Remoti
         await PopApi(client).recall(
             broker.addr, topic="TimerOff", recall_handle=r.ext_fields["recallHandle"]
         )
+
+
+async def test_a_delivery_is_recorded_done_before_the_service_waits_for_the_next(
+    broker: BrokerApp, client: RemotingClient
+) -> None:
+    """A delivered message's done marker is stored before the service sleeps until the next due
+    message: held back until then (10 min here), a kill -9 in between delivered it twice
+    (tests/broker/test_pop_faults.py::test_timer_messages_survive_kill_9 under load)."""
+    assert broker.store is not None
+    topic = "TimerDone"
+    broker.topics.update(TopicConfig(topic_name=topic, read_queue_nums=1, write_queue_nums=1))
+    for body, delay_ms in ((b"soon", 1000), (b"later", 600_000)):
+        r = await send(client, broker.addr, topic, body, TIMER_DELAY_MS=str(delay_ms))
+        assert r.code == ResponseCode.SUCCESS, r.remark
+    await wait_count(broker, topic, 1, 30)
+    # the two timer records, then the done marker of "soon", long before "later" is due
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while broker.store.get_max_offset_in_queue(TIMER_TOPIC, 0) < 3:
+        assert loop.time() < deadline, "no done marker while the next message is not due"
+        await asyncio.sleep(0.05)
+    assert [m.body for m in delivered(broker, topic)] == [b"soon"]

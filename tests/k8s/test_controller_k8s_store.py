@@ -170,12 +170,11 @@ async def test_only_the_lease_holder_answers_and_its_successor_keeps_the_state(
         assert refused.code == Resp.CONTROLLER_NOT_LEADER
         assert "not the leader" in (refused.remark or "")
         # the leader dies without handing the Lease back
-        assert leader._scan is not None
-        leader._scan.cancel()
+        await leader._scan.stop()
         await leader.server.stop()
         elector = leader.leadership
-        assert isinstance(elector, LeaseElector) and elector._task is not None
-        elector._task.cancel()
+        assert isinstance(elector, LeaseElector)
+        await elector.stop(release=False)  # no renewals and no hand-back: the Lease lapses
         await _until("controller 1 to take over", follower.leadership.is_leader)  # type: ignore[union-attr]
         second = await remoting.invoke(f"127.0.0.1:{follower.port}", _register(2, 10921), 5.0)
         assert second.code == ResponseCode.SUCCESS, second.remark

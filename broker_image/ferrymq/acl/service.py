@@ -11,7 +11,6 @@ a mix. A file that fails to load keeps the previous table (and says why in the l
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import Counter
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from ferrymq.acl.plain_config import AclConfigError, AclTable, load_table
 from ferrymq.acl.validator import Refusal, decide, host_of
 from ferrymq.remoting.codes import ResponseCode
 from ferrymq.remoting.command import RemotingCommand
+from ferrymq.tasks import Periodic
 
 if TYPE_CHECKING:
     from ferrymq.remoting.channel import Channel
@@ -66,7 +66,8 @@ class AclService:
         self.reloads = 0
         self.reload_failures = 0
         self._stamp: Stamp = ()
-        self._task: asyncio.Task[None] | None = None
+        # a polling cadence: stat() of a few files per interval
+        self._loop = Periodic(f"{name}-acl-reload", self.reload_if_changed, check_interval)
 
     # --- loading ------------------------------------------------------------------------------
     def load(self) -> None:
@@ -111,24 +112,10 @@ class AclService:
         return True
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._watch())
-
-    async def _watch(self) -> None:
-        while True:
-            # a polling cadence, not synchronisation: stat() of a few files per interval
-            await asyncio.sleep(self.check_interval)
-            try:
-                await self.reload_if_changed()
-            except Exception:
-                log.exception("%s ACL reload check failed", self.name)
+        self._loop.start()
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._loop.stop()
 
     # --- the guard ----------------------------------------------------------------------------
     def judge(self, remote_addr: str, request: RemotingCommand) -> Refusal | None:

@@ -63,11 +63,12 @@ from ferrymq.ha.config import HASettings, Role
 from ferrymq.ha.metrics import HACollector, ha_figures
 from ferrymq.remoting.bodies import PERM_READ, TopicConfig
 from ferrymq.remoting.client import RemotingClient
-from ferrymq.remoting.eventloop import GracefulShutdown, cancel_and_wait, serve_until_shutdown
+from ferrymq.remoting.eventloop import GracefulShutdown, serve_until_shutdown
 from ferrymq.remoting.server import RemotingServer
 from ferrymq.remoting.tls import ServerTls, TlsSettings, ha_contexts
 from ferrymq.store.config import BrokerRole, MessageStoreConfig
 from ferrymq.store.message_store import MessageStore
+from ferrymq.tasks import Periodic
 
 if TYPE_CHECKING:
     from ferrymq.proxy.app import ProxyApp
@@ -192,11 +193,14 @@ class BrokerApp:
         self.master_addr: str | None = None
         self.send: SendMessageProcessor | None = None
         self.pull: PullMessageProcessor | None = None
-        self._tasks: list[asyncio.Task[None]] = []
         self._saves: set[asyncio.Task[None]] = set()
         self.client_manage: ClientManageProcessor | None = None
         self._persisting: asyncio.Lock | None = None
         self._stopped = False
+        # what start() started, stopped in reverse by stop() (upstream's start/shutdown pairs):
+        # each step pushes its stop as it starts, so a start that fails half-way stops exactly
+        # what it had started
+        self._started = contextlib.AsyncExitStack()
         # controller mode (broker/role_switch.py): the controller decides the role at run time
         self.controller_mode_settings = controller_mode
         self.controller_mode = (
@@ -254,10 +258,14 @@ class BrokerApp:
         store writes it as STOREHOST) but only listened on once the store is recovered and
         every processor is registered; a connect before that is refused by the kernel.
         """
+        on_stop = self._started
+        on_stop.push_async_callback(self.client.close)  # the broker's own calls: closed last
         self._persisting = asyncio.Lock()
         if self.acl is not None:
             await asyncio.to_thread(self.acl.load)  # AclConfigError: refuse to start
             self.server.processors.set_guard(self.acl.guard)
+            self.acl.start()  # the reload check
+            on_stop.push_async_callback(self.acl.stop)
         self.server.bind()
         if self.fast_server is not None:
             try:
@@ -278,17 +286,21 @@ class BrokerApp:
             hold_unconfirmed=cm is not None and cm.settings.all_ack_in_sync_state_set,
         )
         await self.store.start()
+        on_stop.push_async_callback(self._shutdown_store)
         if self.controller_mode is not None:
             # settles the role (and may cut a divergent tail, restarting the store) first
             self.store = await self.controller_mode.join(self.store)
             self.controller_mode.register_to(self.server)
         if self.is_slave:
-            self.topics.slave_view = self._slave_topic_view
+            self.topics.slave_view = self.slave_topic_view
         self._wire(self.store)
+        on_stop.push_async_callback(self._save_metadata_last)
         assert self.semantics is not None
         await self.semantics.start()
+        on_stop.push_async_callback(self.semantics.shutdown)
         assert self.rocket5 is not None
         await self.rocket5.start()
+        on_stop.push_async_callback(self.rocket5.shutdown)
         self.store.add_dispatch_round_listener(self.hold.on_dispatch_round)
         self.store.add_dispatch_round_listener(self.inflow.on_dispatch_round)
         self.lag = ConsumerLagSampler(
@@ -300,20 +312,28 @@ class BrokerApp:
             is_slave=lambda: self.is_slave,
         )
         self.lag.start()
+        on_stop.push_async_callback(self.lag.stop)
         self.stats_manager = self._build_stats_manager(self.store, self.lag)
         self.stats_manager.start()
+        on_stop.push_async_callback(self.stats_manager.stop)
         self._wire_monitoring(self.store, self.stats_manager)
         await self._start_ha(self.store)
-        if self.acl is not None:
-            self.acl.start()
+        on_stop.push_async_callback(self._shutdown_ha)
         await self.server.start()
+        on_stop.push_async_callback(self.server.stop)
         if self.fast_server is not None:
             await self.fast_server.start()
+            on_stop.push_async_callback(self.fast_server.stop)
+        on_stop.push_async_callback(self._answer_held_pulls)  # before the ports close
         self.registration.start()
+        on_stop.push_async_callback(self._leave_namesrvs)
         if self.controller_mode is not None:
             self.controller_mode.start()
-        self._every(self.config.flush_consumer_offset_interval, self.persist_metadata)
-        self._every(self.config.client_channel_scan_interval, self._scan_channels)
+            on_stop.push_async_callback(self.controller_mode.stop)
+        self._every(
+            "persist-metadata", self.config.flush_consumer_offset_interval, self.persist_metadata
+        )
+        self._every("scan-channels", self.config.client_channel_scan_interval, self._scan_channels)
         if self.config.metrics_port:
             self._start_metrics()
         if self.config.enable_grpc_proxy:
@@ -526,7 +546,7 @@ class BrokerApp:
         assert self.store is not None
         await self._start_ha(self.store)
 
-    def _slave_topic_view(self, topic: str, config: TopicConfig | None) -> TopicConfig | None:
+    def slave_topic_view(self, topic: str, config: TopicConfig | None) -> TopicConfig | None:
         """On a slave, a topic's config as far as its ConsumeQueues go: a topic (or queues of
         one) created on the master since the last sync is served read-only from the replicated
         messages instead of TOPIC_NOT_EXIST / an illegal queue id."""
@@ -550,19 +570,12 @@ class BrokerApp:
             self.topics_changed()
         return config
 
-    def _every(self, interval_ms: int, job: Callable[[], Awaitable[None] | None]) -> None:
-        async def loop() -> None:
-            while True:
-                # periodic service cadence, not synchronisation
-                await asyncio.sleep(interval_ms / 1000)
-                try:
-                    result = job()
-                    if result is not None:
-                        await result
-                except Exception:
-                    log.exception("periodic broker job failed")
-
-        self._tasks.append(asyncio.get_running_loop().create_task(loop()))
+    def _every(
+        self, name: str, interval_ms: int, job: Callable[[], Awaitable[None] | None]
+    ) -> None:
+        loop = Periodic(name, job, interval_ms / 1000)
+        loop.start()
+        self._started.push_async_callback(loop.stop)
 
     def _scan_channels(self) -> None:
         now = int(time.time() * 1000)
@@ -697,6 +710,7 @@ class BrokerApp:
         if self.acl is not None or self.server_tls is not None:
             self.metrics.registry.register(SecurityCollector(labels, self.acl, self.server_tls))
         self.metrics.start()
+        self._started.callback(self.metrics.stop)
 
     # --- shutdown ---------------------------------------------------------------------------
     async def _start_grpc_proxy(self) -> None:
@@ -704,56 +718,49 @@ class BrokerApp:
         from ferrymq.proxy.local import start_local_proxy
 
         self.grpc_proxy = await start_local_proxy(self.config)
+        self._started.push_async_callback(self.grpc_proxy.stop)
 
     async def stop(self) -> None:
+        """Stop what start() started, in reverse order: the 5.x proxy, metrics and periodic jobs
+        first; then controller mode, the NameServer registrations (unregistered, so clients
+        move on), held pulls answered, the ports closed; HA, the samplers, the semantics
+        services; the metadata saved a last time; the store flushed; ACL and the outer client."""
         if self._stopped:
             return
         self._stopped = True
         log.info("broker %s shutting down", self.config.broker_name)
-        if self.grpc_proxy is not None:
-            await self.grpc_proxy.stop()
-        if self.controller_mode is not None:
-            await self.controller_mode.stop()
+        await self._started.aclose()
+        log.info("broker %s stopped", self.config.broker_name)
+
+    async def _leave_namesrvs(self) -> None:
         await self.registration.stop()
         # a bounded share of the shutdown grace: unreachable NameServers expire us anyway
         await self.registration.unregister_all(budget=self.config.shutdown_grace_seconds * 0.3)
+
+    async def _answer_held_pulls(self) -> None:
         self.hold.wake_all()
         # give woken pulls a chance to answer before their connections close
         deadline = asyncio.get_running_loop().time() + 2.0
         while self.hold.held_count and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.01)
-        for task in self._tasks:
-            await cancel_and_wait(task)
         if self.client_manage is not None:
             self.client_manage.stop_watching()
-        if self.lag is not None:
-            await self.lag.stop()
-        if self.stats_manager is not None:
-            await self.stats_manager.stop()
+
+    async def _shutdown_ha(self) -> None:
+        if self.ha is not None:  # controller mode replaces it on every role change
+            await self.ha.shutdown()
+
+    async def _save_metadata_last(self) -> None:
         for task in list(self._saves):
             with contextlib.suppress(Exception):
                 await task
-        if self.fast_server is not None:
-            await self.fast_server.stop()
-        await self.server.stop()
-        if self.semantics is not None:
-            await self.semantics.shutdown()
-        if self.rocket5 is not None:
-            await self.rocket5.shutdown()
-        if self._persisting is not None:
-            self.offsets.dirty = True
-            self.groups.dirty = True
-            await self.persist_metadata()
-        if self.ha is not None:
-            await self.ha.shutdown()
-        if self.store is not None:
+        self.offsets.dirty = True
+        self.groups.dirty = True
+        await self.persist_metadata()
+
+    async def _shutdown_store(self) -> None:
+        if self.store is not None:  # controller mode may have restarted it
             await self.store.shutdown()
-        if self.metrics is not None:
-            self.metrics.stop()
-        if self.acl is not None:
-            await self.acl.stop()
-        await self.client.close()
-        log.info("broker %s stopped", self.config.broker_name)
 
 
 async def serve(conf: BrokerConf) -> None:

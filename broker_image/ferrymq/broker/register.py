@@ -27,12 +27,12 @@ from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.errors import RemotingError
-from ferrymq.remoting.eventloop import cancel_and_wait, raise_if_cancelling
 from ferrymq.remoting.headers import (
     RegisterBrokerRequestHeader,
     RegisterBrokerResponseHeader,
     UnRegisterBrokerRequestHeader,
 )
+from ferrymq.tasks import cancel_and_wait, raise_if_cancelling
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ import os
 import signal
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ferrymq.broker.controller_client import (
     BrokerIdentity,
@@ -60,15 +60,43 @@ from ferrymq.ha.truncate import truncate_commit_log
 from ferrymq.remoting.channel import Channel
 from ferrymq.remoting.codes import ResponseCode
 from ferrymq.remoting.command import RemotingCommand
-from ferrymq.remoting.eventloop import STOP_SIGNALS, wait_event
+from ferrymq.remoting.eventloop import STOP_SIGNALS
 from ferrymq.store import record as rec
 from ferrymq.store.config import BrokerRole
 from ferrymq.store.message_store import MessageStore
+from ferrymq.tasks import wait_event
 
 if TYPE_CHECKING:
-    from ferrymq.broker.app import BrokerApp
+    from ferrymq.broker.config import BrokerConfig
+    from ferrymq.broker.pop.wiring import PopTimerServices
+    from ferrymq.broker.register import BrokerRegistration
+    from ferrymq.broker.topic_config import TopicConfigManager
+    from ferrymq.remoting.bodies import TopicConfig
+    from ferrymq.remoting.client import RemotingClient
+    from ferrymq.store.config import MessageStoreConfig
 
 log = logging.getLogger(__name__)
+
+
+class RoleHost(Protocol):
+    """What controller mode uses of the broker that hosts it (``BrokerApp``): the parts a role
+    change touches, nothing else. ``ha`` is replaced on every role change."""
+
+    config: BrokerConfig
+    store_config: MessageStoreConfig
+    topics: TopicConfigManager
+    registration: BrokerRegistration
+    client: RemotingClient
+    store: MessageStore | None
+    ha: BrokerHA | None
+    rocket5: PopTimerServices | None
+
+    async def restart_ha(self) -> None:
+        """Start the HA side of the (new) role; the old one has been shut down."""
+
+    def slave_topic_view(self, topic: str, config: TopicConfig | None) -> TopicConfig | None:
+        """A topic's config as a slave serves it (see ``TopicConfigManager.slave_view``)."""
+
 
 # a failure that repeats (the controller unreachable) is logged again this often
 NOTE_REPEAT_S = 10.0
@@ -125,7 +153,7 @@ FATAL_REGISTER_CODES = {Resp.CONTROLLER_INVALID_REQUEST, Resp.CONTROLLER_FENCED_
 
 
 class ControllerMode:
-    def __init__(self, app: BrokerApp, settings: ControllerModeSettings) -> None:
+    def __init__(self, app: RoleHost, settings: ControllerModeSettings) -> None:
         if app.config.broker_id < 1:
             raise ValueError(
                 f"brokerId {app.config.broker_id}: in controller mode each replica needs its own "
@@ -200,7 +228,7 @@ class ControllerMode:
         app.config.broker_id = 0 if master else self.replica_id
         app.registration.broker_role = app.store_config.broker_role.value
         # a slave serves topics its ConsumeQueues hold beyond the synced config; a master not
-        app.topics.slave_view = None if master else app._slave_topic_view
+        app.topics.slave_view = None if master else app.slave_topic_view
 
     # --- start-up -------------------------------------------------------------------------------
 

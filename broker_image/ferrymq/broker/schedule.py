@@ -16,7 +16,6 @@ again after a crash, as upstream (at-least-once).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import time
@@ -28,11 +27,11 @@ import orjson
 from ferrymq.broker.message_copy import restored_message
 from ferrymq.broker.store_port import MessageStorePort
 from ferrymq.message import MessageConst, MessageInner, MessageSysFlag
-from ferrymq.remoting.eventloop import wait_event
 from ferrymq.store.dispatch import RoundRecords
 from ferrymq.store.json_file import AtomicFileWriter
 from ferrymq.store.record import DecodedRecord, RecordKind, check_record
 from ferrymq.store.results import GetMessageStatus
+from ferrymq.tasks import Periodic, cancel_and_wait, wait_event
 from ferrymq.topic_validator import SCHEDULE_TOPIC
 
 log = logging.getLogger(__name__)
@@ -165,7 +164,9 @@ class ScheduleMessageService:
         self.offsets: DelayOffsetTable = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._flusher: asyncio.Task[None] | None = None
+        self._flusher = Periodic(
+            "schedule-flush", self._flush_if_dirty, lambda: self.flush_interval_s
+        )
         self._dirty = False
         self.delivered = 0
 
@@ -177,15 +178,12 @@ class ScheduleMessageService:
         self.offsets = await asyncio.to_thread(load_delay_offsets, self.offsets_path)
         self.store.add_dispatch_round_listener(self._on_dispatch_round)
         self._task = asyncio.create_task(self._run(), name="schedule-service")
-        self._flusher = asyncio.create_task(self._flush_loop(), name="schedule-flush")
+        self._flusher.start()
 
     async def shutdown(self) -> None:
-        for task in (self._task, self._flusher):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        self._task = self._flusher = None
+        task, self._task = self._task, None
+        await cancel_and_wait(task)
+        await self._flusher.stop()
         await self.persist()
 
     async def persist(self) -> None:
@@ -205,15 +203,13 @@ class ScheduleMessageService:
         if SCHEDULE_TOPIC in arrived.topics():
             self._wake.set()
 
-    async def _flush_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.flush_interval_s)
-            if self._dirty:
-                try:
-                    await self.persist()
-                except OSError as exc:
-                    self._dirty = True
-                    log.error("cannot write %s: %s", self.offsets_path, exc)
+    async def _flush_if_dirty(self) -> None:
+        if self._dirty:
+            try:
+                await self.persist()
+            except OSError as exc:
+                self._dirty = True
+                log.error("cannot write %s: %s", self.offsets_path, exc)
 
     async def _run(self) -> None:
         while True:

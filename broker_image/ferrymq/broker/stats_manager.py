@@ -19,13 +19,13 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import datetime
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+
+from ferrymq.tasks import Periodic
 
 TPS_WINDOWS_S = (10, 60, 600)
 STATS_NAMES = (
@@ -137,23 +137,15 @@ class BrokerStatsManager:
         self.get_total = get_transferred
         # (day, put counter, get counter) at the first sample of each of the last two days
         self._midnights: deque[tuple[datetime.date, int, int]] = deque(maxlen=2)
-        self._task: asyncio.Task[None] | None = None
+        # the sampling cadence of the rates
+        self._loop = Periodic("stats-sampler", self.sample, 1.0)
 
     def start(self) -> None:
         self.sample()
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._loop.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(1.0)  # the sampling cadence of the rates, not synchronisation
-            self.sample()
+        await self._loop.stop()
 
     def sample(self) -> None:
         now = self.clock()

@@ -60,7 +60,7 @@ class TopicConfigManager:
         self.data_version = DataVersion(timestamp=_now_ms(), counter=0)
         # a slave's view of a topic: topic configs reach a slave by sync, its messages by
         # replication, and messages of a topic (or queue) whose config has not arrived yet must
-        # be readable in between (see BrokerApp._slave_topic_view); None on a master
+        # be readable in between (see BrokerApp.slave_topic_view); None on a master
         self.slave_view: Callable[[str, TopicConfig | None], TopicConfig | None] | None = None
         self.auto_create_topic_enable = auto_create_topic_enable
         self._system: set[str] = set()

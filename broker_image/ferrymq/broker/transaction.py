@@ -27,7 +27,6 @@ twice.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import itertools
 import logging
@@ -64,6 +63,7 @@ from ferrymq.store.record import (
     reencode_record,
 )
 from ferrymq.store.results import GetMessageStatus
+from ferrymq.tasks import Periodic
 from ferrymq.topic_validator import RMQ_SYS_TRANS_HALF_TOPIC as HALF_TOPIC
 from ferrymq.topic_validator import RMQ_SYS_TRANS_OP_HALF_TOPIC as OP_HALF_TOPIC
 
@@ -222,7 +222,9 @@ class TransactionService:
         ] = {}  # half queue offset -> op queue offset, for offsets >= half_offset
         self._decided_ids: OrderedDict[str, int] = OrderedDict()
         self._rr = itertools.count()
-        self._task: asyncio.Task[None] | None = None
+        self._checks = Periodic(
+            "transaction-check", self.check_once, lambda: self.config.check_interval_s
+        )
         self._lock = asyncio.Lock()
         self.checks_sent = 0
         self.rolled_back_by_broker = 0
@@ -240,14 +242,10 @@ class TransactionService:
                 raise ValueError(f"{self.checkpoint_path} is unreadable: {exc}") from exc
         self._op_read_offset = self.op_offset
         if run_checks:
-            self._task = asyncio.create_task(self._run(), name="transaction-check")
+            self._checks.start()
 
     async def shutdown(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._checks.stop()
         await self._persist()
 
     async def _persist(self) -> None:
@@ -322,14 +320,6 @@ class TransactionService:
         return EndTransactionOutcome(ResponseCode.SUCCESS)
 
     # --- check-back ---------------------------------------------------------------------
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.check_interval_s)
-            try:
-                await self.check_once()
-            except Exception:
-                log.exception("transaction check failed; retrying next interval")
-
     async def _read_ops(self) -> None:
         op_max = self.store.get_max_offset_in_queue(OP_HALF_TOPIC, 0)
         while self._op_read_offset < op_max:

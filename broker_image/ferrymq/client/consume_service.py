@@ -34,6 +34,7 @@ from ferrymq.client.errors import MQClientError
 from ferrymq.client.offset_store import OffsetStore
 from ferrymq.client.process_queue import ProcessQueue
 from ferrymq.message import MessageConst, MessageExt
+from ferrymq.tasks import cancel_all_and_wait
 from ferrymq.topic_validator import RETRY_GROUP_TOPIC_PREFIX
 
 log = logging.getLogger(__name__)
@@ -132,11 +133,7 @@ class ConsumeService:
         """Finish what is queued (bounded by ``timeout``), then stop the workers."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._queue.join(), timeout)
-        for task in [*self._tasks, *self._later]:
-            task.cancel()
-        for task in [*self._tasks, *self._later]:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_all_and_wait([*self._tasks, *self._later])
         self._tasks.clear()
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)

@@ -15,7 +15,6 @@ to put in a heartbeat and tells them when to rebalance or persist.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import socket
@@ -38,6 +37,7 @@ from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.processor import Handler, ProcessorTable
+from ferrymq.tasks import Periodic
 from ferrymq.topic_validator import AUTO_CREATE_TOPIC_KEY_TOPIC as DEFAULT_TOPIC
 
 log = logging.getLogger(__name__)
@@ -137,7 +137,14 @@ class ClientInstance:
             "persist": persist_offset_interval,
             "rebalance": rebalance_interval,
         }
-        self._rebalance_wakeup = asyncio.Event()
+        self._loops = [
+            self._periodic("routes", self.refresh_all_routes),
+            self._periodic("heartbeat", self.send_heartbeat_to_all_brokers),
+            self._periodic("persist", self.persist_all_offsets),
+        ]
+        # also woken by rebalance_immediately()
+        self._rebalance = self._periodic("rebalance", self.do_rebalance)
+        self._loops.append(self._rebalance)
         self._tasks: set[asyncio.Task[None]] = set()
         self._route_locks: dict[str, asyncio.Lock] = {}
         self._started = False
@@ -165,10 +172,8 @@ class ClientInstance:
         if self._started:
             return
         self._started = True
-        self._spawn(self._every("routes", self.refresh_all_routes))
-        self._spawn(self._every("heartbeat", self.send_heartbeat_to_all_brokers))
-        self._spawn(self._every("persist", self.persist_all_offsets))
-        self._spawn(self._rebalance_loop())
+        for loop in self._loops:
+            loop.start()
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coro)
@@ -182,8 +187,8 @@ class ClientInstance:
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
-        if tasks:
-            await asyncio.wait(tasks, timeout=SHUTDOWN_STEP_TIMEOUT_S)
+        tasks += [asyncio.ensure_future(loop.stop()) for loop in self._loops]
+        await asyncio.wait(tasks, timeout=SHUTDOWN_STEP_TIMEOUT_S)
         self._tasks.clear()
         # a peer that stopped reading keeps our unsent bytes (and the close) pending: bounded
         try:
@@ -236,22 +241,8 @@ class ClientInstance:
                 log.info("unregister from %s failed: %s", addr, exc)
 
     # --- periodic work --------------------------------------------------------------------------
-    async def _every(self, name: str, work: Callable[[], Awaitable[None]]) -> None:
-        while True:
-            await asyncio.sleep(self.intervals[name])
-            try:
-                await work()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("%s: periodic %s failed", self.client_id, name)
-
-    async def _rebalance_loop(self) -> None:
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._rebalance_wakeup.wait(), self.intervals["rebalance"])
-            self._rebalance_wakeup.clear()
-            await self.do_rebalance()
+    def _periodic(self, name: str, work: Callable[[], Awaitable[None]]) -> Periodic:
+        return Periodic(f"{self.client_id} {name}", work, lambda: self.intervals[name])
 
     async def do_rebalance(self) -> None:
         for member in list(self.consumers.values()):
@@ -263,7 +254,7 @@ class ClientInstance:
                 log.exception("%s: rebalance of group %s failed", self.client_id, member.group)
 
     def rebalance_immediately(self) -> None:
-        self._rebalance_wakeup.set()
+        self._rebalance.wakeup()
 
     async def persist_all_offsets(self) -> None:
         for member in list(self.consumers.values()):
@@ -305,6 +296,9 @@ class ClientInstance:
         Unknown to every NameServer: borrow TBW102's route (brokers with autoCreateTopicEnable
         publish it), capped to ``default_topic_queue_nums`` queues per broker; the broker creates
         the topic on the first send and registers it, and the next refresh finds the real route.
+        A topic the NameServers know but with no writable queue (no master registered, as in a
+        switchover) is not borrowed for (upstream's ``isHaveTopicRouterInfo``): the send fails
+        and its retry finds the new master, instead of creating the topic on other brokers.
         """
         info = self.routes.publish.get(topic)
         if info is not None and info.ok:
@@ -313,6 +307,11 @@ class ClientInstance:
         info = self.routes.publish.get(topic)
         if info is not None and info.ok:
             return info
+        if topic in self.routes.routes:
+            raise NoRouteError(
+                f"no route info of topic {topic!r}: the NameServers list it, but no broker "
+                "master with a writable queue of it is registered (a switchover under way?)"
+            )
         default = await self.namesrv.get_route(DEFAULT_TOPIC)
         if default is not None:
             for qd in default.queue_datas:

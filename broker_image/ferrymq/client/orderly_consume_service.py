@@ -23,7 +23,6 @@ Offsets are committed after each successful batch (the ProcessQueue's lowest in-
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import inspect
 import logging
@@ -44,6 +43,7 @@ from ferrymq.client.rebalance import Rebalance
 from ferrymq.message import MessageExt
 from ferrymq.remoting import bodies
 from ferrymq.remoting.codes import RequestCode
+from ferrymq.tasks import Periodic, cancel_all_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -257,22 +257,19 @@ class OrderlyConsumeService:
         self.run_sync_in_thread = run_sync_in_thread and not self.is_async
         self.stats = OrderlyStats()
         self._workers: dict[MessageQueue, _QueueWorker] = {}
-        self._renewer: asyncio.Task[None] | None = None
+        # upstream's rebalance lock interval: queue locks expire on the broker unless renewed
+        self._renewer = Periodic(
+            "orderly-lock-renewal", self._renew_locks, REBALANCE_LOCK_INTERVAL_S
+        )
         self.owned: Callable[[], list[MessageQueue]] = lambda: []
 
     def start(self) -> None:
         if self.locker is not None:
-            self._renewer = asyncio.create_task(self._renew_locks(), name="orderly lock renewal")
+            self._renewer.start()
 
     async def shutdown(self, timeout: float = 5.0) -> None:
-        tasks = [w.task for w in self._workers.values() if w.task is not None]
-        if self._renewer is not None:
-            tasks.append(self._renewer)
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._renewer.stop()
+        await cancel_all_and_wait(w.task for w in self._workers.values() if w.task is not None)
         self._workers.clear()
 
     @property
@@ -311,11 +308,9 @@ class OrderlyConsumeService:
 
     async def _renew_locks(self) -> None:
         assert self.locker is not None
-        while True:
-            await asyncio.sleep(REBALANCE_LOCK_INTERVAL_S)
-            owned = self.owned()
-            if owned:
-                await self.locker.lock(owned)
+        owned = self.owned()
+        if owned:
+            await self.locker.lock(owned)
 
     async def _call(
         self, msgs: list[MessageExt], ctx: ConsumeOrderlyContext

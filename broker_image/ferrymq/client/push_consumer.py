@@ -41,6 +41,7 @@ from ferrymq.message import MessageExt, java_string_hash
 from ferrymq.mixall import DEFAULT_MAX_RECONSUME_TIMES
 from ferrymq.remoting import bodies
 from ferrymq.remoting.bodies import ConsumeFromWhere, MessageModel
+from ferrymq.tasks import cancel_and_wait
 from ferrymq.topic_validator import RETRY_GROUP_TOPIC_PREFIX
 
 log = logging.getLogger(__name__)
@@ -278,10 +279,7 @@ class PushConsumer(ClientMember):
                 self.instance.rebalance_immediately()
 
     async def _stop_parts(self) -> None:
-        if self._route_watch is not None:
-            self._route_watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._route_watch
+        await cancel_and_wait(self._route_watch)
         assert self.pull_service and self.consume_service and self.rebalance and self.offset_store
         await self.rebalance.stop()
         await self.pull_service.shutdown()

@@ -33,6 +33,7 @@ from typing import Any
 import orjson
 
 from ferrymq.controller.state import STATE_FILE, GroupState, StateConflict
+from ferrymq.tasks import Periodic
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +190,10 @@ class LeaseElector:
         self._renewed_at: float | None = None
         self._observed: tuple[str, datetime | None] | None = None
         self._observed_at = 0.0
-        self._task: asyncio.Task[None] | None = None
+        # the retry cadence; the first try at once
+        self._loop = Periodic(
+            f"lease-{namespace}-{name}", self.step, lambda: self.retry_period_s, first_now=True
+        )
 
     def is_leader(self) -> bool:
         return self._renewed_at is not None and (
@@ -276,20 +280,11 @@ class LeaseElector:
             log.warning("Lease %s/%s: %r", self.namespace, self.name, exc)
             return self.is_leader()
 
-    async def _run(self) -> None:
-        while True:
-            await self.step()
-            # the retry cadence, not synchronisation
-            await asyncio.sleep(self.retry_period_s)
-
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._loop.start()
 
     async def stop(self, *, release: bool = True) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._loop.stop()
         if release and self.is_leader():
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(self._release)

@@ -46,6 +46,7 @@ from ferrymq.remoting.errors import RemotingError
 from ferrymq.remoting.processor import AsyncHandler
 from ferrymq.remoting.server import RemotingServer
 from ferrymq.remoting.serving_marker import ServingMarker
+from ferrymq.tasks import Periodic
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +108,11 @@ class ControllerServer:
         self.server = RemotingServer(config.bind_address, config.listen_port, name="controller")
         self.client = RemotingClient(name="controller-notify")
         self.elections = 0
-        self._scan: asyncio.Task[None] | None = None
+        self._scan = Periodic(
+            "controller-scan",
+            self.scan_once,
+            lambda: self.config.scan_not_active_broker_interval / 1000,
+        )
         self._notifies: set[asyncio.Task[None]] = set()
         handlers: dict[int, Callable[[RemotingCommand], object]] = {
             Req.CONTROLLER_REGISTER_BROKER: self._register,
@@ -164,7 +169,7 @@ class ControllerServer:
         if self.leadership is not None:
             self.leadership.start()
         await self.server.start()
-        self._scan = asyncio.get_running_loop().create_task(self._scan_loop())
+        self._scan.start()
         log.info(
             "controller serving on %s:%d with %d group(s) from %s",
             self.config.bind_address,
@@ -174,10 +179,7 @@ class ControllerServer:
         )
 
     async def stop(self) -> None:
-        if self._scan is not None:
-            self._scan.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._scan
+        await self._scan.stop()
         for task in list(self._notifies):
             task.cancel()
         if self.leadership is not None:
@@ -492,15 +494,6 @@ class ControllerServer:
                 except Refused as exc:
                     log.warning("election of group %s not saved: %s", group.broker_name, exc)
                     return
-
-    async def _scan_loop(self) -> None:
-        while True:
-            # the scan cadence, not synchronisation
-            await asyncio.sleep(self.config.scan_not_active_broker_interval / 1000)
-            try:
-                await self.scan_once()
-            except Exception:
-                log.exception("controller scan failed")
 
 
 def build_controller(config: ControllerConfig) -> ControllerServer:

@@ -26,8 +26,8 @@ from collections.abc import Awaitable, Callable, Mapping, Set
 
 from ferrymq.controller.decisions import in_sync_replicas
 from ferrymq.ha.service import HAService
-from ferrymq.remoting.eventloop import wait_event
 from ferrymq.store.results import PutMessageStatus
+from ferrymq.tasks import wait_event
 
 log = logging.getLogger(__name__)
 

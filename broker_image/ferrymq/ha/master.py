@@ -44,7 +44,7 @@ from ferrymq.ha.protocol import (
     first_transfer_offset,
 )
 from ferrymq.ha.store_port import ReplicationSource
-from ferrymq.remoting.eventloop import wait_event
+from ferrymq.tasks import wait_event
 
 log = logging.getLogger(__name__)
 

@@ -42,6 +42,7 @@ from ferrymq.ha.protocol import (
     encode_report,
 )
 from ferrymq.ha.store_port import ReplicationSink
+from ferrymq.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -122,10 +123,7 @@ class HAClient:
         task, self._task = self._task, None
         self._stopped = True
         self._address_changed.set()  # cut the reconnect wait short
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     async def _run(self) -> None:
         while not self._stopped:

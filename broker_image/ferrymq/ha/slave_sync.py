@@ -43,7 +43,7 @@ from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.errors import RemotingError
-from ferrymq.remoting.eventloop import cancel_and_wait
+from ferrymq.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 

@@ -3,13 +3,13 @@ every 10 s): a broker whose last registration is older than 120 s is removed and
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import time
 from collections.abc import Callable
 
 from ferrymq.namesrv.route_table import RemovedBroker, RouteTable
+from ferrymq.tasks import Periodic
 
 log = logging.getLogger(__name__)
 
@@ -42,23 +42,13 @@ class Housekeeping:
         self.interval_ms = interval_ms
         self.expire_ms = expire_ms
         self.clock_ms = clock_ms
-        self._task: asyncio.Task[None] | None = None
+        self._loop = Periodic("broker-expiry-scan", self.scan, lambda: self.interval_ms / 1000)
+
+    def scan(self) -> None:
+        scan_not_active_brokers(self.routes, self.clock_ms(), self.expire_ms)
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
-
-    async def _run(self) -> None:
-        while True:
-            # a periodic service, not synchronisation: the scan cadence is the contract
-            await asyncio.sleep(self.interval_ms / 1000)
-            try:
-                scan_not_active_brokers(self.routes, self.clock_ms(), self.expire_ms)
-            except Exception:
-                log.exception("broker expiry scan failed")
+        self._loop.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._loop.stop()

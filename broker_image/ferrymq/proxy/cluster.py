@@ -44,6 +44,7 @@ from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.errors import RemotingError
 from ferrymq.remoting.processor import ProcessorTable
 from ferrymq.store.record import decode_messages
+from ferrymq.tasks import Periodic, cancel_all_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -131,18 +132,18 @@ class ClusterBackend:
         self._listener: TransactionCheckListener | None = None
         self._raw_check_relay: RawCheckRelay | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._heartbeat: asyncio.Task[None] | None = None
+        self._heartbeat = Periodic(
+            "proxy-heartbeat", self._heartbeat_all, lambda: self.heartbeat_period_s
+        )
         self._ns_index = 0
 
     # --- lifecycle -----------------------------------------------------------------------------
     async def start(self) -> None:
-        self._heartbeat = asyncio.create_task(self._heartbeat_loop(), name="proxy-heartbeat")
+        self._heartbeat.start()
 
     async def shutdown(self) -> None:
-        tasks = [t for t in (self._heartbeat, *self._tasks) if t is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._heartbeat.stop()
+        await cancel_all_and_wait(list(self._tasks))
         await self.remoting.close()
 
     # --- plumbing ------------------------------------------------------------------------------
@@ -462,11 +463,6 @@ class ClusterBackend:
         task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-    async def _heartbeat_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.heartbeat_period_s)
-            await self._heartbeat_all()
 
     async def _heartbeat_all(self) -> None:
         groups = sorted(self._producer_groups)

@@ -9,8 +9,8 @@ import ssl
 from ferrymq.remoting.channel import Channel, RpcHook
 from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.errors import RemotingConnectError
-from ferrymq.remoting.eventloop import raise_if_cancelling
 from ferrymq.remoting.processor import ProcessorTable
+from ferrymq.tasks import raise_if_cancelling
 
 log = logging.getLogger(__name__)
 

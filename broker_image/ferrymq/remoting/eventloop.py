@@ -46,52 +46,6 @@ def run(main: Coroutine[Any, Any, T]) -> T:
         return runner.run(main)
 
 
-async def cancel_and_wait(task: asyncio.Task[Any] | None) -> None:
-    """Cancel ``task`` and wait for it to end, without swallowing a cancellation of the caller.
-
-    ``task.cancel(); with suppress(CancelledError): await task`` also eats a cancel aimed at the
-    task running this code (its stop would then carry on as if nothing happened).
-    """
-    if task is None or task.done():
-        return
-    task.cancel()
-    try:
-        await task
-    except asyncio.CancelledError:
-        current = asyncio.current_task()
-        if current is not None and current.cancelling():
-            raise
-    except Exception:
-        log.exception("task %s failed while being cancelled", task.get_name())
-
-
-async def wait_event(event: asyncio.Event, timeout: float) -> bool:
-    """Wait up to ``timeout`` seconds for ``event``; True when it is set.
-
-    Python 3.11's ``asyncio.wait_for`` returns the result instead of raising when it is
-    cancelled just as the event fires: a service loop stopped by a cancel then carries on, and
-    its ``cancel_and_wait`` hangs (a test's heartbeat loop spun until its timeout in CI). The
-    cancel is still recorded on the task, so it is raised here.
-    """
-    try:
-        await asyncio.wait_for(event.wait(), timeout)
-    except TimeoutError:
-        return False
-    raise_if_cancelling()
-    return True
-
-
-def raise_if_cancelling() -> None:
-    """Re-raise a cancellation of the current task that an ``except OSError`` may have eaten.
-
-    A connect failing at the very moment its task is cancelled can surface as the OSError (or a
-    wrapper of it) instead of CancelledError; a retry loop that then carries on never stops.
-    """
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError
-
-
 def describe_tasks(loop: asyncio.AbstractEventLoop) -> list[str]:
     """One line per unfinished task of ``loop``: its name and where its coroutine is suspended."""
     lines: list[str] = []

@@ -16,12 +16,12 @@ import logging
 import socket
 
 from ferrymq.remoting.channel import BufferBudget, Channel
-from ferrymq.remoting.eventloop import cancel_and_wait
 from ferrymq.remoting.frame import MAX_FRAME_SIZE
 from ferrymq.remoting.processor import Handler, ProcessorTable
 from ferrymq.remoting.settings import ServerLimits
 from ferrymq.remoting.tls import ServerTls
 from ferrymq.remoting.tls_acceptor import TlsAcceptor
+from ferrymq.tasks import Periodic
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,11 @@ class RemotingServer:
         self._server: asyncio.Server | TlsAcceptor | None = None
         # TLS modes permissive/enforcing (tls.server.mode); None or disabled: plain TCP
         self.tls = tls
-        self._idle_task: asyncio.Task[None] | None = None
+        # a scan cadence, not synchronisation: a channel is closed at most a quarter late
+        max_idle = self.limits.channel_max_idle_seconds
+        self._idle_scan = Periodic(
+            f"{self.name}-idle-scan", self._close_idle, min(max(max_idle / 4, 0.05), 5.0)
+        )
         self.idle_closed = 0
 
     def register(self, code: int, handler: Handler) -> None:
@@ -113,29 +117,24 @@ class RemotingServer:
             )
         self._sock = None  # owned by the asyncio server (or the TLS acceptor) from here on
         if self.limits.channel_max_idle_seconds > 0:
-            self._idle_task = loop.create_task(self._close_idle(), name=f"{self.name}-idle-scan")
+            self._idle_scan.start()
         log.info("%s listening on %s:%d", self.name, self.host, self.port)
 
-    async def _close_idle(self) -> None:
+    def _close_idle(self) -> None:
         max_idle = self.limits.channel_max_idle_seconds
-        # a scan cadence, not synchronisation: a channel is closed at most a quarter late
-        interval = min(max(max_idle / 4, 0.05), 5.0)
-        loop = asyncio.get_running_loop()
-        while True:
-            await asyncio.sleep(interval)
-            for channel in idle_channels(self.channels, loop.time(), max_idle):
-                log.info(
-                    "%s: closing connection from %s: idle for over %ss",
-                    self.name,
-                    channel.remote_addr,
-                    max_idle,
-                )
-                self.idle_closed += 1
-                channel.close()
+        now = asyncio.get_running_loop().time()
+        for channel in idle_channels(self.channels, now, max_idle):
+            log.info(
+                "%s: closing connection from %s: idle for over %ss",
+                self.name,
+                channel.remote_addr,
+                max_idle,
+            )
+            self.idle_closed += 1
+            channel.close()
 
     async def stop(self) -> None:
-        await cancel_and_wait(self._idle_task)
-        self._idle_task = None
+        await self._idle_scan.stop()
         if self._sock is not None:
             self._sock.close()
             self._sock = None

@@ -16,11 +16,12 @@ server that does not serve yet.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
 from pathlib import Path
+
+from ferrymq.tasks import Periodic
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,8 @@ class ServingMarker:
     def __init__(self, directory: Path, port: int, interval: float = TOUCH_INTERVAL_S) -> None:
         self.path = marker_path(directory, port)
         self.interval = interval
-        self._task: asyncio.Task[None] | None = None
+        # a cadence: the probe reads the file's age
+        self._loop = Periodic(f"probe-marker-{port}", self._refresh, interval)
 
     @classmethod
     def from_env(cls, port: int) -> ServingMarker | None:
@@ -59,23 +61,16 @@ class ServingMarker:
     def start(self) -> None:
         """Call once the server serves: writes the marker now, then keeps it fresh."""
         self.touch()
-        self._task = asyncio.get_running_loop().create_task(self._keep_fresh())
+        self._loop.start()
 
-    async def _keep_fresh(self) -> None:
-        while True:
-            # a cadence, not synchronisation: the probe reads the file's age
-            await asyncio.sleep(self.interval)
-            try:
-                self.touch()
-            except OSError as exc:
-                # a full or read-only /tmp: the probe fails and says why in the pod's events
-                log.error("cannot touch the probe file %s: %s", self.path, exc)
+    def _refresh(self) -> None:
+        try:
+            self.touch()
+        except OSError as exc:
+            # a full or read-only /tmp: the probe fails and says why in the pod's events
+            log.error("cannot touch the probe file %s: %s", self.path, exc)
 
     async def stop(self) -> None:
         """Stop touching and remove the marker: a stopping server is not ready."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._loop.stop()
         self.clear()

@@ -13,7 +13,6 @@ Every ``cleanResourceInterval`` (10 s):
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import shutil
 import time
@@ -22,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ferrymq.store.config import MessageStoreConfig
+from ferrymq.tasks import Periodic
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +94,12 @@ class CleanupService:
         self.delete_commit_log = delete_commit_log
         self.delete_derived = delete_derived
         self.set_disk_full = set_disk_full
-        self._stopped = False
-        self._task: asyncio.Task[None] | None = None
+        self._loop = Periodic(
+            "cleanup",
+            self.run_once,
+            lambda: self.config.clean_resource_interval / 1000,
+            first_now=True,
+        )
         self.manual_delete_requests = 0
 
     def execute_delete_files_manually(self) -> None:
@@ -118,22 +122,8 @@ class CleanupService:
         self.delete_derived()
         return decision
 
-    async def run(self) -> None:
-        while not self._stopped:
-            try:
-                await self.run_once()
-            except Exception:
-                log.exception("cleanup turn failed")
-            await asyncio.sleep(self.config.clean_resource_interval / 1000)
-
     def start(self) -> None:
-        self._stopped = False
-        self._task = asyncio.get_running_loop().create_task(self.run(), name="ferrymq-cleanup")
+        self._loop.start()
 
     async def stop(self) -> None:
-        self._stopped = True
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._loop.stop()

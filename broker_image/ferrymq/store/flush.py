@@ -16,48 +16,43 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
 
 from ferrymq.store.checkpoint import StoreCheckpoint
 from ferrymq.store.mapped_file_queue import MappedFileQueue
+from ferrymq.tasks import Periodic
 
 log = logging.getLogger(__name__)
 
 
 class _Service:
+    """A flush service: :meth:`turn` every :meth:`interval_s` on a :class:`Periodic` loop, and
+    :meth:`last_turn` once on stop, after the turn under way (nothing queued is left unflushed)."""
+
     name = "service"
 
     def __init__(self) -> None:
-        self._stopped = False
-        self._task: asyncio.Task[None] | None = None
-        self._wake = asyncio.Event()
+        self._loop = Periodic(self.name, self.turn, self.interval_s, final=self.last_turn)
 
-    async def run(self) -> None:  # pragma: no cover - overridden
+    def interval_s(self) -> float:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    async def turn(self) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    async def last_turn(self) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
 
     def start(self) -> None:
-        self._stopped = False
-        self._task = asyncio.get_running_loop().create_task(self.run(), name=f"ferrymq-{self.name}")
+        self._loop.start()
 
     def wakeup(self) -> None:
-        self._wake.set()
-
-    async def _wait(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout=seconds)
-        self._wake.clear()
+        self._loop.wakeup()
 
     async def stop(self) -> None:
-        self._stopped = True
-        self._wake.set()
-        if self._task is not None:
-            try:
-                await self._task
-            finally:
-                self._task = None
+        await self._loop.stop()
 
 
 class GroupCommitService(_Service):
@@ -80,7 +75,7 @@ class GroupCommitService(_Service):
             fut.set_result(True)
             return fut
         self._requests_write.append((next_offset, fut))
-        self._wake.set()
+        self.wakeup()
         return fut
 
     def _swap_requests(self) -> None:
@@ -106,16 +101,17 @@ class GroupCommitService(_Service):
         if self.mfq.store_timestamp > 0:
             self.checkpoint.physic_msg_timestamp = self.mfq.store_timestamp
 
-    async def run(self) -> None:
-        while not self._stopped:
-            await self._wait(0.01)
-            self._swap_requests()
-            await self._do_commit()
-        # Shutdown: serve everything still queued.
+    def interval_s(self) -> float:
+        return 0.01  # a put's wakeup() cuts it short; this is the idle cadence
+
+    async def turn(self) -> None:
         self._swap_requests()
         await self._do_commit()
-        self._swap_requests()
-        await self._do_commit()
+
+    async def last_turn(self) -> None:
+        # Shutdown: serve everything still queued (both request lists).
+        await self.turn()
+        await self.turn()
 
 
 def thorough_due(now_ms: int, last_thorough_ms: int, thorough_interval_ms: int) -> bool:
@@ -140,15 +136,18 @@ class _PeriodicFlushService(_Service):
     async def flush_once(self, least_pages: int) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    async def run(self) -> None:
-        while not self._stopped:
-            await self._wait(self.interval_ms / 1000)
-            now = int(time.time() * 1000)
-            least = self.least_pages
-            if thorough_due(now, self._last_thorough_ms, self.thorough_interval_ms):
-                self._last_thorough_ms = now
-                least = 0
-            await self.flush_once(least)
+    def interval_s(self) -> float:
+        return self.interval_ms / 1000
+
+    async def turn(self) -> None:
+        now = int(time.time() * 1000)
+        least = self.least_pages
+        if thorough_due(now, self._last_thorough_ms, self.thorough_interval_ms):
+            self._last_thorough_ms = now
+            least = 0
+        await self.flush_once(least)
+
+    async def last_turn(self) -> None:
         await self.flush_once(0)
 
 

@@ -13,7 +13,6 @@ A queue the group never committed counts from the queue's min offset (all of it 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import deque
@@ -39,6 +38,7 @@ from ferrymq.broker.topic_config import (
     is_system_topic,
 )
 from ferrymq.mixall import CID_RMQ_SYS_PREFIX
+from ferrymq.tasks import Periodic
 
 log = logging.getLogger(__name__)
 
@@ -125,29 +125,20 @@ class ConsumerLagSampler:
         # (topic, queue, committed offset) -> store time of the message at that offset
         self._store_times: dict[tuple[str, int], tuple[int, int]] = {}
         self._consumed: dict[tuple[str, str], int] = {}
-        self._task: asyncio.Task[None] | None = None
+        self._loop = Periodic(
+            "consumer-lag-sampler",
+            self.tick,
+            lambda: self.config.consumer_lag_sample_interval / 1000,
+            first_now=True,
+        )
 
     # --- lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
-        if self.config.consumer_lag_enable and self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run())
+        if self.config.consumer_lag_enable:
+            self._loop.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-
-    async def _run(self) -> None:
-        interval = self.config.consumer_lag_sample_interval / 1000
-        while True:
-            try:
-                await self.tick()
-            except Exception:
-                log.exception("consumer lag sampling failed")
-            # the sampling cadence, not synchronisation
-            await asyncio.sleep(interval)
+        await self._loop.stop()
 
     # --- sampling -------------------------------------------------------------------------
     def pairs(self) -> list[tuple[str, str]]:

@@ -48,11 +48,11 @@ from ferrymq.broker.store_port import MessageStorePort
 from ferrymq.broker.topic_config import TopicConfigManager
 from ferrymq.message import MessageConst, MessageInner
 from ferrymq.remoting.bodies import PERM_READ, PERM_WRITE, TopicConfig
-from ferrymq.remoting.eventloop import cancel_and_wait, wait_event
 from ferrymq.store.dispatch import RoundRecords
 from ferrymq.store.json_file import AtomicFileWriter
 from ferrymq.store.record import RecordKind, check_record
 from ferrymq.store.results import GetMessageStatus
+from ferrymq.tasks import cancel_and_wait, wait_event
 from ferrymq.topic_validator import RETRY_GROUP_TOPIC_PREFIX
 
 log = logging.getLogger(__name__)

@@ -31,10 +31,10 @@ from ferrymq.broker.message_copy import restored_message
 from ferrymq.broker.store_port import MessageStorePort
 from ferrymq.broker.timer.timer_message import TIMER_TOPIC, build_delete_key
 from ferrymq.message import MessageConst, MessageInner
-from ferrymq.remoting.eventloop import cancel_and_wait
 from ferrymq.store.dispatch import RoundRecords
 from ferrymq.store.record import DecodedRecord, RecordKind, check_record
 from ferrymq.store.results import GetMessageStatus
+from ferrymq.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -196,6 +196,9 @@ class TimerService:
             due, queue_offset = heap[0]
             now = self.clock_ms()
             if due > now:
+                # record what was delivered before waiting: a done marker held back until the
+                # next message is due leaves a kill -9 in between to deliver those again
+                await self._flush_done()
                 return min(_IDLE_S, (due - now) / 1000)
             heapq.heappop(heap)
             if queue_offset not in self._pending:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from ferrymq.remoting.eventloop import wait_event
+from ferrymq.tasks import wait_event
 
 
 async def test_a_loop_on_a_set_event_stops_at_the_first_cancel() -> None:
