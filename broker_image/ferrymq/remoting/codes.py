@@ -102,7 +102,6 @@ class RequestCode(IntEnum):
     # a PULL_MESSAGE with PullSysFlag's lite-pull bit: 5.x DefaultLitePullConsumer sends it
     LITE_PULL_MESSAGE = 361
     # RocketMQ 5: recall of timer messages, server-side assignment and POP
-    LITE_PULL_MESSAGE = 361
     RECALL_MESSAGE = 370
     QUERY_ASSIGNMENT = 400
     SET_MESSAGE_REQUEST_MODE = 401
