@@ -171,10 +171,16 @@ def test_transaction_commit_and_check_back(runner: JavaScenarios, proxied: list[
         raw = runner.run("transaction", p.remoting_addr, topic=topic, group="PG_remoting_tx")
         seen[p.name] = normalise(without_check_counts(raw))
     stored = {name: obs.pop("stored") for name, obs in seen.items()}
-    assert seen["apache"]["checkedBack"]
-    assert_same(seen, "transaction through the proxies' remoting ports")
+    assert seen["ferrymq"]["checkedBack"]
     assert stored["ferrymq"] == ["commit-1", "unknown-1"]
-    assert "unknown-1" in stored["apache"] and set(stored["apache"]) <= set(stored["ferrymq"])
+    if seen["apache"]["checkedBack"]:
+        assert_same(seen, "transaction through the proxies' remoting ports")
+        assert "unknown-1" in stored["apache"] and set(stored["apache"]) <= set(stored["ferrymq"])
+    else:
+        # Apache's proxy relayed no check within the scenario's wait (1 of 4 runs: the clean-clone
+        # run of 19ba8e2 at load 1-3): the sends and local states are still compared
+        sends = {name: {"sent": obs["sent"]} for name, obs in seen.items()}
+        assert_same(sends, "transactional sends through the proxies' remoting ports")
 
 
 def test_bad_input_codes_and_remarks(runner: JavaScenarios, proxied: list[Proxied]) -> None:
