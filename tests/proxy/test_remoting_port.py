@@ -154,6 +154,9 @@ def without_check_counts(obs: dict[str, Any]) -> dict[str, Any]:
     return obs
 
 
+# slow: up to 130 s (it waits for Apache's proxy to relay a check), and the default run is at
+# 55 of its 60 minutes (clean-clone run of 19ba8e2: 55 min 43 s of tests)
+@pytest.mark.slow
 def test_transaction_commit_and_check_back(runner: JavaScenarios, proxied: list[Proxied]) -> None:
     """Sends, local-transaction states and the check-back are the same through both proxies;
     what gets committed is not, and this is a deliberate difference. Over remoting, Apache's
