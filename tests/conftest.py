@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 import uvloop
+from ferrymq.namesrv.app import NamesrvApp
+from ferrymq.namesrv.config import NamesrvConfig
 from hypothesis import settings
 
 # No per-example deadline: hypothesis' default 200 ms is a timed assertion, and on a shared 2-core
@@ -67,3 +70,14 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_sep("-", "failover outage measured")
         for line in lines:
             terminalreporter.write_line(line)
+
+
+@pytest.fixture
+async def namesrv(tmp_path: Path) -> AsyncIterator[NamesrvApp]:
+    """A NameServer on 127.0.0.1 (port 0) in this process; a test folder may define its own."""
+    app = NamesrvApp(
+        NamesrvConfig(listen_port=0, bind_address="127.0.0.1", kv_config_path=tmp_path / "kv.json")
+    )
+    await app.start()
+    yield app
+    await app.stop()

@@ -9,18 +9,7 @@ import pytest
 from broker_helpers import broker_configs
 from ferrymq.broker.app import BrokerApp
 from ferrymq.namesrv.app import NamesrvApp
-from ferrymq.namesrv.config import NamesrvConfig
 from ferrymq.remoting.client import RemotingClient
-
-
-@pytest.fixture
-async def namesrv(tmp_path: Path) -> AsyncIterator[NamesrvApp]:
-    app = NamesrvApp(
-        NamesrvConfig(listen_port=0, bind_address="127.0.0.1", kv_config_path=tmp_path / "kv.json")
-    )
-    await app.start()
-    yield app
-    await app.stop()
 
 
 @pytest.fixture

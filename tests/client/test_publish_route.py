@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import zlib
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 from ferrymq.client.errors import NoRouteError
 from ferrymq.client.instance import ClientInstance
 from ferrymq.namesrv.app import NamesrvApp
-from ferrymq.namesrv.config import NamesrvConfig
 from ferrymq.remoting.bodies import (
     DataVersion,
     RegisterBrokerBody,
@@ -26,16 +23,6 @@ from ferrymq.remoting.client import RemotingClient
 from ferrymq.remoting.codes import RequestCode, ResponseCode
 from ferrymq.remoting.command import RemotingCommand
 from ferrymq.remoting.headers import RegisterBrokerRequestHeader
-
-
-@pytest.fixture
-async def namesrv(tmp_path: Path) -> AsyncIterator[NamesrvApp]:
-    app = NamesrvApp(
-        NamesrvConfig(listen_port=0, bind_address="127.0.0.1", kv_config_path=tmp_path / "kv.json")
-    )
-    await app.start()
-    yield app
-    await app.stop()
 
 
 async def register(
