@@ -34,7 +34,7 @@ from ferrymq.message import MessageConst, MessageInner
 from ferrymq.store.dispatch import RoundRecords
 from ferrymq.store.record import DecodedRecord, RecordKind, check_record
 from ferrymq.store.results import GetMessageStatus
-from ferrymq.tasks import cancel_and_wait
+from ferrymq.tasks import cancel_and_wait, wait_event
 
 log = logging.getLogger(__name__)
 
@@ -186,8 +186,7 @@ class TimerService:
             except Exception:  # a bad message must not stop delivery of the others
                 log.exception("timer delivery failed; retrying")
                 wait_s = _RETRY_S
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), wait_s)
+            await wait_event(self._wake, wait_s)
 
     async def deliver_due(self) -> float:
         """Deliver every due message; seconds until the next one is due (at most the idle time)."""
